@@ -1,0 +1,122 @@
+"""PNG plots from metrics.jsonl: one run (`plot_run`) or methods x seeds (`plot_methods`).
+
+Each plot is a named spec: a file name, a title and the metric keys it draws. A key missing from
+every row is skipped; a plot with nothing to draw is not written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ict.report.runs import Run, load_run
+
+# (file stem, title, y label, [(metrics.jsonl key, legend label)])
+RUN_PLOTS: list[tuple[str, str, str, list[tuple[str, str]]]] = [
+    ("reward", "Reward", "mean reward", [("reward/mean", "reward")]),
+    ("accuracy", "Accuracy", "fraction", [("accuracy", "accuracy"), ("format_rate", "format rate")]),
+    ("entropy", "Shannon entropy H", "nats", [("valid/entropy", "valid"), ("selected/entropy", "selected")]),
+    ("renyi2", "Rényi-2 entropy H2", "nats", [("valid/renyi2", "valid"), ("selected/renyi2", "selected")]),
+    ("js", "JS score", "nats", [("valid/js", "valid"), ("selected/js", "selected")]),
+    ("selected", "Selected fraction", "fraction of valid tokens", [("selected_fraction", "selected"), ("overlap/ict_entropy_jaccard", "Jaccard ICT vs 20-Entropy")]),
+    ("length", "Response length", "tokens", [("response_length/mean", "mean length")]),
+    ("clip", "Clip fraction", "fraction", [("clip_fraction", "clip fraction")]),
+]
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
+    """Write RUN_DIR/plots/<name>.png (reward, accuracy, entropy valid vs selected, renyi2, js,
+    selected fraction, response length, clip fraction, eval pass@k) and return their paths."""
+    run = load_run(run_dir)
+    out = Path(out_dir) if out_dir is not None else run.path / "plots"
+    out.mkdir(parents=True, exist_ok=True)
+    specs = list(RUN_PLOTS)
+    eval_keys = sorted(k for k in run.keys() if k.startswith("eval/"))
+    if eval_keys:
+        specs.append(("eval", "Held-out pass@k", "pass@k", [(k, k[5:]) for k in eval_keys]))
+    plt = _pyplot()
+    written = []
+    for stem, title, ylabel, keys in specs:
+        lines = [(label, *run.series(key)) for key, label in keys]
+        lines = [line for line in lines if line[1]]
+        if not lines:
+            continue
+        fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
+        for label, steps, values in lines:
+            ax.plot(steps, values, label=label, marker="o" if len(steps) < 20 else None, ms=3)
+        ax.set(title=f"{title} - {run.method}", xlabel="step", ylabel=ylabel)
+        ax.grid(alpha=0.3)
+        if len(lines) > 1:
+            ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = out / f"{stem}.png"
+        fig.savefig(path)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def band(runs: Sequence[Run], key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(steps, mean, min, max) of one metric across runs at the steps every run logged it.
+
+    Shapes: all four are [S] with S the number of shared steps (0 when none)."""
+    per_run = [dict(zip(*run.series(key))) for run in runs]
+    per_run = [d for d in per_run if d]
+    if not per_run:
+        empty = np.zeros(0)
+        return empty, empty, empty, empty
+    steps = sorted(set.intersection(*(set(d) for d in per_run)))
+    values = np.array([[d[s] for s in steps] for d in per_run], dtype=np.float64).reshape(len(per_run), len(steps))
+    return np.asarray(steps, dtype=np.float64), values.mean(0), values.min(0), values.max(0)
+
+
+def plot_methods(
+    runs_by_method: dict[str, Sequence[Run]],
+    keys: Sequence[tuple[str, str]],
+    path: str | Path,
+    *,
+    title: str,
+    ylabel: str,
+) -> Path | None:
+    """One figure: for each method and key, the mean across seeds (line) and the min-max band.
+
+    `keys`: (metric key, suffix for the legend, e.g. "valid"/"selected"; "" for none). The second key
+    is dashed. Returns None (and writes nothing) when no method logged any of the keys."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    drawn = False
+    for i, (method, runs) in enumerate(runs_by_method.items()):
+        color = colors[i % len(colors)]
+        for j, (key, suffix) in enumerate(keys):
+            steps, mean, low, high = band(runs, key)
+            if len(steps) == 0:
+                continue
+            drawn = True
+            label = f"{method} ({suffix})" if suffix else method
+            ax.plot(steps, mean, color=color, ls="-" if j == 0 else "--", label=label)
+            if len(runs) > 1:
+                ax.fill_between(steps, low, high, color=color, alpha=0.15, lw=0)
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.set(title=title, xlabel="step", ylabel=ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path

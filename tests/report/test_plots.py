@@ -1,0 +1,68 @@
+import json
+
+import numpy as np
+import pytest
+
+from ict.errors import DataError
+from ict.report.plots import band, plot_methods, plot_run
+from ict.report.runs import load_run, read_jsonl
+
+from .helpers import write_run
+
+
+def _is_png(path):
+    return path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_run_writes_expected_pngs(tmp_path):
+    run = write_run(tmp_path, "ict", 0)
+    paths = plot_run(run)
+    names = {p.stem for p in paths}
+    assert {"reward", "accuracy", "entropy", "renyi2", "js", "selected", "length", "clip", "eval"} == names
+    assert all(p.parent == run / "plots" and _is_png(p) for p in paths)
+
+
+def test_plot_run_skips_missing_keys(tmp_path):
+    run = tmp_path / "r"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text(json.dumps({"step": 0, "reward/mean": 0.2}) + "\n")
+    assert [p.stem for p in plot_run(run)] == ["reward"]
+
+
+def test_missing_metrics_is_a_data_error(tmp_path):
+    with pytest.raises(DataError, match="metrics.jsonl"):
+        plot_run(tmp_path)
+
+
+def test_truncated_last_line_is_skipped_but_middle_garbage_raises(tmp_path):
+    path = tmp_path / "m.jsonl"
+    path.write_text('{"step": 0}\n{"step": 1}\n{"step": 2, "rew')
+    assert [r["step"] for r in read_jsonl(path)] == [0, 1]
+    path.write_text('{"step": 0}\n{"ste\n{"step": 2}\n')
+    with pytest.raises(DataError, match=":2"):
+        read_jsonl(path)
+
+
+def test_run_method_seed_final_and_flags(tmp_path):
+    run = load_run(write_run(tmp_path, "entropy", 2, final_pass=0.7, collapse=True))
+    assert (run.method, run.seed) == ("entropy", 2)
+    assert run.final("eval/toy/pass@4") == 0.7
+    assert run.flag("health/entropy_collapse") and not run.flag("health/entropy_explosion")
+
+
+def test_band_is_mean_min_max_over_shared_steps(tmp_path):
+    runs = [load_run(write_run(tmp_path, "grpo", s)) for s in range(3)]
+    steps, mean, low, high = band(runs, "reward/mean")
+    expect = np.array([[0.1 * s + 0.01 * seed for s in range(6)] for seed in range(3)])
+    np.testing.assert_allclose(steps, np.arange(6))
+    np.testing.assert_allclose(mean, expect.mean(0))
+    np.testing.assert_allclose(low, expect.min(0))
+    np.testing.assert_allclose(high, expect.max(0))
+
+
+def test_plot_methods(tmp_path):
+    runs = {m: [load_run(write_run(tmp_path, m, s)) for s in range(2)] for m in ("grpo", "ict")}
+    path = plot_methods(runs, [("valid/entropy", "valid"), ("selected/entropy", "selected")], tmp_path / "h.png", title="H", ylabel="nats")
+    assert path is not None and _is_png(path)
+    assert plot_methods(runs, [("nope", "")], tmp_path / "x.png", title="x", ylabel="y") is None
+    assert not (tmp_path / "x.png").exists()
