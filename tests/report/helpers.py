@@ -23,7 +23,9 @@ def write_run(
     """A run dir with config.yaml, metrics.jsonl (deterministic curves), summary.json."""
     run = root / f"{method}_seed{seed}"
     run.mkdir(parents=True)
-    (run / "config.yaml").write_text(yaml.safe_dump({"method": method, "seed": seed, "lr": 1e-6, "steps": steps}))
+    (run / "config.yaml").write_text(
+        yaml.safe_dump({"method": method, "seed": seed, "lr": 1e-6, "steps": steps})
+    )
     rows = []
     for s in range(steps):
         h = 1.0 - 0.1 * s if not collapse else 1.0 * math.exp(-s)
@@ -58,7 +60,9 @@ def write_run(
     return run
 
 
-def make_sample(step: int, tokens: list[str], rng: np.random.Generator, reward: float = 1.0) -> dict:
+def make_sample(
+    step: int, tokens: list[str], rng: np.random.Generator, reward: float = 1.0
+) -> dict:
     """A samples.jsonl record with random stats and top-k selections computed from them."""
     n = len(tokens)
     h = rng.uniform(0, 3, n)

@@ -18,7 +18,17 @@ def test_plot_run_writes_expected_pngs(tmp_path):
     run = write_run(tmp_path, "ict", 0)
     paths = plot_run(run)
     names = {p.stem for p in paths}
-    assert {"reward", "accuracy", "entropy", "renyi2", "js", "selected", "length", "clip", "eval"} == names
+    assert {
+        "reward",
+        "accuracy",
+        "entropy",
+        "renyi2",
+        "js",
+        "selected",
+        "length",
+        "clip",
+        "eval",
+    } == names
     assert all(p.parent == run / "plots" and _is_png(p) for p in paths)
 
 
@@ -62,7 +72,13 @@ def test_band_is_mean_min_max_over_shared_steps(tmp_path):
 
 def test_plot_methods(tmp_path):
     runs = {m: [load_run(write_run(tmp_path, m, s)) for s in range(2)] for m in ("grpo", "ict")}
-    path = plot_methods(runs, [("valid/entropy", "valid"), ("selected/entropy", "selected")], tmp_path / "h.png", title="H", ylabel="nats")
+    path = plot_methods(
+        runs,
+        [("valid/entropy", "valid"), ("selected/entropy", "selected")],
+        tmp_path / "h.png",
+        title="H",
+        ylabel="nats",
+    )
     assert path is not None and _is_png(path)
     assert plot_methods(runs, [("nope", "")], tmp_path / "x.png", title="x", ylabel="y") is None
     assert not (tmp_path / "x.png").exists()

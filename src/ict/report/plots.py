@@ -16,11 +16,34 @@ from ict.report.runs import Run, load_run
 # (file stem, title, y label, [(metrics.jsonl key, legend label)])
 RUN_PLOTS: list[tuple[str, str, str, list[tuple[str, str]]]] = [
     ("reward", "Reward", "mean reward", [("reward/mean", "reward")]),
-    ("accuracy", "Accuracy", "fraction", [("accuracy", "accuracy"), ("format_rate", "format rate")]),
-    ("entropy", "Shannon entropy H", "nats", [("valid/entropy", "valid"), ("selected/entropy", "selected")]),
-    ("renyi2", "Rényi-2 entropy H2", "nats", [("valid/renyi2", "valid"), ("selected/renyi2", "selected")]),
+    (
+        "accuracy",
+        "Accuracy",
+        "fraction",
+        [("accuracy", "accuracy"), ("format_rate", "format rate")],
+    ),
+    (
+        "entropy",
+        "Shannon entropy H",
+        "nats",
+        [("valid/entropy", "valid"), ("selected/entropy", "selected")],
+    ),
+    (
+        "renyi2",
+        "Rényi-2 entropy H2",
+        "nats",
+        [("valid/renyi2", "valid"), ("selected/renyi2", "selected")],
+    ),
     ("js", "JS score", "nats", [("valid/js", "valid"), ("selected/js", "selected")]),
-    ("selected", "Selected fraction", "fraction of valid tokens", [("selected_fraction", "selected"), ("overlap/ict_entropy_jaccard", "Jaccard ICT vs 20-Entropy")]),
+    (
+        "selected",
+        "Selected fraction",
+        "fraction of valid tokens",
+        [
+            ("selected_fraction", "selected"),
+            ("overlap/ict_entropy_jaccard", "Jaccard ICT vs 20-Entropy"),
+        ],
+    ),
     ("length", "Response length", "tokens", [("response_length/mean", "mean length")]),
     ("clip", "Clip fraction", "fraction", [("clip_fraction", "clip fraction")]),
 ]
@@ -71,13 +94,15 @@ def band(runs: Sequence[Run], key: str) -> tuple[np.ndarray, np.ndarray, np.ndar
     """(steps, mean, min, max) of one metric across runs at the steps every run logged it.
 
     Shapes: all four are [S] with S the number of shared steps (0 when none)."""
-    per_run = [dict(zip(*run.series(key))) for run in runs]
+    per_run = [dict(zip(*run.series(key), strict=True)) for run in runs]
     per_run = [d for d in per_run if d]
     if not per_run:
         empty = np.zeros(0)
         return empty, empty, empty, empty
     steps = sorted(set.intersection(*(set(d) for d in per_run)))
-    values = np.array([[d[s] for s in steps] for d in per_run], dtype=np.float64).reshape(len(per_run), len(steps))
+    values = np.array([[d[s] for s in steps] for d in per_run], dtype=np.float64).reshape(
+        len(per_run), len(steps)
+    )
     return np.asarray(steps, dtype=np.float64), values.mean(0), values.min(0), values.max(0)
 
 

@@ -29,7 +29,9 @@ def read_jsonl(path: str | Path) -> list[dict]:
         except json.JSONDecodeError as err:
             if i == len(lines) - 1:
                 break  # partially written last line of an interrupted run
-            raise DataError(f"{path}:{i + 1} is not valid JSON ({err}); fix or remove that line") from err
+            raise DataError(
+                f"{path}:{i + 1} is not valid JSON ({err}); fix or remove that line"
+            ) from err
     return rows
 
 
@@ -106,7 +108,11 @@ class Run:
 
     def final(self, key: str) -> float | None:
         """Final value of a metric: summary.json's `final`/top level if present, else the last row."""
-        for source in (self.summary.get("final", {}), self.summary.get("metrics", {}), self.summary):
+        for source in (
+            self.summary.get("final", {}),
+            self.summary.get("metrics", {}),
+            self.summary,
+        ):
             value = source.get(key) if isinstance(source, dict) else None
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 return float(value)
@@ -128,7 +134,9 @@ def load_run(run_dir: str | Path) -> Run:
     """Load one run directory; raises DataError naming the fix when metrics.jsonl is missing."""
     path = Path(run_dir)
     if not path.is_dir():
-        raise DataError(f"run directory {path} does not exist; pass a directory written by `ict train`")
+        raise DataError(
+            f"run directory {path} does not exist; pass a directory written by `ict train`"
+        )
     metrics_path = path / "metrics.jsonl"
     if not metrics_path.exists():
         raise DataError(
@@ -137,4 +145,6 @@ def load_run(run_dir: str | Path) -> Run:
         )
     summary_path = path / "summary.json"
     summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.exists() else {}
-    return Run(path=path, config=_read_config(path), metrics=read_jsonl(metrics_path), summary=summary)
+    return Run(
+        path=path, config=_read_config(path), metrics=read_jsonl(metrics_path), summary=summary
+    )
