@@ -1,0 +1,155 @@
+"""Batched sampling with Hugging Face `generate`, returned as padded tensors for training/eval.
+
+Layout of a `Rollout` (N = number of prompts x samples per prompt):
+    input_ids [N, P + R]: prompt left-padded to P tokens, then the response right-padded to R.
+    response_mask [N, P + R] bool: True on sampled response tokens, up to and including the first
+        EOS, or up to the end of the first stop string.
+    attention_mask [N, P + R]: prompt tokens and response_mask.
+Position t of `input_ids` is predicted by the model output at t - 1 (see docs/ARCHITECTURE.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class Rollout:
+    """Sampled responses; see the module docstring for the layout."""
+
+    prompt_index: torch.Tensor  # [N] long: index into the prompts list
+    input_ids: torch.Tensor  # [N, P + R] long
+    attention_mask: torch.Tensor  # [N, P + R] long
+    response_mask: torch.Tensor  # [N, P + R] bool
+    prompt_length: int  # P, the padded prompt width
+    texts: list[str]  # decoded responses (special tokens skipped)
+    prompts: list[str]  # the rendered prompts, one per prompt index
+
+    @property
+    def response_lengths(self) -> torch.Tensor:
+        """[N] long: number of response tokens of each sample."""
+        return self.response_mask.sum(dim=1)
+
+    def __len__(self) -> int:
+        return self.input_ids.shape[0]
+
+
+def _response_lengths(response_ids, tokenizer, eos_ids: set[int], stop: list[str]) -> list[int]:
+    """Number of sampled tokens per row: through the first EOS, or through the first stop string.
+
+    `response_ids` [N, R]. Stop strings are located by binary search over decoded prefixes (the
+    decoded text of a longer prefix contains that of a shorter one).
+    """
+    n, width = response_ids.shape
+    is_eos = torch.zeros_like(response_ids, dtype=torch.bool)
+    for eos in eos_ids:
+        is_eos |= response_ids == eos
+    has_eos = is_eos.any(dim=1)
+    first_eos = torch.where(has_eos, is_eos.float().argmax(dim=1) + 1, torch.full((n,), width))
+    lengths = first_eos.tolist()
+    if not stop:
+        return lengths
+    for row in range(n):
+        ids = response_ids[row, : lengths[row]].tolist()
+
+        def contains_stop(length: int) -> bool:
+            text = tokenizer.decode(ids[:length], skip_special_tokens=True)
+            return any(s in text for s in stop)
+
+        if not contains_stop(len(ids)):
+            continue
+        low, high = 1, len(ids)
+        while low < high:
+            mid = (low + high) // 2
+            if contains_stop(mid):
+                high = mid
+            else:
+                low = mid + 1
+        lengths[row] = low
+    return lengths
+
+
+@torch.no_grad()
+def generate(
+    model,
+    tokenizer,
+    prompts: list[str],
+    *,
+    num_samples: int = 1,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    max_new_tokens: int = 128,
+    batch_size: int = 32,
+    seed: int = 0,
+    stop: list[str] | None = None,
+) -> Rollout:
+    """Sample `num_samples` responses for each already-rendered prompt.
+
+    Args:
+        prompts: rendered prompt strings (apply the chat template before; see ict.models.format_prompt).
+        num_samples: G, samples per prompt; rows of prompt i are i*G .. i*G + G - 1.
+        temperature: 0 means greedy decoding.
+        batch_size: sequences generated at once (a multiple of num_samples is best).
+        seed: sampling is reproducible from (seed, batch index) and leaves the global RNG untouched.
+        stop: strings that end a response (included in it), e.g. ["</answer>"].
+    Returns:
+        A `Rollout` whose tensors live on the model's device.
+    """
+    if not prompts:
+        raise ValueError("generate() needs at least one prompt")
+    device = next(model.parameters()).device
+    eos_ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
+    gen_eos = getattr(model.generation_config, "eos_token_id", None)
+    eos_ids |= set(gen_eos if isinstance(gen_eos, list) else [gen_eos] if gen_eos is not None else [])
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else next(iter(eos_ids))
+    stop = list(stop or [])
+
+    old_side = tokenizer.padding_side
+    tokenizer.padding_side = "left"
+    encoded = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+    tokenizer.padding_side = old_side
+    prompt_ids = encoded["input_ids"].repeat_interleave(num_samples, dim=0)
+    prompt_attn = encoded["attention_mask"].repeat_interleave(num_samples, dim=0)
+    prompt_index = torch.arange(len(prompts)).repeat_interleave(num_samples)
+
+    sampling = dict(do_sample=temperature > 0, max_new_tokens=max_new_tokens, pad_token_id=pad_id)
+    if temperature > 0:
+        sampling.update(temperature=temperature, top_p=top_p, top_k=0)
+    was_training = model.training
+    model.eval()
+    chunks = []
+    for start in range(0, len(prompt_ids), batch_size):
+        ids = prompt_ids[start : start + batch_size].to(device)
+        attn = prompt_attn[start : start + batch_size].to(device)
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            torch.manual_seed(seed * 1_000_003 + start)
+            out = model.generate(input_ids=ids, attention_mask=attn, **sampling)
+        chunks.append(out[:, ids.shape[1] :].cpu())
+    model.train(was_training)
+
+    width = max(c.shape[1] for c in chunks)
+    response_ids = torch.cat(
+        [torch.nn.functional.pad(c, (0, width - c.shape[1]), value=pad_id) for c in chunks]
+    )
+    lengths = torch.tensor(_response_lengths(response_ids, tokenizer, eos_ids, stop))
+    resp_mask = torch.arange(width)[None, :] < lengths[:, None]
+    response_ids = torch.where(resp_mask, response_ids, torch.full_like(response_ids, pad_id))
+
+    prompt_len = prompt_ids.shape[1]
+    input_ids = torch.cat([prompt_ids, response_ids], dim=1)
+    response_mask = torch.cat([torch.zeros_like(prompt_ids, dtype=torch.bool), resp_mask], dim=1)
+    attention_mask = torch.cat([prompt_attn, resp_mask.long()], dim=1)
+    texts = tokenizer.batch_decode(
+        [row[: int(n)] for row, n in zip(response_ids, lengths)], skip_special_tokens=True
+    )
+    return Rollout(
+        prompt_index=prompt_index.to(device),
+        input_ids=input_ids.to(device),
+        attention_mask=attention_mask.to(device),
+        response_mask=response_mask.to(device),
+        prompt_length=prompt_len,
+        texts=texts,
+        prompts=list(prompts),
+    )

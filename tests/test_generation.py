@@ -1,0 +1,74 @@
+import torch
+
+from ict.generation import generate
+from ict.models import format_prompt
+from ict.testing import tiny_model_and_tokenizer
+
+
+def _prompts(tokenizer):
+    return [format_prompt(tokenizer, "1+2="), format_prompt(tokenizer, "a much longer prompt")]
+
+
+def test_layout_masks_and_reproducibility():
+    model, tok = tiny_model_and_tokenizer()
+    prompts = _prompts(tok)
+    r = generate(model, tok, prompts, num_samples=3, max_new_tokens=10, seed=3, batch_size=4)
+    assert r.input_ids.shape[0] == 6 and len(r) == 6
+    assert r.prompt_index.tolist() == [0, 0, 0, 1, 1, 1]
+    # no response token inside the prompt block; masks agree with attention
+    assert not r.response_mask[:, : r.prompt_length].any()
+    assert torch.equal(r.attention_mask[:, r.prompt_length :].bool(), r.response_mask[:, r.prompt_length :])
+    # response tokens are contiguous from the start of the response block
+    resp = r.response_mask[:, r.prompt_length :]
+    lengths = resp.sum(1)
+    assert torch.equal(resp, torch.arange(resp.shape[1])[None] < lengths[:, None])
+    # decoded texts match the masked tokens
+    for row, text in zip(range(6), r.texts):
+        ids = r.input_ids[row][r.response_mask[row]]
+        assert tok.decode(ids, skip_special_tokens=True) == text
+    again = generate(model, tok, prompts, num_samples=3, max_new_tokens=10, seed=3, batch_size=4)
+    assert torch.equal(r.input_ids, again.input_ids)
+    other = generate(model, tok, prompts, num_samples=3, max_new_tokens=10, seed=4, batch_size=4)
+    assert not torch.equal(r.input_ids, other.input_ids)
+
+
+def test_global_rng_untouched_and_greedy_is_deterministic():
+    model, tok = tiny_model_and_tokenizer()
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    generate(model, tok, _prompts(tok), num_samples=2, max_new_tokens=5, seed=0)
+    assert torch.equal(torch.rand(3), expected)
+    a = generate(model, tok, _prompts(tok), num_samples=2, max_new_tokens=6, temperature=0, seed=0)
+    b = generate(model, tok, _prompts(tok), num_samples=2, max_new_tokens=6, temperature=0, seed=9)
+    assert torch.equal(a.input_ids, b.input_ids)
+    assert torch.equal(a.input_ids[0], a.input_ids[1])  # greedy: both samples identical
+
+
+def test_eos_ends_response_and_is_included():
+    model, tok = tiny_model_and_tokenizer()
+    # an LM head that always prefers EOS: every response is exactly [EOS]
+    head = torch.nn.Linear(model.config.hidden_size, model.config.vocab_size, bias=True)
+    with torch.no_grad():
+        head.weight.zero_()
+        head.bias.zero_()
+        head.bias[tok.eos_token_id] = 100.0
+    model.lm_head = head
+    r = generate(model, tok, _prompts(tok), num_samples=2, max_new_tokens=5, seed=0)
+    assert r.response_lengths.tolist() == [1, 1, 1, 1]
+    assert (r.input_ids[:, r.prompt_length] == tok.eos_token_id).all()
+    assert r.texts == ["", "", "", ""]
+
+
+def test_stop_string_truncates_response():
+    model, tok = tiny_model_and_tokenizer()
+    r = generate(model, tok, _prompts(tok), num_samples=4, max_new_tokens=30, seed=0)
+    # choose a character that appears mid-response in some sample, then stop on it
+    text = next(t for t in r.texts if len(t) > 3)
+    stop_char = text[2]
+    s = generate(model, tok, _prompts(tok), num_samples=4, max_new_tokens=30, seed=0, stop=[stop_char])
+    for full, cut in zip(r.texts, s.texts):
+        if stop_char in full:
+            assert cut == full[: full.index(stop_char) + 1]
+        else:
+            assert cut == full

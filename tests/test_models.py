@@ -1,0 +1,45 @@
+import pytest
+
+from ict.errors import ModelLoadError
+from ict.models import ensure_pad_token, format_prompt, load_model_and_tokenizer, resolve_checkpoint_dir
+from ict.testing import save_tiny_model, tiny_tokenizer
+
+
+def test_loads_saved_directory_and_run_directory(tmp_path):
+    ckpt = save_tiny_model(tmp_path / "run" / "checkpoints" / "step_000002")
+    (tmp_path / "run" / "checkpoints" / "latest").write_text("step_000002\n")
+    assert resolve_checkpoint_dir(tmp_path / "run") == ckpt
+    for source in (ckpt, tmp_path / "run"):
+        model, tok = load_model_and_tokenizer(source)
+        assert model.config.vocab_size == len(tok)
+        assert tok.padding_side == "left" and tok.pad_token == "<pad>"
+        assert not model.training
+
+
+def test_clear_errors_for_bad_paths(tmp_path):
+    with pytest.raises(ModelLoadError, match="does not exist"):
+        load_model_and_tokenizer(str(tmp_path / "missing" / "model"))
+    with pytest.raises(ModelLoadError, match="neither a model directory"):
+        load_model_and_tokenizer(tmp_path)
+
+
+def test_pad_token_falls_back_to_eos():
+    tok = tiny_tokenizer()
+    tok.pad_token = None
+    ensure_pad_token(tok)
+    assert tok.pad_token == tok.eos_token
+
+
+def test_format_prompt_uses_chat_template_or_raw_text():
+    tok = tiny_tokenizer()
+    assert format_prompt(tok, "hi") == "<|user|>hi\n<|assistant|>"
+    assert format_prompt(tok, "hi", system="be brief") == "<|system|>be brief\n<|user|>hi\n<|assistant|>"
+    tok.chat_template = None
+    assert format_prompt(tok, "hi") == "hi"
+
+
+@pytest.mark.slow
+def test_embedded_default_loads():
+    pytest.importorskip("gguf")
+    model, tok = load_model_and_tokenizer(None)
+    assert model.config.vocab_size == 49152 and tok.chat_template
