@@ -1,0 +1,66 @@
+"""The built-in selectors (METHOD.md, "ICT score and selection" and "Baseline selectors").
+
+Each is one small function of a `SelectionContext` (see `core.py`); scores are [B, T] floats
+(higher = kept first), keep-masks are [B, T] bools.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from ict.errors import ConfigError
+from ict.select.core import SelectionContext, register_selector
+from ict.select.topk import quantile_linear
+
+
+@register_selector("grpo")
+def grpo(ctx: SelectionContext) -> Tensor:
+    """Every valid token (plain GRPO)."""
+    return ctx.mask
+
+
+@register_selector("ict", default_ratio=0.10)
+def ict(ctx: SelectionContext) -> Tensor:
+    """ICT: score = JS divergence of the position's distribution to the reference (stats.js)."""
+    return ctx.require_stats("ict", "js").js
+
+
+@register_selector("entropy", default_ratio=0.20)
+def entropy(ctx: SelectionContext) -> Tensor:
+    """20-Entropy (arXiv 2506.01939): score = Shannon entropy of the position (stats.entropy)."""
+    return ctx.require_stats("entropy", "entropy").entropy
+
+
+@register_selector("random", default_ratio=0.10)
+def random(ctx: SelectionContext) -> Tensor:
+    """Control: i.i.d. uniform scores from a generator seeded by (seed, rank), so the top `ratio`
+    is a uniform random subset of exactly k valid positions, reproducible for a given seed."""
+    generator = torch.Generator().manual_seed(ctx.seed + 1_000_003 * ctx.rank)
+    return torch.rand(ctx.mask.shape, generator=generator).to(ctx.mask.device)
+
+
+@register_selector("stapo")
+def stapo(ctx: SelectionContext, *, prob_below: float = 0.01, entropy_quantile: float = 0.05) -> Tensor:
+    """STAPO (arXiv 2602.15620): keep every valid token except the spurious ones, those with
+    advantage > 0, sampled probability exp(stats.logprob) < prob_below and stats.entropy strictly
+    below the `entropy_quantile` quantile (linear interpolation) of the batch's valid entropies
+    (over all ranks under torch.distributed, whatever the scope). Defaults come from a secondary
+    source, not the paper."""
+    if not 0 < prob_below <= 1:
+        raise ConfigError(f"stapo prob_below must be in (0, 1], got {prob_below!r}")
+    if not 0 <= entropy_quantile <= 1:
+        raise ConfigError(f"stapo entropy_quantile must be in [0, 1], got {entropy_quantile!r}")
+    stats = ctx.require_stats("stapo", "entropy", "logprob")
+    advantages = ctx.require_advantages("stapo")
+    return ~stapo_spurious(ctx, stats, advantages, prob_below, entropy_quantile)
+
+
+def stapo_spurious(ctx, stats, advantages, prob_below, entropy_quantile) -> Tensor:
+    """bool[B, T]: the valid positions STAPO silences."""
+    entropies = ctx.valid_values(stats.entropy)
+    if entropies.numel() == 0:
+        return torch.zeros_like(ctx.mask)
+    threshold = quantile_linear(entropies, entropy_quantile)
+    low_entropy = stats.entropy.to(torch.float64) < threshold
+    return ctx.mask & (advantages > 0) & (torch.exp(stats.logprob) < prob_below) & low_entropy

@@ -1,0 +1,279 @@
+"""Selectors against brute-force references and hand-made cases."""
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from ict.errors import ConfigError, DataError
+from ict.select import (
+    SELECTORS,
+    available_selectors,
+    jaccard,
+    keep_count,
+    register_selector,
+    select_tokens,
+)
+from ict.select.topk import quantile_linear
+
+
+def make_stats(B, T, seed, levels=4):
+    """TokenStats-like object; scores drawn from a few levels so ties are common."""
+    g = torch.Generator().manual_seed(seed)
+    def field():
+        return torch.randint(0, levels, (B, T), generator=g).float() / levels
+    return SimpleNamespace(entropy=field(), renyi2=field(), logprob=-field() * 10, js=field())
+
+
+def make_mask(B, T, seed):
+    g = torch.Generator().manual_seed(seed + 100)
+    lengths = torch.randint(0, T + 1, (B,), generator=g)
+    return torch.arange(T)[None, :] < lengths[:, None]
+
+
+def ref_count(ratio, n):
+    return 0 if n == 0 else max(1, math.ceil(round(ratio * n, 6)))
+
+
+def ref_select(scores, mask, ratio, scope="global", mbs=None, tokens=None):
+    """Brute force: python sorts over (group, -score, flat index) or (-mean score, id)."""
+    B, T = mask.shape
+    cells = [(b, t) for b in range(B) for t in range(T) if mask[b, t]]
+    def group_of(b):
+        return 0 if scope == "global" else (b // mbs if scope == "micro_batch" else b)
+    out = torch.zeros(B, T, dtype=torch.bool)
+    for g in sorted({group_of(b) for b, _ in cells}):
+        members = [(b, t) for b, t in cells if group_of(b) == g]
+        if tokens is None:
+            ranked = sorted(members, key=lambda c: (-float(scores[c]), c[0] * T + c[1]))
+            for c in ranked[: ref_count(ratio, len(members))]:
+                out[c] = True
+        else:
+            by_id = {}
+            for c in members:
+                by_id.setdefault(int(tokens[c]), []).append(float(scores[c]))
+            ranked = sorted(by_id, key=lambda i: (-sum(by_id[i]) / len(by_id[i]), i))
+            keep = set(ranked[: ref_count(ratio, len(by_id))])
+            for c in members:
+                out[c] = int(tokens[c]) in keep
+    return out
+
+
+def test_keep_count_hand_values():
+    n = torch.tensor([30, 31, 1, 0, 7, 12, 10])
+    assert keep_count(n, 0.1).tolist() == [3, 4, 1, 0, 1, 2, 1]
+    assert keep_count(n, 1.0).tolist() == [30, 31, 1, 0, 7, 12, 10]
+    assert keep_count(n, 0.2).tolist() == [6, 7, 1, 0, 2, 3, 2]
+
+
+@pytest.mark.parametrize("name,field,default", [("ict", "js", 0.10), ("entropy", "entropy", 0.20)])
+def test_exact_count_and_default_ratio(name, field, default):
+    stats = make_stats(6, 50, seed=1, levels=1000)
+    mask = make_mask(6, 50, seed=1)
+    n = int(mask.sum())
+    sel = select_tokens(name, mask, stats=stats)
+    assert int(sel.sum()) == ref_count(default, n)
+    assert not (sel & ~mask).any()
+    assert torch.equal(sel, ref_select(getattr(stats, field), mask, default))
+
+
+def test_ties_keep_first_flat_indices():
+    mask = torch.ones(3, 10, dtype=torch.bool)
+    mask[0, :4] = False  # first valid flat index is 4
+    stats = SimpleNamespace(js=torch.full((3, 10), 0.5), entropy=torch.zeros(3, 10))
+    sel = select_tokens("ict", mask, stats=stats, ratio=0.2)  # 26 valid -> ceil(5.2) = 6
+    expected = torch.zeros(30, dtype=torch.bool)
+    expected[4:10] = True
+    assert torch.equal(sel.flatten(), expected)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("scope", ["global", "micro_batch", "sequence"])
+@pytest.mark.parametrize("granularity", ["position", "token_id"])
+@pytest.mark.parametrize("ratio", [0.1, 0.35, 1.0])
+def test_scopes_and_granularity_match_brute_force(seed, scope, granularity, ratio):
+    B, T = 5, 9
+    stats = make_stats(B, T, seed)
+    mask = make_mask(B, T, seed)
+    tokens = torch.randint(0, 6, (B, T), generator=torch.Generator().manual_seed(seed))
+    sel = select_tokens(
+        "ict", mask, stats=stats, ratio=ratio, scope=scope, granularity=granularity,
+        micro_batch_size=2, tokens=tokens,
+    )
+    ref = ref_select(stats.js, mask, ratio, scope, 2, tokens if granularity == "token_id" else None)
+    assert torch.equal(sel, ref)
+
+
+def test_sequence_scope_at_least_one_per_response():
+    mask = torch.zeros(3, 8, dtype=torch.bool)
+    mask[0, :3] = True  # 3 valid: ceil(0.3) -> 1
+    mask[2, :] = True  # 8 valid: ceil(0.8) -> 1; row 1 has none
+    stats = SimpleNamespace(js=torch.arange(24.0).reshape(3, 8))
+    sel = select_tokens("ict", mask, stats=stats, scope="sequence")
+    assert sel.sum(1).tolist() == [1, 0, 1]
+    assert sel[0, 2] and sel[2, 7]  # the highest score in each row
+
+
+def test_token_id_hand_case():
+    # ids 7 (scores .9 .1 -> mean .5), 3 (.6), 5 (.2 .2 -> .2), 9 (.6): ratio .5 of 4 ids -> 2 ids;
+    # 3 and 9 tie at .6 and beat 7; the tie goes to the lower id 3, then 9 is next -> {3, 9}
+    tokens = torch.tensor([[7, 3, 5, 9], [7, 5, 0, 0]])
+    js = torch.tensor([[0.9, 0.6, 0.2, 0.6], [0.1, 0.2, 1.0, 1.0]])
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]], dtype=torch.bool)
+    sel = select_tokens("ict", mask, stats=SimpleNamespace(js=js), ratio=0.5,
+                        granularity="token_id", tokens=tokens)
+    assert sel.tolist() == [[False, True, False, True], [False, False, False, False]]
+    sel = select_tokens("ict", mask, stats=SimpleNamespace(js=js), ratio=0.75,
+                        granularity="token_id", tokens=tokens)  # ceil(3) -> ids 3, 9, 7
+    assert sel.tolist() == [[True, True, False, True], [True, False, False, False]]
+
+
+def stapo_case():
+    entropy = torch.tensor([[0.0, 0.1, 0.5, 0.6, 0.0], [0.2, 0.3, 0.4, 0.7, 0.0]])
+    prob = torch.tensor([[0.005, 0.5, 0.001, 0.005, 1.0], [0.001, 0.001, 0.9, 0.9, 1.0]])
+    mask = torch.tensor([[1, 1, 1, 1, 0], [1, 1, 1, 1, 0]], dtype=torch.bool)
+    stats = SimpleNamespace(entropy=entropy, logprob=prob.log(), js=torch.zeros(2, 5))
+    return mask, stats, torch.tensor([1.0, -1.0])
+
+
+def test_stapo_hand_case():
+    mask, stats, adv = stapo_case()
+    # valid entropies sorted 0 .1 .2 .3 .4 .5 .6 .7; 0.05-quantile at position .35 -> 0.035:
+    # only (0,0) has H < .035, p < .01 and A > 0
+    expected = mask.clone()
+    expected[0, 0] = False
+    assert torch.equal(select_tokens("stapo", mask, stats=stats, advantages=adv), expected)
+    # median at 3.5 -> .35; prob_below .6 adds (0,1) (H .1, p .5); row 1 has A < 0
+    expected[0, 1] = False
+    sel = select_tokens("stapo", mask, stats=stats, advantages=adv, entropy_quantile=0.5, prob_below=0.6)
+    assert torch.equal(sel, expected)
+    # per-token advantages: flip the sign at (0,0) -> kept; (1,0) now A > 0 with H .2 < .35, p .001
+    adv_tok = torch.tensor([[-1.0, 1, 1, 1, 1], [1, -1, -1, -1, -1]])
+    sel = select_tokens("stapo", mask, stats=stats, advantages=adv_tok, entropy_quantile=0.5, prob_below=0.6)
+    expected = mask.clone()
+    expected[0, 1] = False
+    expected[1, 0] = False
+    assert torch.equal(sel, expected)
+
+
+def test_quantile_matches_numpy():
+    x = torch.rand(37, generator=torch.Generator().manual_seed(0))
+    for q in (0.0, 0.05, 0.5, 0.93, 1.0):
+        assert float(quantile_linear(x, q)) == pytest.approx(np.quantile(x.numpy().astype(np.float64), q))
+
+
+def test_random_seeded_exact_count():
+    mask = make_mask(8, 40, seed=3)
+    n = int(mask.sum())
+    a = select_tokens("random", mask, seed=5)
+    assert int(a.sum()) == ref_count(0.1, n) and not (a & ~mask).any()
+    assert torch.equal(a, select_tokens("random", mask, seed=5))
+    assert not torch.equal(a, select_tokens("random", mask, seed=6))
+    b = select_tokens("random", mask, ratio=0.5, scope="sequence", seed=1)
+    assert b.sum(1).tolist() == [ref_count(0.5, int(r)) for r in mask.sum(1)]
+
+
+def test_random_is_roughly_uniform():
+    mask = torch.ones(1, 20, dtype=torch.bool)
+    hits = sum(select_tokens("random", mask, ratio=0.25, seed=s).long() for s in range(400))
+    assert hits.sum() == 400 * 5
+    assert hits.min() > 60 and hits.max() < 140  # expected 100 each
+
+
+def test_composition_is_intersection():
+    mask, stats, adv = stapo_case()
+    stats.js = torch.tensor([[0.9, 0.8, 0.1, 0.1, 5.0], [0.7, 0.1, 0.1, 0.1, 5.0]])
+    ict = select_tokens("ict", mask, stats=stats, ratio=0.3)  # ceil(2.4) = 3: (0,0) (0,1) (1,0)
+    assert ict.nonzero().tolist() == [[0, 0], [0, 1], [1, 0]]
+    both = select_tokens("ict+stapo", mask, stats=stats, advantages=adv, ratio=0.3)
+    assert both.nonzero().tolist() == [[0, 1], [1, 0]]  # STAPO's spurious (0,0) removed
+    stapo = select_tokens("stapo", mask, stats=stats, advantages=adv)
+    assert torch.equal(both, ict & stapo)
+    assert torch.equal(both, select_tokens("stapo+ict", mask, stats=stats, advantages=adv, ratio=0.3))
+    assert torch.equal(select_tokens("grpo", mask), mask)
+
+
+def test_register_new_selector():
+    @register_selector("last_token_test")
+    def last(ctx):
+        keep = torch.zeros_like(ctx.mask)
+        keep[:, -1] = True
+        return keep
+
+    @register_selector("neg_js_test", default_ratio=0.5)
+    def neg_js(ctx, *, scale: float = 1.0):
+        return -scale * ctx.require_stats("neg_js_test", "js").js
+
+    try:
+        assert "last_token_test" in available_selectors()
+        mask = torch.ones(2, 3, dtype=torch.bool)
+        mask[1, 2] = False
+        assert select_tokens("last_token_test", mask).tolist() == [[False, False, True], [False] * 3]
+        js = torch.tensor([[0.1, 0.2, 0.3], [0.4, 0.5, 0.6]])
+        sel = select_tokens("neg_js_test", mask, stats=SimpleNamespace(js=js), scale=2.0)
+        assert sel.tolist() == [[True, True, True], [False, False, False]]  # ceil(2.5) = 3 lowest
+    finally:
+        SELECTORS.pop("last_token_test")
+        SELECTORS.pop("neg_js_test")
+
+
+def test_jaccard():
+    a = torch.tensor([[1, 1, 0, 0]], dtype=torch.bool)
+    b = torch.tensor([[0, 1, 1, 0]], dtype=torch.bool)
+    assert jaccard(a, b) == pytest.approx(1 / 3)
+    assert jaccard(a, a) == 1.0
+    assert jaccard(a, ~a) == 0.0
+    empty = torch.zeros(1, 4, dtype=torch.bool)
+    assert jaccard(empty, empty) == 1.0
+    with pytest.raises(DataError, match="same shape"):
+        jaccard(a, torch.zeros(2, 4, dtype=torch.bool))
+
+
+def test_empty_mask_selects_nothing():
+    mask = torch.zeros(2, 5, dtype=torch.bool)
+    stats = make_stats(2, 5, 0)
+    for name in ("ict", "entropy", "random", "grpo"):
+        assert not select_tokens(name, mask, stats=stats).any()
+    assert not select_tokens("stapo", mask, stats=stats, advantages=torch.ones(2)).any()
+    assert not select_tokens("ict", mask, stats=stats, granularity="token_id",
+                             tokens=torch.zeros(2, 5, dtype=torch.long)).any()
+
+
+@pytest.mark.parametrize(
+    "kwargs,error,match",
+    [
+        (dict(name="nope"), ConfigError, r"unknown selector 'nope'.*\['entropy', 'grpo', 'ict'"),
+        (dict(name="ict+nope"), ConfigError, "unknown selector 'nope'"),
+        (dict(name="ict", ratio=0.0), ConfigError, r"ratio must be a fraction in \(0, 1\]"),
+        (dict(name="ict", ratio=1.5), ConfigError, "ratio must be"),
+        (dict(name="grpo", ratio=0.5), ConfigError, "takes no ratio"),
+        (dict(name="ict", scope="batch"), ConfigError, r"unknown scope 'batch'.*'micro_batch'"),
+        (dict(name="ict", granularity="word"), ConfigError, r"unknown granularity.*'token_id'"),
+        (dict(name="ict", scope="micro_batch"), ConfigError, "micro_batch_size"),
+        (dict(name="ict", granularity="token_id"), ConfigError, "needs tokens="),
+        (dict(name="stapo"), ConfigError, "needs advantages"),
+        (dict(name="ict", stats=None), ConfigError, "needs token statistics"),
+        (dict(name="entropy", stats=None), ConfigError, "needs token statistics"),
+        (dict(name="ict", stats=SimpleNamespace(entropy=torch.zeros(2, 3))), DataError, "stats.js"),
+        (dict(name="stapo", advantages=torch.ones(3)), DataError, "advantages must have shape"),
+        (dict(name="ict", temperature=1.0), ConfigError, "no option"),
+    ],
+)
+def test_errors(kwargs, error, match):
+    kwargs = dict(kwargs)
+    name = kwargs.pop("name")
+    kwargs.setdefault("stats", make_stats(2, 3, 0))
+    with pytest.raises(error, match=match):
+        select_tokens(name, torch.ones(2, 3, dtype=torch.bool), **kwargs)
+
+
+def test_nan_scores_rejected():
+    js = torch.zeros(2, 3)
+    js[1, 1] = float("nan")
+    with pytest.raises(DataError, match="NaN"):
+        select_tokens("ict", torch.ones(2, 3, dtype=torch.bool), stats=SimpleNamespace(js=js))
+    mask = torch.ones(2, 3, dtype=torch.bool)
+    mask[1, 1] = False  # NaN on a masked position is ignored
+    assert select_tokens("ict", mask, stats=SimpleNamespace(js=js)).sum() == 1
