@@ -22,8 +22,10 @@ from ict.select.topk import quantile_linear
 def make_stats(B, T, seed, levels=4):
     """TokenStats-like object; scores drawn from a few levels so ties are common."""
     g = torch.Generator().manual_seed(seed)
+
     def field():
         return torch.randint(0, levels, (B, T), generator=g).float() / levels
+
     return SimpleNamespace(entropy=field(), renyi2=field(), logprob=-field() * 10, js=field())
 
 
@@ -41,8 +43,10 @@ def ref_select(scores, mask, ratio, scope="global", mbs=None, tokens=None):
     """Brute force: python sorts over (group, -score, flat index) or (-mean score, id)."""
     B, T = mask.shape
     cells = [(b, t) for b in range(B) for t in range(T) if mask[b, t]]
+
     def group_of(b):
         return 0 if scope == "global" else (b // mbs if scope == "micro_batch" else b)
+
     out = torch.zeros(B, T, dtype=torch.bool)
     for g in sorted({group_of(b) for b, _ in cells}):
         members = [(b, t) for b, t in cells if group_of(b) == g]
@@ -99,8 +103,14 @@ def test_scopes_and_granularity_match_brute_force(seed, scope, granularity, rati
     mask = make_mask(B, T, seed)
     tokens = torch.randint(0, 6, (B, T), generator=torch.Generator().manual_seed(seed))
     sel = select_tokens(
-        "ict", mask, stats=stats, ratio=ratio, scope=scope, granularity=granularity,
-        micro_batch_size=2, tokens=tokens,
+        "ict",
+        mask,
+        stats=stats,
+        ratio=ratio,
+        scope=scope,
+        granularity=granularity,
+        micro_batch_size=2,
+        tokens=tokens,
     )
     ref = ref_select(stats.js, mask, ratio, scope, 2, tokens if granularity == "token_id" else None)
     assert torch.equal(sel, ref)
@@ -122,11 +132,13 @@ def test_token_id_hand_case():
     tokens = torch.tensor([[7, 3, 5, 9], [7, 5, 0, 0]])
     js = torch.tensor([[0.9, 0.6, 0.2, 0.6], [0.1, 0.2, 1.0, 1.0]])
     mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]], dtype=torch.bool)
-    sel = select_tokens("ict", mask, stats=SimpleNamespace(js=js), ratio=0.5,
-                        granularity="token_id", tokens=tokens)
+    sel = select_tokens(
+        "ict", mask, stats=SimpleNamespace(js=js), ratio=0.5, granularity="token_id", tokens=tokens
+    )
     assert sel.tolist() == [[False, True, False, True], [False, False, False, False]]
-    sel = select_tokens("ict", mask, stats=SimpleNamespace(js=js), ratio=0.75,
-                        granularity="token_id", tokens=tokens)  # ceil(3) -> ids 3, 9, 7
+    sel = select_tokens(
+        "ict", mask, stats=SimpleNamespace(js=js), ratio=0.75, granularity="token_id", tokens=tokens
+    )  # ceil(3) -> ids 3, 9, 7
     assert sel.tolist() == [[True, True, False, True], [True, False, False, False]]
 
 
@@ -147,11 +159,15 @@ def test_stapo_hand_case():
     assert torch.equal(select_tokens("stapo", mask, stats=stats, advantages=adv), expected)
     # median at 3.5 -> .35; prob_below .6 adds (0,1) (H .1, p .5); row 1 has A < 0
     expected[0, 1] = False
-    sel = select_tokens("stapo", mask, stats=stats, advantages=adv, entropy_quantile=0.5, prob_below=0.6)
+    sel = select_tokens(
+        "stapo", mask, stats=stats, advantages=adv, entropy_quantile=0.5, prob_below=0.6
+    )
     assert torch.equal(sel, expected)
     # per-token advantages: flip the sign at (0,0) -> kept; (1,0) now A > 0 with H .2 < .35, p .001
     adv_tok = torch.tensor([[-1.0, 1, 1, 1, 1], [1, -1, -1, -1, -1]])
-    sel = select_tokens("stapo", mask, stats=stats, advantages=adv_tok, entropy_quantile=0.5, prob_below=0.6)
+    sel = select_tokens(
+        "stapo", mask, stats=stats, advantages=adv_tok, entropy_quantile=0.5, prob_below=0.6
+    )
     expected = mask.clone()
     expected[0, 1] = False
     expected[1, 0] = False
@@ -161,7 +177,9 @@ def test_stapo_hand_case():
 def test_quantile_matches_numpy():
     x = torch.rand(37, generator=torch.Generator().manual_seed(0))
     for q in (0.0, 0.05, 0.5, 0.93, 1.0):
-        assert float(quantile_linear(x, q)) == pytest.approx(np.quantile(x.numpy().astype(np.float64), q))
+        assert float(quantile_linear(x, q)) == pytest.approx(
+            np.quantile(x.numpy().astype(np.float64), q)
+        )
 
 
 def test_random_seeded_exact_count():
@@ -191,7 +209,9 @@ def test_composition_is_intersection():
     assert both.nonzero().tolist() == [[0, 1], [1, 0]]  # STAPO's spurious (0,0) removed
     stapo = select_tokens("stapo", mask, stats=stats, advantages=adv)
     assert torch.equal(both, ict & stapo)
-    assert torch.equal(both, select_tokens("stapo+ict", mask, stats=stats, advantages=adv, ratio=0.3))
+    assert torch.equal(
+        both, select_tokens("stapo+ict", mask, stats=stats, advantages=adv, ratio=0.3)
+    )
     assert torch.equal(select_tokens("grpo", mask), mask)
 
 
@@ -210,7 +230,10 @@ def test_register_new_selector():
         assert "last_token_test" in available_selectors()
         mask = torch.ones(2, 3, dtype=torch.bool)
         mask[1, 2] = False
-        assert select_tokens("last_token_test", mask).tolist() == [[False, False, True], [False] * 3]
+        assert select_tokens("last_token_test", mask).tolist() == [
+            [False, False, True],
+            [False] * 3,
+        ]
         js = torch.tensor([[0.1, 0.2, 0.3], [0.4, 0.5, 0.6]])
         sel = select_tokens("neg_js_test", mask, stats=SimpleNamespace(js=js), scale=2.0)
         assert sel.tolist() == [[True, True, True], [False, False, False]]  # ceil(2.5) = 3 lowest
@@ -237,8 +260,9 @@ def test_empty_mask_selects_nothing():
     for name in ("ict", "entropy", "random", "grpo"):
         assert not select_tokens(name, mask, stats=stats).any()
     assert not select_tokens("stapo", mask, stats=stats, advantages=torch.ones(2)).any()
-    assert not select_tokens("ict", mask, stats=stats, granularity="token_id",
-                             tokens=torch.zeros(2, 5, dtype=torch.long)).any()
+    assert not select_tokens(
+        "ict", mask, stats=stats, granularity="token_id", tokens=torch.zeros(2, 5, dtype=torch.long)
+    ).any()
 
 
 @pytest.mark.parametrize(

@@ -173,7 +173,9 @@ def _top_ratio(name, scores, ctx, ratio, scope, granularity, micro_batch_size) -
     """Top `ratio` of valid positions by `scores` [B, T] under scope/granularity -> bool[B, T]."""
     mask = ctx.mask
     if scores.shape != mask.shape:
-        raise DataError(f"selector {name!r} returned shape {tuple(scores.shape)}, expected {tuple(mask.shape)}")
+        raise DataError(
+            f"selector {name!r} returned shape {tuple(scores.shape)}, expected {tuple(mask.shape)}"
+        )
     values = scores[mask]
     if not torch.isfinite(values).all():
         raise DataError(
@@ -211,7 +213,9 @@ def _top_ratio(name, scores, ctx, ratio, scope, granularity, micro_batch_size) -
 
 def _parse_name(name) -> list[Selector]:
     if not isinstance(name, str) or not name.strip():
-        raise ConfigError(f"selector must be a name, got {name!r}; choose from {available_selectors()}")
+        raise ConfigError(
+            f"selector must be a name, got {name!r}; choose from {available_selectors()}"
+        )
     parts = []
     for part in name.split("+"):
         part = part.strip().lower()
@@ -236,7 +240,9 @@ def _check_choices(scope, granularity, micro_batch_size, tokens, mask) -> None:
     if granularity not in GRANULARITIES:
         raise ConfigError(f"unknown granularity {granularity!r}; choose from {list(GRANULARITIES)}")
     if scope == "micro_batch" and (
-        isinstance(micro_batch_size, bool) or not isinstance(micro_batch_size, int) or micro_batch_size < 1
+        isinstance(micro_batch_size, bool)
+        or not isinstance(micro_batch_size, int)
+        or micro_batch_size < 1
     ):
         raise ConfigError(
             f"scope='micro_batch' needs micro_batch_size as a positive int (rows per micro-batch), "
@@ -246,7 +252,9 @@ def _check_choices(scope, granularity, micro_batch_size, tokens, mask) -> None:
         if tokens is None:
             raise ConfigError("granularity='token_id' needs tokens= (the [B, T] token ids)")
         if not isinstance(tokens, Tensor) or tokens.shape != mask.shape:
-            raise DataError(f"tokens must have the mask's shape {tuple(mask.shape)}, got {_describe(tokens)}")
+            raise DataError(
+                f"tokens must have the mask's shape {tuple(mask.shape)}, got {_describe(tokens)}"
+            )
 
 
 def _check_ratio(ratio) -> None:

@@ -13,7 +13,9 @@ def jaccard(a: Tensor, b: Tensor) -> float:
     Two empty selections are the same set, so their overlap is 1.0 (not NaN).
     """
     if a.shape != b.shape:
-        raise DataError(f"jaccard needs two masks of the same shape, got {tuple(a.shape)} and {tuple(b.shape)}")
+        raise DataError(
+            f"jaccard needs two masks of the same shape, got {tuple(a.shape)} and {tuple(b.shape)}"
+        )
     a, b = a.bool(), b.bool()
     union = int((a | b).sum())
     return 1.0 if union == 0 else int((a & b).sum()) / union

@@ -41,7 +41,9 @@ def random(ctx: SelectionContext) -> Tensor:
 
 
 @register_selector("stapo")
-def stapo(ctx: SelectionContext, *, prob_below: float = 0.01, entropy_quantile: float = 0.05) -> Tensor:
+def stapo(
+    ctx: SelectionContext, *, prob_below: float = 0.01, entropy_quantile: float = 0.05
+) -> Tensor:
     """STAPO (arXiv 2602.15620): keep every valid token except the spurious ones, those with
     advantage > 0, sampled probability exp(stats.logprob) < prob_below and stats.entropy strictly
     below the `entropy_quantile` quantile (linear interpolation) of the batch's valid entropies
