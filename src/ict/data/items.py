@@ -1,0 +1,42 @@
+"""`Item`: one problem of a task or benchmark, with everything needed to prompt and to score it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class Item:
+    """One problem.
+
+    id: stable identifier, e.g. "gsm8k/17" or "rg:chain_sum/1000000003".
+    task: the task or benchmark name it came from.
+    question: the problem text as in the source.
+    answer: the gold answer as a string (a letter for multiple choice).
+    messages: the chat messages to send (template applied; chat template not yet applied).
+    verifier: how to score a response: "math" | "choice" | "rg" | "exact" (see ict.rewards).
+    metadata: source-specific fields (reasoning-gym keeps its task name, config and seed here).
+    """
+
+    id: str
+    task: str
+    question: str
+    answer: str
+    messages: list[dict]
+    verifier: str = "math"
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def prompt(self) -> str:
+        """The last user message (the question as the model sees it, without few-shot turns)."""
+        return self.messages[-1]["content"]
+
+    def score(self, response: str, verifier=None):
+        """Score a response: a `ict.rewards.Verdict` (default: the shared default verifier)."""
+        from ict.rewards import default_verifier
+
+        return (verifier or default_verifier()).score_one(self, response)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,87 @@
+"""Prompt templates: a question (and options) -> chat messages [{"role", "content"}, ...].
+
+Render the messages with `ict.models.format_prompt(tokenizer, messages)` (the chat template).
+Every template asks for a final answer the verifiers can find (`<answer>` tags or `\\boxed{}`).
+
+`chain_sum_2shot` is the default for the embedded SmolLM2-135M-Instruct: a prompt that only asks
+for `<answer>` tags gets no tags from that model, while two worked examples (as earlier chat
+turns) that end in `<answer>N</answer>` are followed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+TAG_INSTRUCTION = (
+    "Think step by step, then give only the final answer inside <answer></answer> tags, "
+    "for example <answer>42</answer>."
+)
+BOXED_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
+CHOICE_INSTRUCTION = (
+    "Answer with the letter of the correct option inside <answer></answer> tags, "
+    "for example <answer>A</answer>."
+)
+CHAIN_SUM_EXAMPLES = [
+    ("State the final answer to the following arithmetic problem: 23 + 19 =", "23 + 19 = 42", "42"),
+    ("State the final answer to the following arithmetic problem: 7 - 15 =", "7 - 15 = -8", "-8"),
+]
+CHAIN_SUM_INSTRUCTION = "Give the final answer inside <answer></answer> tags."
+
+
+def user(content: str) -> dict[str, str]:
+    return {"role": "user", "content": content}
+
+
+def assistant(content: str) -> dict[str, str]:
+    return {"role": "assistant", "content": content}
+
+
+def raw(question: str, options: Sequence[str] | None = None) -> list[dict]:
+    """The question alone (for data whose prompt already states the answer format)."""
+    return [user(question)]
+
+
+def answer_tags(question: str, options: Sequence[str] | None = None) -> list[dict]:
+    """Question + instruction to answer inside `<answer></answer>` tags."""
+    return [user(f"{question}\n\n{TAG_INSTRUCTION}")]
+
+
+def boxed(question: str, options: Sequence[str] | None = None) -> list[dict]:
+    """Question + the usual math instruction to put the answer in `\\boxed{}`."""
+    return [user(f"{question}\n\n{BOXED_INSTRUCTION}")]
+
+
+def choice(question: str, options: Sequence[str] | None = None) -> list[dict]:
+    """Multiple choice: question, options "A. ...", answer by letter in tags."""
+    if not options:
+        raise ValueError("the 'choice' template needs the answer options")
+    lines = [f"{chr(ord('A') + i)}. {text}" for i, text in enumerate(options)]
+    return [user(question + "\n\n" + "\n".join(lines) + f"\n\n{CHOICE_INSTRUCTION}")]
+
+
+def chain_sum_2shot(question: str, options: Sequence[str] | None = None) -> list[dict]:
+    """Two worked chain-sum examples as earlier chat turns, then the question."""
+    messages = []
+    for example, working, answer in CHAIN_SUM_EXAMPLES:
+        messages.append(user(f"{example}\n{CHAIN_SUM_INSTRUCTION}"))
+        messages.append(assistant(f"{working}. <answer>{answer}</answer>"))
+    messages.append(user(f"{question}\n{CHAIN_SUM_INSTRUCTION}"))
+    return messages
+
+
+PROMPT_TEMPLATES: dict[str, Callable[..., list[dict]]] = {
+    "raw": raw,
+    "answer_tags": answer_tags,
+    "boxed": boxed,
+    "choice": choice,
+    "chain_sum_2shot": chain_sum_2shot,
+}
+
+
+def render_messages(template: str, question: str, options: Sequence[str] | None = None) -> list[dict]:
+    """Apply the named template; unknown names raise a ValueError listing the known ones."""
+    if template not in PROMPT_TEMPLATES:
+        raise ValueError(
+            f"unknown prompt template {template!r}; known: {', '.join(sorted(PROMPT_TEMPLATES))}"
+        )
+    return PROMPT_TEMPLATES[template](question, options)

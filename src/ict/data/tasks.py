@@ -1,0 +1,191 @@
+"""`load_task(spec, split, seed, size)`: training and evaluation problems from one spec string.
+
+Spec forms (options after `?`, joined by `&`):
+    chain_sum, rg:chain_sum?min_terms=2&max_terms=2     reasoning-gym task (+ its config fields)
+    gsm8k, math500, ..., commonsenseqa                   registered benchmark (ict.data.benchmarks)
+    hf:openai/gsm8k?config=main&split=train&answer_format=gsm8k     any hub dataset
+    data/train.parquet?question=problem&answer=answer    a local JSONL/JSON/Parquet file
+Common options: template=<prompt template>. reasoning-gym: seed=, size= (data seed and count).
+Hub/file options: question=, answer= (column or dotted path, e.g. reward_model.ground_truth),
+answer_format=plain|gsm8k|boxed (how to read the gold answer), verifier=math|exact|choice,
+config=, split= (hub only).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from typing import Any
+from urllib.parse import parse_qsl
+
+from ict.data.benchmarks import BENCHMARKS, as_answer, load_benchmark
+from ict.data.items import Item
+from ict.data.prompts import PROMPT_TEMPLATES, render_messages
+from ict.data.rg import load_rg_items, rg_task_names
+from ict.data.sources import FILE_SUFFIXES, get_field, load_hub_rows, read_rows
+from ict.errors import DataError
+from ict.rewards.extract import extract_boxed, extract_gsm8k_gold
+
+DEFAULT_TASK = "rg:chain_sum?min_terms=2&max_terms=2&min_digits=1&max_digits=2"
+DEFAULT_SIZES = {"train": 10_000, "eval": 100}
+QUESTION_COLUMNS = ("question", "problem", "prompt", "query", "input")
+ANSWER_COLUMNS = ("answer", "final_answer", "solution", "target", "output")
+ANSWER_FORMATS = ("plain", "gsm8k", "boxed")
+
+
+def parse_value(text: str) -> Any:
+    """"2" -> 2, "0.5" -> 0.5, "true" -> True, "[1,2]" -> [1, 2], anything else stays a string."""
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
+    """Split "name?a=1&b=x" into ("name", {"a": 1, "b": "x"})."""
+    name, _, query = spec.strip().partition("?")
+    if not name:
+        raise DataError(f"empty task name in spec {spec!r}")
+    options = {}
+    for key, value in parse_qsl(query, keep_blank_values=True, strict_parsing=False):
+        options[key] = parse_value(value)
+    if query and not options:
+        raise DataError(f"cannot read the options of {spec!r}; write name?key=value&key2=value2")
+    return name, options
+
+
+def task_label(spec: str) -> str:
+    """A short stable name for outputs and metric keys: the spec without whitespace."""
+    return re.sub(r"\s+", "", spec)
+
+
+def file_stem(label: str) -> str:
+    """A file-name-safe version of a label ("rg:chain_sum?a=1" -> "rg_chain_sum_a=1")."""
+    return re.sub(r"[^A-Za-z0-9._=-]+", "_", label).strip("_")
+
+
+def unknown_task_error(name: str) -> DataError:
+    """A DataError for an unknown task name, listing close matches."""
+    known = sorted(BENCHMARKS) + [f"rg:{n}" for n in rg_task_names()]
+    close = difflib.get_close_matches(name, known + rg_task_names(), n=5, cutoff=0.5)
+    hint = f" Did you mean: {', '.join(close)}?" if close else ""
+    return DataError(
+        f"unknown task or benchmark {name!r}.{hint} Benchmarks: {', '.join(sorted(BENCHMARKS))}; "
+        "reasoning-gym tasks as rg:<task>; hub datasets as hf:<id>; local files as path.jsonl/.parquet."
+    )
+
+
+def _pop_template(options: dict) -> str | None:
+    template = options.pop("template", None)
+    if template is not None and template not in PROMPT_TEMPLATES:
+        raise DataError(f"unknown template {template!r}; known: {', '.join(sorted(PROMPT_TEMPLATES))}")
+    return template
+
+
+def _gold(value: Any, answer_format: str) -> str:
+    if answer_format == "gsm8k":
+        return extract_gsm8k_gold(str(value))
+    if answer_format == "boxed":
+        boxed = extract_boxed(str(value))
+        if boxed is None:
+            raise ValueError(f"no \\boxed{{}} answer in {str(value)[-80:]!r}")
+        return boxed
+    return as_answer(value)
+
+
+def rows_to_items_mapped(rows: list[dict], name: str, options: dict[str, Any]) -> list[Item]:
+    """Items from generic rows with a column mapping (see the module docstring for options)."""
+    options = dict(options)
+    template = _pop_template(options) or "boxed"
+    answer_format = options.pop("answer_format", "plain")
+    verifier = options.pop("verifier", "math")
+    if answer_format not in ANSWER_FORMATS:
+        raise DataError(f"answer_format must be one of {ANSWER_FORMATS}, got {answer_format!r}")
+    if not rows:
+        raise DataError(f"{name}: no rows")
+    q_col = options.pop("question", None) or next((c for c in QUESTION_COLUMNS if c in rows[0]), None)
+    a_col = options.pop("answer", None) or next((c for c in ANSWER_COLUMNS if c in rows[0]), None)
+    if q_col is None or a_col is None:
+        raise DataError(
+            f"{name}: cannot tell the question/answer columns among {sorted(rows[0])}; "
+            "name them: ?question=<column>&answer=<column or dotted.path>"
+        )
+    items = []
+    for index, row in enumerate(rows):
+        try:
+            question = get_field(row, q_col)
+            if isinstance(question, list):  # chat messages: the last user turn
+                question = [m for m in question if m.get("role") == "user"][-1]["content"]
+            answer = _gold(get_field(row, a_col), answer_format)
+        except (KeyError, IndexError, ValueError, TypeError) as err:
+            raise DataError(
+                f"{name}: row {index}: cannot read question {q_col!r} / answer {a_col!r} "
+                f"({type(err).__name__}: {err}); columns: {sorted(row)}"
+            ) from err
+        items.append(
+            Item(
+                id=f"{name}/{index}",
+                task=name,
+                question=str(question),
+                answer=answer,
+                messages=render_messages(template, str(question)),
+                verifier=verifier,
+            )
+        )
+    return items
+
+
+def load_task(
+    spec: str,
+    split: str = "train",
+    seed: int = 0,
+    size: int | None = None,
+    *,
+    data_dir=None,
+) -> list[Item]:
+    """Problems for training (split="train") or held-out evaluation (split="eval").
+
+    Args:
+        spec: see the module docstring.
+        seed: data seed for reasoning-gym tasks (train and eval generator seeds are disjoint).
+        size: number of items (reasoning-gym default: 10000 train / 100 eval; files and hub
+            datasets: all rows, or the first `size`).
+        data_dir: directory with local benchmark files (else $ICT_DATA_DIR).
+    """
+    if split not in ("train", "eval"):
+        raise DataError(f"split must be 'train' or 'eval', got {split!r}")
+    name, options = parse_spec(spec)
+    if name.startswith("rg:") or (name not in BENCHMARKS and name in rg_task_names()):
+        task = name.removeprefix("rg:")
+        template = _pop_template(options)
+        seed = int(options.pop("seed", seed))
+        size = int(options.pop("size", size or DEFAULT_SIZES[split]))
+        return load_rg_items(task, options, split=split, seed=seed, size=size, template=template)
+    if name in BENCHMARKS:
+        template = _pop_template(options)
+        if options:
+            raise DataError(f"{name}: unknown options {sorted(options)} (only template= applies)")
+        bench = BENCHMARKS[name]
+        if split == "train" and bench.train_split is None:
+            raise DataError(
+                f"{name} has no training split (it is an evaluation set: {bench.hub_id} {bench.split}); "
+                "train on another source, e.g. hf:<id>?split=train or a local file"
+            )
+        chosen = bench.split if split == "eval" else bench.train_split
+        return load_benchmark(name, data_dir=data_dir, limit=size, split=chosen, template=template)
+    if name.startswith("hf:"):
+        hub_id = name.removeprefix("hf:")
+        config = options.pop("config", None)
+        hub_split = options.pop("split", "train" if split == "train" else "test")
+        rows = load_hub_rows(
+            hub_id, config, hub_split,
+            hint="Download it where the hub is reachable and pass a local file path as the spec.",
+        )
+        return rows_to_items_mapped(rows[:size] if size else rows, name, options)
+    if name.endswith(FILE_SUFFIXES):
+        rows = read_rows(name)
+        return rows_to_items_mapped(rows[:size] if size else rows, name, options)
+    raise unknown_task_error(name)
