@@ -66,23 +66,33 @@ def _betacf(a: float, b: float, x: float) -> float:
     return h
 
 
-def betainc(a: float, b: float, x: float) -> float:
-    """Regularised incomplete beta I_x(a, b) for a, b > 0 and 0 <= x <= 1."""
+def betainc(a: float, b: float, x: float, xc: float | None = None) -> float:
+    """Regularised incomplete beta I_x(a, b) for a, b > 0 and 0 <= x <= 1.
+
+    `xc` = 1 - x computed without cancellation by the caller, when it has it."""
+    xc = 1.0 - x if xc is None else xc
     if x <= 0.0:
         return 0.0
-    if x >= 1.0:
+    if xc <= 0.0:
         return 1.0
     log_front = (
-        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log(xc)
     )
     if x < (a + 1.0) / (a + b + 2.0):
         return math.exp(log_front) * _betacf(a, b, x) / a
-    return 1.0 - math.exp(log_front) * _betacf(b, a, 1.0 - x) / b
+    return 1.0 - math.exp(log_front) * _betacf(b, a, xc) / b
 
 
 def t_cdf(t: float, df: float) -> float:
     """CDF of Student's t with `df` (> 0, real) degrees of freedom."""
-    tail = 0.5 * betainc(df / 2.0, 0.5, df / (df + t * t))
+    if t == 0.0:
+        return 0.5
+    # tail = I_x(df/2, 1/2) / 2 with x = df / (df + t^2); use the symmetric form when x is near 1
+    x, xc = df / (df + t * t), t * t / (df + t * t)
+    if x > 0.5:
+        tail = 0.5 * (1.0 - betainc(0.5, df / 2.0, xc, x))
+    else:
+        tail = 0.5 * betainc(df / 2.0, 0.5, x, xc)
     return 1.0 - tail if t > 0 else tail
 
 
