@@ -1,0 +1,117 @@
+"""`ict train`: train a model with ICT or a baseline. Flags override --config YAML override defaults.
+
+Every TrainConfig field is a flag (`learning_rate` -> `--learning-rate`), grouped by section in
+`--help`. Heavy libraries are imported inside `run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+EPILOG = """\
+examples:
+  ict train                                   # embedded default: SmolLM2-135M-Instruct, ict, chain_sum (~15 min, 2 CPU cores)
+  ict train --method grpo --max-steps 10      # a baseline, shorter
+  ict train --model Qwen/Qwen2.5-0.5B-Instruct --method ict+stapo --device cuda
+  ict train --config my.yaml --learning-rate 1e-6   # YAML (flat or grouped by section), a flag on top
+  ict train --resume runs/<run>               # continue a run from its last checkpoint
+methods: grpo (all tokens), ict (top 10% by JS divergence), entropy (top 20% by entropy),
+  stapo (all but spurious tokens), random (10% control), compositions such as ict+stapo.
+"""
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def add_parser(subparsers, summary: str = "train a model") -> argparse.ArgumentParser:
+    from ict.train.config import SECTIONS, TrainConfig
+
+    parser = subparsers.add_parser(
+        "train", help=summary, description=f"{summary[0].upper()}{summary[1:]}.", epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter, argument_default=argparse.SUPPRESS,
+    )
+    general = parser.add_argument_group("config files and resuming")
+    general.add_argument("--config", metavar="FILE",
+                         help="YAML config (flat or grouped by section); a packaged preset name such as 'default' also works")
+    general.add_argument("--resume", metavar="RUN_DIR",
+                         help="continue RUN_DIR from its last checkpoint (its config.yaml; flags still override)")
+    groups = {name: parser.add_argument_group(f"{name}: {title}") for name, title in SECTIONS.items()}
+    for field in dataclasses.fields(TrainConfig):
+        group, help_text = groups[field.metadata["section"]], field.metadata["help"]
+        default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
+        annotation = str(field.type)
+        if annotation == "bool":
+            group.add_argument(_flag(field.name), dest=field.name, action=argparse.BooleanOptionalAction,
+                               help=f"{help_text} (default: {default})")
+        else:
+            metavar = {"int": "N", "float": "X", "dict": "YAML", "list": "YAML"}.get(
+                annotation.replace("| None", "").strip(), "STR")
+            group.add_argument(_flag(field.name), dest=field.name, metavar=metavar,
+                               help=f"{help_text} (default: {default})")
+    parser.set_defaults(func=run)
+    return parser
+
+
+def resolve_config(args: argparse.Namespace):
+    """TrainConfig from (run dir config | --config file) + flags; returns (config, resume_dir)."""
+    from ict.errors import ConfigError, UserError
+    from ict.train.config import TrainConfig, flatten, load_yaml, preset_path
+
+    names = TrainConfig.field_names()
+    overrides = {name: getattr(args, name) for name in names if hasattr(args, name)}
+    resume = getattr(args, "resume", None)
+    base: dict = {}
+    if resume:
+        run_dir = Path(resume)
+        if not (run_dir / "config.yaml").is_file():
+            raise UserError(f"--resume {run_dir}: no config.yaml there; pass a run directory written by `ict train`")
+        base = flatten(load_yaml(run_dir / "config.yaml"), source=str(run_dir / "config.yaml"))
+        base["output_dir"] = str(run_dir)
+    config_file = getattr(args, "config", None)
+    if config_file:
+        path = Path(config_file)
+        if not path.exists() and not path.suffix:
+            try:
+                path = preset_path(config_file)
+            except ConfigError:
+                raise ConfigError(f"--config {config_file}: no such file or packaged preset") from None
+        base.update(flatten(load_yaml(path), source=str(path)))
+    if resume and "output_dir" in overrides and Path(overrides["output_dir"]) != Path(resume):
+        raise ConfigError("--resume continues the run in place; drop --output-dir")
+    return TrainConfig.from_dict({**base, **overrides}, source="--config / flags"), resume
+
+
+def run(args: argparse.Namespace) -> int:
+    import logging
+    import os
+
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    config, resume = resolve_config(args)
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    from ict.train import Trainer
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        datefmt="%H:%M:%S")
+    logging.getLogger("ict").setLevel(logging.INFO)
+    with logging_redirect_tqdm():
+        trainer = Trainer(config, resume=bool(resume))
+        print(f"ict train: method {config.method}, model {config.model or 'smollm2-135m-instruct (embedded)'}, "
+              f"task {config.task}, {config.max_steps} steps; outputs in {trainer.run_dir}", flush=True)
+        summary = trainer.train()
+    paths = summary.get("paths", {})
+    print(f"\ndone: {summary.get('steps')} steps; reward {summary.get('reward_first_steps')} (first steps) -> "
+          f"{summary.get('reward_last_steps')} (last steps)")
+    health = summary.get("health", {})
+    if health.get("entropy_collapse") or health.get("entropy_explosion"):
+        print(f"warning: entropy health flags {health} (see metrics.jsonl health/*)")
+    print(f"run directory: {paths.get('run_dir')}")
+    for key in ("metrics", "samples", "checkpoint", "plots"):
+        if paths.get(key):
+            print(f"  {key:10s} {paths[key]}")
+    print(f"  summary    {Path(paths.get('run_dir', '.')) / 'summary.json'}")
+    print(f"next: ict eval --model {paths.get('run_dir')}   |   ict inspect {paths.get('run_dir')}")
+    return 0

@@ -1,0 +1,329 @@
+"""Training configuration: one flat dataclass (TRL `GRPOConfig` style), grouped into sections.
+
+Precedence: command-line flags override the YAML file (`--config`), which overrides the defaults
+below. The YAML file may be flat (`learning_rate: 1e-6`) or grouped by section
+(`optim: {learning_rate: 1e-6}`); `config.yaml` in a run directory is written grouped. Every field
+carries its section and help text in `metadata`, from which `ict train --help` is generated.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ict.errors import ConfigError
+
+SECTIONS = {
+    "model": "model and numerics",
+    "data": "task / dataset",
+    "rollout": "rollouts (sampling)",
+    "method": "token selection and statistics (METHOD.md)",
+    "loss": "advantages and policy loss",
+    "optim": "optimisation",
+    "run": "run length, outputs, checkpoints, logging",
+    "health": "entropy health warnings",
+}
+
+METHOD_DEFAULT_RATIO = {"ict": 0.10, "entropy": 0.20, "random": 0.10}
+REFERENCES = ("batch_mean", "group_mean", "sequence_mean", "previous_token", "reference_policy")
+SCOPES = ("global", "micro_batch", "sequence")
+GRANULARITIES = ("position", "token_id")
+ADVANTAGES = ("grpo", "dr_grpo")
+LOSS_AGGS = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm")
+NORMALIZE_BY = ("selected", "valid")
+KL_ESTIMATORS = ("k1", "k3")
+KL_ON = ("selected", "valid")
+SCHEDULERS = ("constant", "linear", "cosine")
+AUTOCAST = ("auto", "bf16", "fp16", "off")
+REPORT_TO = ("none", "tensorboard", "wandb")
+BASE_SELECTORS = ("grpo", "entropy", "stapo", "ict", "random")
+
+
+def _f(default: Any, section: str, help: str, **extra) -> Any:
+    meta = {"section": section, "help": help, **extra}
+    if isinstance(default, (dict, list)):
+        return field(default_factory=lambda d=default: type(d)(d), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass
+class TrainConfig:
+    """Every option of `ict train`. Defaults = the embedded default run (METHOD.md defaults)."""
+
+    # model
+    model: str | None = _f(None, "model", "HF hub id, local model dir or ict run dir; none = embedded SmolLM2-135M-Instruct (GGUF)")
+    dtype: str = _f("float32", "model", "weight dtype (float32 | bfloat16 | float16); float32 master weights are safest")
+    device: str = _f("auto", "model", "auto (cuda if available, else cpu) | cpu | cuda | cuda:N")
+    autocast: str = _f("auto", "model", "autocast for the statistics and update passes: auto (bf16) | bf16 | fp16 | off")
+    rollout_autocast: bool = _f(False, "model", "also autocast generation (faster, slightly off-policy)")
+    chat_template: bool = _f(True, "model", "wrap prompts in the tokenizer's chat template when it has one")
+    system_prompt: str | None = _f(None, "model", "optional system message for chat-templated prompts")
+    # data
+    task: str = _f("rg:chain_sum", "data", "task spec (ict.data.load_task): rg:<reasoning-gym task>, a benchmark, hf:<id>, or a local .jsonl/.parquet file; options may follow ?k=v&k2=v2")
+    task_config: dict = _f({"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 2}, "data",
+                           "task options appended to the spec, e.g. '{min_terms: 2}' or a column mapping '{question: problem, answer: solution}'")
+    train_size: int = _f(2000, "data", "number of training problems (procedural tasks are generated with train seeds)")
+    data_seed: int = _f(0, "data", "seed of the problem generator (held-out problems use disjoint seeds)")
+    reward_timeout_s: float = _f(5.0, "data", "per-sample time limit of the reward function; a timeout or error scores 0")
+    # rollout
+    prompts_per_step: int = _f(8, "rollout", "B: prompts per training step")
+    num_generations: int = _f(8, "rollout", "G: sampled responses per prompt")
+    temperature: float = _f(1.0, "rollout", "sampling temperature (statistics use the same T)")
+    top_p: float = _f(1.0, "rollout", "nucleus sampling threshold")
+    max_new_tokens: int = _f(32, "rollout", "maximum response length in tokens")
+    generation_batch_size: int = _f(64, "rollout", "sequences generated at once")
+    stop: list = _f(["</answer>"], "rollout", "strings that end a response (kept in it); [] = only EOS")
+    # method
+    method: str = _f("ict", "method", "token selector: grpo | ict | entropy | stapo | random | compositions such as ict+stapo")
+    ratio: float | None = _f(None, "method", "fraction of valid tokens kept (default per method: ict 0.10, entropy 0.20, random 0.10)")
+    reference: str = _f("batch_mean", "method", "ICT reference distribution: " + " | ".join(REFERENCES))
+    scope: str = _f("global", "method", "top-k scope: global | micro_batch | sequence")
+    granularity: str = _f("position", "method", "ICT granularity: position | token_id")
+    stapo_prob_below: float = _f(0.01, "method", "STAPO: spurious if p(y_t) below this (secondary-source default)")
+    stapo_entropy_quantile: float = _f(0.05, "method", "STAPO: spurious if H below this quantile of valid entropies")
+    selector_options: dict = _f({}, "method", "extra keyword options passed to ict.select.select_tokens")
+    stats_chunk_size: int = _f(1024, "method", "rows of the vocabulary-wide tensors processed at once (memory bound)")
+    # loss
+    advantage: str = _f("grpo", "loss", "advantage estimator: grpo | dr_grpo")
+    drop_zero_variance_groups: bool = _f(False, "loss", "dynamic sampling: drop groups whose rewards are all equal")
+    eps_low: float = _f(0.2, "loss", "lower clip range")
+    eps_high: float = _f(0.28, "loss", "upper clip range (clip-higher)")
+    dual_clip: float | None = _f(None, "loss", "dual-clip constant c for A < 0 (e.g. 3.0); none = off")
+    loss_agg: str = _f("token_mean", "loss", "loss aggregation: " + " | ".join(LOSS_AGGS))
+    normalize_by: str = _f("selected", "loss", "token_mean normaliser: selected | valid tokens")
+    kl_coef: float = _f(0.0, "loss", "beta of the KL penalty to a frozen reference model (0 = no reference model)")
+    kl_estimator: str = _f("k3", "loss", "KL estimator: k1 | k3")
+    kl_on: str = _f("selected", "loss", "KL over selected | valid tokens")
+    entropy_coef: float = _f(0.0, "loss", "entropy bonus coefficient")
+    # optim
+    learning_rate: float = _f(2e-6, "optim", "AdamW peak learning rate")
+    weight_decay: float = _f(0.0, "optim", "AdamW weight decay")
+    adam_beta1: float = _f(0.9, "optim", "AdamW beta1")
+    adam_beta2: float = _f(0.99, "optim", "AdamW beta2")
+    adam_epsilon: float = _f(1e-8, "optim", "AdamW epsilon")
+    warmup_steps: int = _f(2, "optim", "linear warm-up, in optimizer steps")
+    lr_scheduler: str = _f("constant", "optim", "after warm-up: constant | linear | cosine (decay to 0 at the last step)")
+    max_grad_norm: float = _f(1.0, "optim", "gradient clipping norm (0 = off)")
+    num_epochs: int = _f(1, "optim", "optimisation epochs over each rollout batch")
+    mini_batch_size: int | None = _f(None, "optim", "sequences per optimizer step (none = the whole batch: one step per epoch)")
+    micro_batch_size: int = _f(8, "optim", "sequences per forward/backward (gradient accumulation inside a mini-batch)")
+    # run
+    max_steps: int = _f(30, "run", "training steps (one rollout batch each)")
+    seed: int = _f(0, "run", "seed of sampling, prompt order and the random selector")
+    output_dir: str | None = _f(None, "run", "run directory (default runs/<date>-<method>-<task>-seed<seed>)")
+    save_every: int = _f(10, "run", "checkpoint every N steps (and at the end); 0 = only at the end")
+    keep_last: int = _f(2, "run", "checkpoints kept")
+    log_samples_every: int = _f(5, "run", "write per-token samples every N steps (and step 1)")
+    num_log_samples: int = _f(4, "run", "responses written to samples.jsonl per logged step")
+    eval_every: int = _f(0, "run", "held-out pass@k every N steps via ict.eval (0 = off)")
+    eval_size: int = _f(64, "run", "held-out problems for periodic evaluation")
+    eval_num_samples: int = _f(8, "run", "samples per held-out problem (n of pass@k)")
+    report_to: str = _f("none", "run", "extra logger: none | tensorboard | wandb (wandb runs offline without network)")
+    plots: bool = _f(True, "run", "write PNG plots at the end (ict.report)")
+    progress: bool = _f(True, "run", "show a progress bar")
+    # health
+    health_window: int = _f(3, "health", "first steps whose mean entropy is the baseline")
+    collapse_fraction: float = _f(0.3, "health", "entropy collapse: valid/entropy below this fraction of the baseline")
+    explosion_multiple: float = _f(3.0, "health", "entropy explosion: valid/entropy above this multiple of the baseline")
+    format_drop_fraction: float = _f(0.5, "health", "explosion also when format_rate falls below this fraction of its baseline")
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    # ---- validation -------------------------------------------------------------------------
+    def validate(self) -> None:
+        """Raise ConfigError naming the first invalid option and the allowed values."""
+        choices = {
+            "reference": REFERENCES, "scope": SCOPES, "granularity": GRANULARITIES,
+            "advantage": ADVANTAGES, "loss_agg": LOSS_AGGS, "normalize_by": NORMALIZE_BY,
+            "kl_estimator": KL_ESTIMATORS, "kl_on": KL_ON, "lr_scheduler": SCHEDULERS,
+            "autocast": AUTOCAST, "report_to": REPORT_TO,
+            "dtype": ("float32", "bfloat16", "float16"),
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"{name}={getattr(self, name)!r} is not one of {', '.join(allowed)}")
+        self.method_parts()  # checks the method name
+        positive = ("train_size", "prompts_per_step", "num_generations", "max_new_tokens",
+                    "generation_batch_size", "micro_batch_size", "max_steps", "num_epochs",
+                    "stats_chunk_size", "keep_last", "health_window", "eval_size", "eval_num_samples")
+        for name in positive:
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
+        for name in ("save_every", "log_samples_every", "eval_every", "warmup_steps", "num_log_samples"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be an integer >= 0, got {getattr(self, name)!r}")
+        if self.num_generations < 2 and self.advantage == "grpo":
+            raise ConfigError("num_generations must be >= 2 for group-relative advantages (grpo)")
+        if self.ratio is not None and not 0.0 < self.ratio <= 1.0:
+            raise ConfigError(f"ratio must be in (0, 1], got {self.ratio}")
+        if not self.temperature > 0:
+            raise ConfigError(f"temperature must be > 0, got {self.temperature}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
+        for name in ("eps_low", "eps_high", "learning_rate", "kl_coef", "weight_decay", "max_grad_norm",
+                     "entropy_coef", "reward_timeout_s"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or value < 0 or not math.isfinite(value):
+                raise ConfigError(f"{name} must be a finite number >= 0, got {value!r}")
+        if self.dual_clip is not None and self.dual_clip <= 1.0:
+            raise ConfigError(f"dual_clip must be > 1 (e.g. 3.0) or none, got {self.dual_clip}")
+        if self.mini_batch_size is not None and self.mini_batch_size < 1:
+            raise ConfigError(f"mini_batch_size must be >= 1 or none, got {self.mini_batch_size}")
+        if self.reference == "reference_policy" and "ict" in self.method_parts():
+            pass  # a frozen reference model is loaded for it (see needs_reference_model)
+        for name in ("task_config", "selector_options"):
+            if not isinstance(getattr(self, name), dict):
+                raise ConfigError(f"{name} must be a mapping, e.g. '{{key: value}}', got {getattr(self, name)!r}")
+
+    def method_parts(self) -> list[str]:
+        """The selectors composed by `method` ("ict+stapo" -> ["ict", "stapo"])."""
+        parts = [p.strip() for p in str(self.method).split("+")]
+        for part in parts:
+            if part not in BASE_SELECTORS:
+                close = difflib.get_close_matches(part, BASE_SELECTORS, n=2)
+                hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+                raise ConfigError(
+                    f"unknown method {part!r}{hint}; choose from {', '.join(BASE_SELECTORS)} "
+                    "or a composition such as ict+stapo"
+                )
+        return parts
+
+    @property
+    def batch_size(self) -> int:
+        """Sequences per rollout batch (B * G)."""
+        return self.prompts_per_step * self.num_generations
+
+    @property
+    def needs_reference_model(self) -> bool:
+        return self.kl_coef > 0 or self.reference == "reference_policy"
+
+    # ---- (de)serialisation ------------------------------------------------------------------
+    def to_dict(self, grouped: bool = True) -> dict:
+        """Plain dict (grouped by section for config.yaml, or flat)."""
+        flat = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        if not grouped:
+            return flat
+        out: dict[str, dict] = {s: {} for s in SECTIONS}
+        for f in dataclasses.fields(self):
+            out[f.metadata["section"]][f.name] = flat[f.name]
+        return out
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def from_dict(cls, data: dict | None, *, source: str = "config") -> TrainConfig:
+        """Build from a flat or section-grouped mapping; unknown keys raise ConfigError."""
+        flat = flatten(data or {}, source=source)
+        return cls(**{k: coerce(k, v, source=source) for k, v in flat.items()})
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> TrainConfig:
+        return cls.from_dict(load_yaml(path), source=str(path))
+
+    def save_yaml(self, path: str | Path) -> None:
+        import yaml
+
+        Path(path).write_text(yaml.safe_dump(self.to_dict(grouped=True), sort_keys=False), encoding="utf-8")
+
+    def replace(self, **changes) -> TrainConfig:
+        unknown_keys(changes, source="overrides")
+        return dataclasses.replace(self, **{k: coerce(k, v, source="overrides") for k, v in changes.items()})
+
+
+def coerce(name: str, value: Any, *, source: str = "config") -> Any:
+    """Convert `value` (e.g. a string from a flag or YAML "1e-6") to the type of field `name`."""
+    annotation = str(TrainConfig.__dataclass_fields__[name].type)
+    optional = "None" in annotation
+    if value is None or (optional and isinstance(value, str) and value.strip().lower() in ("none", "null", "")):
+        if not optional:
+            raise ConfigError(f"{name} cannot be none ({source})")
+        return None
+    base = annotation.replace("| None", "").strip()
+    try:
+        if base == "bool":
+            if isinstance(value, str):
+                lowered = value.strip().lower()
+                if lowered not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+                    raise ValueError(value)
+                return lowered in ("true", "1", "yes", "on")
+            return bool(value)
+        if base == "int":
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError(value)
+            return int(value) if not isinstance(value, bool) else int(value)
+        if base == "float":
+            return float(value)
+        if base == "dict":
+            if isinstance(value, str):
+                import yaml
+
+                value = yaml.safe_load(value) or {}
+            if not isinstance(value, dict):
+                raise ValueError(value)
+            return value
+        if base == "list":
+            if isinstance(value, str):
+                import yaml
+
+                value = yaml.safe_load(value) if value.strip().startswith("[") else [value]
+            if not isinstance(value, (list, tuple)):
+                raise ValueError(value)
+            return [str(v) for v in value]
+        if base == "str":
+            return str(value)
+    except (ValueError, TypeError):
+        raise ConfigError(f"{name}={value!r} ({source}) is not a valid {base}") from None
+    return value
+
+
+def unknown_keys(data: dict, *, source: str) -> None:
+    """Raise ConfigError for the first key that is not a TrainConfig field, with close matches."""
+    names = TrainConfig.field_names()
+    for key in data:
+        if key not in names:
+            close = difflib.get_close_matches(str(key), names, n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else f"; valid keys: {', '.join(names)}"
+            raise ConfigError(f"unknown config key {key!r} in {source}{hint}")
+
+
+def flatten(data: dict, *, source: str = "config") -> dict:
+    """Merge section-grouped keys (`optim: {learning_rate: ..}`) into one flat mapping."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source} must be a mapping of option: value, got {type(data).__name__}")
+    flat: dict = {}
+    for key, value in data.items():
+        if key in SECTIONS and isinstance(value, dict):
+            unknown_keys(value, source=f"{source} (section {key})")
+            flat.update(value)
+        else:
+            flat[key] = value
+    unknown_keys(flat, source=source)
+    return flat
+
+
+def load_yaml(path: str | Path) -> dict:
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist; pass an existing YAML file to --config")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path} is not valid YAML: {err}") from err
+    return data or {}
+
+
+def preset_path(name: str) -> Path:
+    """Path of a packaged preset in ict/configs (e.g. "default")."""
+    path = Path(__file__).resolve().parent.parent / "configs" / f"{name}.yaml"
+    if not path.is_file():
+        raise ConfigError(f"no packaged preset {name!r} (expected {path})")
+    return path

@@ -1,0 +1,108 @@
+"""Policy forward for the update: final hidden states -> log p(sampled token), chunked.
+
+The full `[B, T, V]` logits are never built. Only valid (response) positions go through the LM
+head, `chunk_size` rows at a time, each chunk under activation checkpointing, so the backward pass
+also holds one chunk of vocabulary-wide activations at a time. The head runs in float32 (autocast
+off) so that the statistics pass and the update pass compute identical log-probs.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+
+
+def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """[B, T] positions that skip left padding (as `generate` uses): cumsum(mask) - 1, >= 0."""
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
+def final_hidden(model, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Final (normed) hidden states `[B, T, D]` of a causal LM, without computing logits.
+
+    `hidden[:, t]` is the state at position t, which predicts token t + 1; callers shift.
+    """
+    base = model.base_model if model.base_model is not model else None
+    kwargs = dict(input_ids=input_ids, attention_mask=attention_mask,
+                  position_ids=position_ids_from_mask(attention_mask), use_cache=False)
+    if base is not None:
+        return base(**kwargs).last_hidden_state
+    return model(**kwargs, output_hidden_states=True).hidden_states[-1]
+
+
+def shifted_hidden(hidden: torch.Tensor) -> torch.Tensor:
+    """Align hidden states with the contract layout: out[:, t] predicts tokens[:, t] (`[B, T, D]`).
+
+    out[:, 0] is zero (nothing predicts the first token; it is never a response token).
+    """
+    return torch.cat([torch.zeros_like(hidden[:, :1]), hidden[:, :-1]], dim=1)
+
+
+def _chunk_logprob_entropy(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                           tokens: torch.Tensor, temperature: float, want_entropy: bool):
+    logits = F.linear(h.float(), weight.float(), None if bias is None else bias.float()) / temperature
+    logp = torch.log_softmax(logits, dim=-1)
+    chosen = logp.gather(-1, tokens[:, None]).squeeze(-1)
+    if not want_entropy:
+        return chosen, torch.zeros_like(chosen)
+    return chosen, -(logp.exp() * logp).sum(-1)
+
+
+def token_logprobs_from_hidden(hidden: torch.Tensor, lm_head_weight: torch.Tensor, tokens: torch.Tensor,
+                               mask: torch.Tensor, *, lm_head_bias: torch.Tensor | None = None,
+                               temperature: float = 1.0, chunk_size: int = 1024,
+                               with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """log p(tokens) (and optionally the entropy H) at valid positions, differentiable, chunked.
+
+    Args:
+        hidden: `[B, T, D]` already shifted (hidden[:, t] predicts tokens[:, t]), any float dtype.
+        lm_head_weight: `[V, D]`; lm_head_bias: `[V]` or None.
+        tokens: `[B, T]` long; mask: `[B, T]` bool, True on response tokens.
+        temperature: p = softmax(logits / temperature), as in the rollout.
+        chunk_size: valid positions per LM-head chunk (bounds memory to chunk_size x V floats).
+    Returns:
+        (logprob, entropy): `[B, T]` float32, 0 where mask is False; entropy (nats) is None unless
+        `with_entropy`.
+    """
+    flat_mask = mask.reshape(-1)
+    rows = hidden.reshape(-1, hidden.shape[-1])[flat_mask]
+    targets = tokens.reshape(-1)[flat_mask]
+    outs_lp, outs_h = [], []
+    for start in range(0, rows.shape[0], chunk_size):
+        args = (rows[start:start + chunk_size], lm_head_weight, lm_head_bias,
+                targets[start:start + chunk_size], temperature, with_entropy)
+        with torch.autocast(device_type=rows.device.type, enabled=False):
+            if torch.is_grad_enabled() and rows.requires_grad:
+                lp, ent = checkpoint(_chunk_logprob_entropy, *args, use_reentrant=False)
+            else:
+                lp, ent = _chunk_logprob_entropy(*args)
+        outs_lp.append(lp)
+        outs_h.append(ent)
+    logprob = hidden.new_zeros(tokens.shape, dtype=torch.float32)
+    flat = logprob.reshape(-1)
+    if outs_lp:
+        flat = flat.masked_scatter(flat_mask, torch.cat(outs_lp))
+    logprob = flat.reshape(tokens.shape)
+    entropy = None
+    if with_entropy:
+        ent_flat = hidden.new_zeros(flat_mask.shape, dtype=torch.float32)
+        if outs_h:
+            ent_flat = ent_flat.masked_scatter(flat_mask, torch.cat(outs_h))
+        entropy = ent_flat.reshape(tokens.shape)
+    return logprob, entropy
+
+
+def lm_head_params(model) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(weight [V, D], bias [V] or None) of the model's output embedding."""
+    head = model.get_output_embeddings()
+    return head.weight, getattr(head, "bias", None)
+
+
+def policy_logprobs(model, input_ids, attention_mask, response_mask, *, temperature=1.0, chunk_size=1024,
+                    with_entropy=False):
+    """Forward pass -> (`[B, T]` log p(input_ids[:, t]) on response positions, entropy or None)."""
+    hidden = shifted_hidden(final_hidden(model, input_ids, attention_mask))
+    weight, bias = lm_head_params(model)
+    return token_logprobs_from_hidden(hidden, weight, input_ids, response_mask, lm_head_bias=bias,
+                                      temperature=temperature, chunk_size=chunk_size, with_entropy=with_entropy)

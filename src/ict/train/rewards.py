@@ -1,0 +1,105 @@
+"""Scoring responses safely: a reward function that raises or hangs scores 0 and is counted.
+
+A training run must never die because one verifier call failed. Each call runs under a wall-clock
+limit (SIGALRM in the main thread; elsewhere a worker thread that is abandoned on timeout).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+logger = logging.getLogger("ict.train")
+
+
+class _Timeout(Exception):
+    pass
+
+
+def call_with_timeout(fn: Callable, args: tuple, timeout_s: float):
+    """fn(*args), raising TimeoutError after `timeout_s` seconds (best effort off the main thread)."""
+    if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer"):
+        def _alarm(signum, frame):
+            raise _Timeout()
+
+        previous = signal.signal(signal.SIGALRM, _alarm)
+        signal.setitimer(signal.ITIMER_REAL, timeout_s)
+        try:
+            return fn(*args)
+        except _Timeout:
+            raise TimeoutError(f"reward function exceeded {timeout_s:g} s") from None
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+    result: dict = {}
+
+    def _run():
+        try:
+            result["value"] = fn(*args)
+        except BaseException as err:  # noqa: BLE001 - reported to the caller
+            result["error"] = err
+
+    worker = threading.Thread(target=_run, daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        raise TimeoutError(f"reward function exceeded {timeout_s:g} s")
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
+
+
+@dataclass
+class Scored:
+    """Rewards of a batch of responses. reward/formatted are per response; errors/timeouts counts."""
+
+    rewards: list[float]
+    formatted: list[bool | None]
+    errors: int
+    timeouts: int
+
+
+def _unpack(value) -> tuple[float, bool | None]:
+    """A scoring result -> (reward, formatted). Accepts a number, (reward, formatted), a dict with
+    "reward" (and "format"/"formatted"), or an object with `.reward` (and `.formatted`)."""
+    if isinstance(value, dict):
+        fmt = value.get("formatted", value.get("format"))
+        return float(value["reward"]), None if fmt is None else bool(fmt)
+    if isinstance(value, tuple):
+        return float(value[0]), None if value[1] is None else bool(value[1])
+    if hasattr(value, "reward"):  # e.g. ict.rewards.Verdict: its own error / time-out flags count
+        if getattr(value, "timed_out", False):
+            raise TimeoutError("the verifier timed out")
+        if getattr(value, "error", None):
+            raise RuntimeError(value.error)
+        fmt = getattr(value, "formatted", getattr(value, "format_ok", None))
+        return float(value.reward), None if fmt is None else bool(fmt)
+    return float(value), None
+
+
+def score_responses(scorers: list[Callable[[str], object]], responses: list[str], *, timeout_s: float) -> Scored:
+    """Score response i with scorers[i]; errors and timeouts give reward 0 and are counted."""
+    rewards, formatted, errors, timeouts = [], [], 0, 0
+    for scorer, response in zip(scorers, responses, strict=True):
+        try:
+            reward, fmt = _unpack(call_with_timeout(scorer, (response,), timeout_s))
+            if reward != reward:  # NaN
+                raise ValueError("reward is NaN")
+        except TimeoutError as err:
+            timeouts += 1
+            errors += 1
+            reward, fmt = 0.0, None
+            if timeouts == 1:
+                logger.warning("reward function timed out (scored 0): %s", err)
+        except Exception as err:  # noqa: BLE001 - a bad verifier must not kill the run
+            errors += 1
+            reward, fmt = 0.0, None
+            if errors - timeouts == 1:
+                logger.warning("reward function raised %s: %s (scored 0; counted in reward/errors)",
+                               type(err).__name__, err)
+        rewards.append(reward)
+        formatted.append(fmt)
+    return Scored(rewards, formatted, errors, timeouts)
