@@ -1,0 +1,14 @@
+"""Token statistics: Shannon and Rényi-2 entropy, sampled-token log-probability and the ICT score
+(JS divergence to a reference distribution), chunked so the [tokens x V] tensor is never built.
+
+    stats = token_stats(logits, tokens, mask, temperature=1.0, reference="batch_mean")
+    stats = token_stats_from_hidden(hidden, lm_head.weight, tokens, mask)
+    stats.entropy, stats.renyi2, stats.logprob, stats.js, stats.prob   # [B, T] float32
+
+See docs/METHOD.md for the math and docs/ARCHITECTURE.md for the tensor layout.
+"""
+
+from ict.stats.compute import token_stats, token_stats_from_hidden
+from ict.stats.result import REFERENCES, TokenStats, masked_mean
+
+__all__ = ["REFERENCES", "TokenStats", "masked_mean", "token_stats", "token_stats_from_hidden"]

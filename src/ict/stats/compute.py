@@ -1,0 +1,325 @@
+"""token_stats / token_stats_from_hidden: per-token H, H2, log p(y) and JS to a reference.
+
+Only valid positions are computed. They are flattened to N rows in (row, position) order and
+processed in chunks of `chunk_size` rows (one LM-head matmul per chunk on the hidden path), each
+chunk in blocks of rows that fit the CPU cache (on GPU a block is the whole chunk). Working memory:
+one [chunk_size, V] logits buffer (two for `reference_policy`) plus two [block, V] scratch buffers,
+all in the compute dtype (float32; float64 for float64 inputs). The full [N, V] tensor never exists.
+
+References r_t (docs/METHOD.md):
+  batch_mean      mean of p over all valid positions (all ranks: sum and count are all-reduced).
+                  Two passes: pass 1 computes H, H2, log p(y) and sums p; pass 2 recomputes p for JS.
+  group_mean      mean over the valid positions of the rows with the same group_ids[b] (this rank).
+  sequence_mean   mean over the valid positions of the same row. Group/sequence means hold a
+                  [K, V] table (K groups or rows): that memory is the reference itself.
+  previous_token  r_t = p at index t-1 of the same row of the [B, T] layout, whatever the mask says
+                  there: with the full prompt+response sequence, the first response token is compared
+                  to the distribution at the last prompt position. At t = 0 there is no previous
+                  distribution: r = p, JS = 0. One pass (rows t-1 are computed alongside).
+  reference_policy  r_t = softmax(reference logits / T) at the same position. One pass.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+from ict.errors import ConfigError, DataError
+from ict.stats.kernels import (
+    distribution_entropy,
+    js_from_entropies,
+    mixture_entropy_,
+    policy_block_,
+)
+from ict.stats.result import REFERENCES, TokenStats
+from ict.stats.sources import HiddenSource, LogitsSource
+
+DEFAULT_CHUNK_BYTES = 32 << 20  # one [chunk_size, V] compute-dtype buffer: 55 rows at V = 151936
+CPU_BLOCK_BYTES = 4 << 20  # elementwise blocks on CPU stay in cache (6 rows at V = 151936)
+
+
+def token_stats(
+    logits: Tensor,
+    tokens: Tensor,
+    mask: Tensor,
+    *,
+    temperature: float = 1.0,
+    reference: str = "batch_mean",
+    group_ids: Tensor | None = None,
+    reference_logits: Tensor | None = None,
+    chunk_size: int | None = None,
+    process_group=None,
+) -> TokenStats:
+    """Token statistics from materialised logits.
+
+    logits: [B, T, V] any float dtype, logits[:, t] predicts tokens[:, t] (already shifted);
+    tokens: [B, T] long; mask: [B, T] bool, True on response tokens. temperature: the rollout's
+    sampling temperature (p = softmax(logits / temperature)). reference: one of REFERENCES.
+    group_ids: [B] long prompt index of each row (for "group_mean"). reference_logits: [B, T, V]
+    (for "reference_policy"). chunk_size: rows of [*, V] logits materialised at once (default: a
+    32 MiB buffer). process_group: for "batch_mean" under torch.distributed (default: the world group
+    if initialised). Returns TokenStats, fields [B, T] float32 and 0 where mask is False. No gradient.
+    """
+    if logits.dim() != 3:
+        raise DataError(f"logits must be [B, T, V], got shape {tuple(logits.shape)}; pass one distribution per (row, position)")
+    tokens, mask = _check_common(logits.shape[:2], tokens, mask, temperature, reference, group_ids, logits.device)
+    policy = LogitsSource(logits, temperature)
+    ref = None
+    if reference == "reference_policy":
+        if reference_logits is None:
+            raise ConfigError('reference="reference_policy" needs reference_logits=[B, T, V] (the reference model\'s logits at the same positions)')
+        if reference_logits.shape != logits.shape:
+            raise DataError(f"reference_logits has shape {tuple(reference_logits.shape)} but logits has {tuple(logits.shape)}; they must match")
+        ref = LogitsSource(reference_logits.to(logits.device), temperature)
+    elif reference_logits is not None:
+        raise ConfigError(f'reference_logits is only used with reference="reference_policy", not "{reference}"; drop it or change the reference')
+    return _token_stats(policy, ref, tokens, mask, reference, group_ids, chunk_size, process_group)
+
+
+def token_stats_from_hidden(
+    hidden: Tensor,
+    lm_head_weight: Tensor,
+    tokens: Tensor,
+    mask: Tensor,
+    *,
+    lm_head_bias: Tensor | None = None,
+    temperature: float = 1.0,
+    reference: str = "batch_mean",
+    group_ids: Tensor | None = None,
+    reference_hidden: Tensor | None = None,
+    reference_lm_head_weight: Tensor | None = None,
+    reference_lm_head_bias: Tensor | None = None,
+    chunk_size: int | None = None,
+    process_group=None,
+) -> TokenStats:
+    """Token statistics from final hidden states and the LM head, never building [N, V] logits.
+
+    hidden: [B, T, D] (hidden[:, t] is the state whose logits hidden[:, t] @ W.T + bias predict
+    tokens[:, t]); lm_head_weight: [V, D]; lm_head_bias: [V] or None. The matmul runs in the
+    weight's dtype, statistics in float32. reference_hidden [B, T, D'] with reference_lm_head_weight
+    [V, D'] (+ bias) give the "reference_policy" distribution; the reference head defaults to the
+    policy head. Other arguments and the result as in `token_stats`.
+    """
+    if hidden.dim() != 3:
+        raise DataError(f"hidden must be [B, T, D], got shape {tuple(hidden.shape)}")
+    if lm_head_weight.dim() != 2 or lm_head_weight.shape[1] != hidden.shape[-1]:
+        raise DataError(f"lm_head_weight must be [V, D] with D = {hidden.shape[-1]} (hidden's last dim), got {tuple(lm_head_weight.shape)}")
+    _check_bias(lm_head_bias, lm_head_weight, "lm_head_bias")
+    tokens, mask = _check_common(hidden.shape[:2], tokens, mask, temperature, reference, group_ids, hidden.device)
+    policy = HiddenSource(hidden, lm_head_weight, lm_head_bias, temperature)
+    ref = None
+    if reference == "reference_policy":
+        if reference_hidden is None:
+            raise ConfigError('reference="reference_policy" needs reference_hidden=[B, T, D] (and reference_lm_head_weight if the reference head differs)')
+        ref_w = lm_head_weight if reference_lm_head_weight is None else reference_lm_head_weight
+        ref_b = lm_head_bias if reference_lm_head_weight is None else reference_lm_head_bias
+        if reference_hidden.shape[:2] != hidden.shape[:2] or ref_w.dim() != 2 or ref_w.shape[1] != reference_hidden.shape[-1]:
+            raise DataError(f"reference_hidden {tuple(reference_hidden.shape)} / reference head {tuple(ref_w.shape)} do not fit: need [B, T, D'] with B, T as hidden and a [V, D'] head")
+        if ref_w.shape[0] != lm_head_weight.shape[0]:
+            raise DataError(f"the reference head has V = {ref_w.shape[0]} but the policy head has V = {lm_head_weight.shape[0]}; both must share the vocabulary")
+        _check_bias(ref_b, ref_w, "reference_lm_head_bias")
+        ref = HiddenSource(reference_hidden.to(hidden.device), ref_w, ref_b, temperature)
+    elif reference_hidden is not None or reference_lm_head_weight is not None:
+        raise ConfigError(f'reference_hidden / reference_lm_head_weight are only used with reference="reference_policy", not "{reference}"')
+    return _token_stats(policy, ref, tokens, mask, reference, group_ids, chunk_size, process_group)
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation
+
+
+def _check_bias(bias, weight, name):
+    if bias is not None and bias.shape != (weight.shape[0],):
+        raise DataError(f"{name} must be [V] = [{weight.shape[0]}], got {tuple(bias.shape)}")
+
+
+def _check_common(bt, tokens, mask, temperature, reference, group_ids, device):
+    if reference not in REFERENCES:
+        raise ConfigError(f"unknown reference {reference!r}; choose one of {', '.join(REFERENCES)}")
+    if not (isinstance(temperature, (int, float)) and math.isfinite(temperature) and temperature > 0):
+        raise ConfigError(f"temperature must be a finite number > 0 (the rollout's sampling temperature), got {temperature!r}")
+    if tuple(tokens.shape) != tuple(bt) or tuple(mask.shape) != tuple(bt):
+        raise DataError(f"tokens {tuple(tokens.shape)} and mask {tuple(mask.shape)} must both be [B, T] = {tuple(bt)}")
+    if tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
+        raise DataError(f"tokens must be an integer tensor (token ids), got {tokens.dtype}")
+    if reference == "group_mean":
+        if group_ids is None:
+            raise ConfigError('reference="group_mean" needs group_ids=[B] (the prompt index of each row)')
+        if tuple(group_ids.shape) != (bt[0],) or group_ids.dtype.is_floating_point:
+            raise DataError(f"group_ids must be an integer tensor of shape [B] = [{bt[0]}], got {tuple(group_ids.shape)} {group_ids.dtype}")
+    return tokens.to(device=device, dtype=torch.long), mask.to(device=device, dtype=torch.bool)
+
+
+def _plan(chunk_size, vocab, dtype, device, gathers_rows):
+    """(rows per fill, rows per elementwise block) for the given chunk size."""
+    row_bytes = vocab * torch.finfo(dtype).bits // 8
+    if chunk_size is None:
+        chunk_size = max(1, DEFAULT_CHUNK_BYTES // row_bytes)
+    elif isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ConfigError(f"chunk_size must be a positive int (rows of [*, V] logits at once), got {chunk_size!r}")
+    block = chunk_size if device.type != "cpu" else max(1, min(chunk_size, CPU_BLOCK_BYTES // row_bytes))
+    return (block if gathers_rows else chunk_size), block
+
+
+def _blocks(source, rows, positions, plan, zbuf):
+    """Yield (offset, z block [n, V]) over the given positions, filling `zbuf` chunk by chunk."""
+    fill_rows, block = plan
+    for s in range(0, rows.numel(), fill_rows):
+        z = source.fill(rows[s : s + fill_rows], positions[s : s + fill_rows], zbuf)
+        for o in range(0, z.shape[0], block):
+            yield s + o, z[o : o + block]
+
+
+def _raise_if_bad(entropy, rows, positions, what="logits"):
+    bad = ~torch.isfinite(entropy)
+    if bool(bad.any()):
+        i = int(bad.nonzero()[0, 0])
+        raise DataError(
+            f"{what} at (row {int(rows[i])}, position {int(positions[i])}) contain NaN or +inf, or are all -inf; "
+            "check the model output (fp16 overflow?) and any vocabulary masking"
+        )
+
+
+def _reduce_group(process_group):
+    if process_group is not None:
+        return process_group
+    if dist.is_available() and dist.is_initialized():
+        return dist.group.WORLD
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Driver
+
+
+@torch.no_grad()
+def _token_stats(policy, ref, tokens, mask, reference, group_ids, chunk_size, process_group) -> TokenStats:
+    B, T = mask.shape
+    V, dt, dev = policy.vocab, policy.dtype, policy.device
+    plan = _plan(chunk_size, V, dt, dev, policy.gathers_rows)
+    b, t = mask.nonzero(as_tuple=True)
+    tok = tokens[b, t]
+    bad_tok = (tok < 0) | (tok >= V)
+    if bool(bad_tok.any()):
+        i = int(bad_tok.nonzero()[0, 0])
+        raise DataError(f"token id {int(tok[i])} at (row {int(b[i])}, position {int(t[i])}) is outside the vocabulary [0, {V}); check the tokenizer/model pairing and the mask")
+
+    if reference == "previous_token":
+        ent, ren, lp, js = _previous_token(policy, b, t, tok, T, plan)
+    elif reference == "reference_policy":
+        ent, ren, lp, js = _reference_policy(policy, ref, b, t, tok, plan)
+    else:
+        if reference == "batch_mean":
+            seg, K = torch.zeros_like(b), 1
+        else:
+            keys = group_ids.to(dev)[b] if reference == "group_mean" else b
+            uniq, seg = torch.unique(keys, return_inverse=True)
+            K = uniq.numel()
+        group = _reduce_group(process_group) if reference == "batch_mean" else None
+        ent, ren, lp, js = _mean_reference(policy, b, t, tok, seg, K, plan, group)
+
+    ent = ent.clamp(0.0, math.log(V))
+    ren = torch.minimum(ren.clamp(min=0.0), ent)
+
+    def grid(x):
+        out = torch.zeros(B, T, dtype=torch.float32, device=dev)
+        out[b, t] = x.to(torch.float32)
+        return out
+
+    return TokenStats(entropy=grid(ent), renyi2=grid(ren), logprob=grid(lp), js=grid(js), mask=mask)
+
+
+def _buffers(n, V, dt, dev, k):
+    return [torch.empty(n, V, dtype=dt, device=dev) for _ in range(k)]
+
+
+def _mean_reference(policy, b, t, tok, seg, K, plan, group):
+    """batch/group/sequence mean: pass 1 stats + sum of p per segment, pass 2 JS to the mean."""
+    N, V, dt, dev = b.numel(), policy.vocab, policy.dtype, policy.device
+    ent, ren, lp, js = (torch.empty(N, dtype=dt, device=dev) for _ in range(4))
+    zbuf = torch.empty(min(plan[0], max(N, 1)), V, dtype=dt, device=dev)
+    P, L = _buffers(min(plan[1], max(N, 1)), V, dt, dev, 2)
+    # batch mean: a float64 [V] sum (cheap, and equal on every rank); group/sequence: [K, V] table.
+    acc = torch.zeros(K, V, dtype=torch.float64 if K == 1 else dt, device=dev)
+    for o, z in _blocks(policy, b, t, plan, zbuf):
+        n = z.shape[0]
+        p = P[:n]
+        ent[o : o + n], ren[o : o + n], lp[o : o + n] = policy_block_(z, tok[o : o + n], p, L[:n])
+        if K == 1:
+            acc[0] += p.sum(dim=0)
+        else:
+            acc.index_add_(0, seg[o : o + n], p)
+    count = torch.bincount(seg, minlength=K).to(torch.float64)
+    if group is not None:  # every rank joins, even with no valid positions or bad logits
+        packed = torch.cat([acc.view(-1), count])
+        dist.all_reduce(packed, op=dist.ReduceOp.SUM, group=group)
+        acc, count = packed[:-K].view(K, V), packed[-K:]
+    _raise_if_bad(ent, b, t)
+    if N == 0:
+        return ent, ren, lp, js
+    r = (acc / count.clamp(min=1)[:, None]).to(dt)
+    if not bool(torch.isfinite(r).all()):
+        raise DataError("the batch-mean reference distribution is not finite: another rank's logits contain NaN or +inf")
+    h_r = distribution_entropy(r, plan[1])
+    for o, z in _blocks(policy, b, t, plan, zbuf):
+        n = z.shape[0]
+        s = torch.softmax(z, dim=-1, out=P[:n])
+        if K == 1:
+            s.add_(r[0])
+        else:
+            s.add_(torch.index_select(r, 0, seg[o : o + n], out=L[:n]))
+        js[o : o + n] = js_from_entropies(mixture_entropy_(s, L[:n]), ent[o : o + n], h_r[seg[o : o + n]])
+    return ent, ren, lp, js
+
+
+def _previous_token(policy, b, t, tok, T, plan):
+    """r_t = p_{t-1} of the same row: compute the union of positions t and t-1 in flat order, so the
+    reference of each needed row is the row just before it (carried across blocks)."""
+    V, dt, dev = policy.vocab, policy.dtype, policy.device
+    flat = b * T + t
+    needed = torch.unique(torch.cat([flat, (flat - 1)[t > 0]]))  # sorted
+    M = needed.numel()
+    nb, nt = needed // T, needed % T
+    where = torch.searchsorted(needed, flat)
+    ntok = torch.zeros(M, dtype=torch.long, device=dev)
+    ntok[where] = tok
+    ent, ren, lp, h_mix = (torch.empty(M, dtype=dt, device=dev) for _ in range(4))
+    zbuf = torch.empty(min(plan[0], max(M, 1)), V, dtype=dt, device=dev)
+    P, L = _buffers(min(plan[1], max(M, 1)), V, dt, dev, 2)
+    carry = torch.zeros(V, dtype=dt, device=dev)  # p of the row before the block
+    for o, z in _blocks(policy, nb, nt, plan, zbuf):
+        n = z.shape[0]
+        p, s = P[:n], L[:n]
+        ent[o : o + n], ren[o : o + n], lp[o : o + n] = policy_block_(z, ntok[o : o + n], p, s)
+        torch.add(carry, p[0], out=s[0])
+        torch.add(p[:-1], p[1:], out=s[1:])
+        carry.copy_(p[-1])
+        h_mix[o : o + n] = mixture_entropy_(s, p)
+    _raise_if_bad(ent, nb, nt)
+    h_prev = torch.cat([ent[:1], ent[:-1]])
+    js = js_from_entropies(h_mix, ent, h_prev)[where]
+    js = torch.where(t > 0, js, torch.zeros_like(js))
+    return ent[where], ren[where], lp[where], js
+
+
+def _reference_policy(policy, ref, b, t, tok, plan):
+    """r_t = the reference model's distribution at the same position: one pass over both."""
+    N, V, dt, dev = b.numel(), policy.vocab, policy.dtype, policy.device
+    if ref.dtype != dt:  # compute both in the wider dtype's buffers
+        raise DataError(f"reference inputs are {ref.dtype}-computed but the policy's are {dt}; pass both in float64 or neither")
+    ent, ren, lp, h_ref, js = (torch.empty(N, dtype=dt, device=dev) for _ in range(5))
+    zbuf, zref = _buffers(min(plan[0], max(N, 1)), V, dt, dev, 2)
+    P, L = _buffers(min(plan[1], max(N, 1)), V, dt, dev, 2)
+    pairs = zip(_blocks(policy, b, t, plan, zbuf), _blocks(ref, b, t, plan, zref))
+    for (o, z), (_, zr) in pairs:
+        n = z.shape[0]
+        p = P[:n]
+        ent[o : o + n], ren[o : o + n], lp[o : o + n] = policy_block_(z, tok[o : o + n], p, L[:n])
+        h_ref[o : o + n] = policy_block_(zr, None, z, L[:n])[0]  # q into z (no longer needed)
+        js[o : o + n] = js_from_entropies(mixture_entropy_(p.add_(z), L[:n]), ent[o : o + n], h_ref[o : o + n])
+    _raise_if_bad(ent, b, t)
+    _raise_if_bad(h_ref, b, t, what="reference logits")
+    return ent, ren, lp, js
