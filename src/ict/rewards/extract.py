@@ -69,6 +69,10 @@ def extract_choice_letter(text: str, letters: str = "ABCDE") -> str | None:
     Returns the last match of the first pattern that matches, upper-cased, restricted to `letters`.
     """
     inner = extract_answer_tag(text) or extract_boxed(text)
+    if inner is not None:
+        bare = inner.strip().strip("().:").upper()
+        if len(bare) == 1 and bare in letters:
+            return bare
     candidates = [inner] if inner is not None else []
     candidates.append(text)
     for candidate in candidates:

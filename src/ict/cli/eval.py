@@ -1,0 +1,165 @@
+"""`ict eval`: pass@k of a model (HF id, local dir, run dir, checkpoint, or the embedded default)."""
+
+from __future__ import annotations
+
+import argparse
+
+DEFAULT_BENCHMARKS = "rg:chain_sum?min_terms=2&max_terms=2&min_digits=1&max_digits=2"
+
+EXAMPLES = """\
+examples:
+  ict eval --limit 20                                   # embedded SmolLM2-135M on held-out chain sums
+  ict eval --model runs/my_run --n 16 --k 1,4,8         # a trained run (its latest checkpoint)
+  ict eval --model Qwen/Qwen2.5-0.5B-Instruct --benchmarks gsm8k,math500 --data-dir data/
+  ict eval --benchmarks 'rg:chain_sum?min_terms=3&max_terms=3' --limit 50
+Benchmarks: gsm8k, math500, aime24, amc23, olympiadbench, minerva, commonsenseqa, rg:<task>[?config].
+Local files: DIR/<benchmark>.jsonl or .parquet via --data-dir DIR or ICT_DATA_DIR (see docs/eval.md).
+"""
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from err
+    if not values:
+        raise argparse.ArgumentTypeError("expected at least one integer")
+    return values
+
+
+def split_benchmarks(text: str) -> list[str]:
+    """Split on commas that separate specs (not the commas inside an rg config value list)."""
+    specs, depth, current = [], 0, ""
+    for char in text:
+        if char in "[{":
+            depth += 1
+        elif char in "]}":
+            depth -= 1
+        if char == "," and depth == 0:
+            specs.append(current)
+            current = ""
+        else:
+            current += char
+    specs.append(current)
+    return [s.strip() for s in specs if s.strip()]
+
+
+def add_parser(subparsers, summary: str) -> None:
+    p = subparsers.add_parser(
+        "eval",
+        help=summary,
+        description=summary,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--model", default=None, help="HF id, local dir, run dir or checkpoint dir (default: embedded SmolLM2-135M-Instruct)")
+    p.add_argument("--benchmarks", default=DEFAULT_BENCHMARKS, help="comma-separated benchmark specs (default: held-out 2-term chain sums)")
+    p.add_argument("--n", type=int, default=16, help="samples per problem (default 16)")
+    p.add_argument("--k", type=_int_list, default=[1, 4, 8], help="pass@k values, comma-separated (default 1,4,8)")
+    p.add_argument("--out", default=None, help="output dir (default: <run dir>/eval or eval_out/<model>)")
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--max-new-tokens", type=int, default=256)
+    p.add_argument("--batch-size", type=int, default=32, help="sequences generated at once")
+    p.add_argument("--seed", type=int, default=0, help="sampling and bootstrap seed")
+    p.add_argument("--limit", type=int, default=None, help="first N problems per benchmark (reasoning-gym default: 100)")
+    p.add_argument("--data-dir", default=None, help="directory with <benchmark>.jsonl/.parquet files (or env ICT_DATA_DIR)")
+    p.add_argument("--backend", choices=["hf", "vllm"], default="hf", help="generation backend (vllm: GPU, pip install vllm)")
+    p.add_argument("--device", default=None, help="torch device for --backend hf (default: cuda if available, else cpu)")
+    p.add_argument("--verify-timeout", type=float, default=5.0, help="seconds per math-verify call (hard limit)")
+    p.add_argument("--overwrite", action="store_true", help="discard cached samples in --out made with other settings")
+    p.set_defaults(func=run)
+
+
+def default_out_dir(model: str | None) -> str:
+    from pathlib import Path
+
+    if model and (Path(model) / "config.yaml").is_file():  # a run directory
+        return str(Path(model) / "eval")
+    from ict.data import file_stem
+
+    return str(Path("eval_out") / file_stem(model or "smollm2-135m-instruct"))
+
+
+def run(args: argparse.Namespace) -> int:
+    import sys
+
+    from ict.eval.runner import EMBEDDED_MODEL_LABEL, EvalSettings, results_table, run_eval
+    from ict.rewards import Verifier
+
+    settings = EvalSettings(
+        model=args.model or EMBEDDED_MODEL_LABEL,
+        n=args.n,
+        k=args.k,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        max_new_tokens=args.max_new_tokens,
+        batch_size=args.batch_size,
+        seed=args.seed,
+        limit=args.limit,
+        backend=args.backend,
+    )
+    settings.validate()
+    benchmarks = split_benchmarks(args.benchmarks)
+    out = args.out or default_out_dir(args.model)
+    sampler = make_sampler(args, settings)
+    verifier = Verifier(timeout_s=args.verify_timeout)
+    try:
+        summary = run_eval(
+            sampler,
+            benchmarks,
+            settings,
+            out_dir=out,
+            data_dir=args.data_dir,
+            verifier=verifier,
+            overwrite=args.overwrite,
+            progress=lambda msg: print(msg, file=sys.stderr, flush=True),
+        )
+    finally:
+        verifier.close()
+    print(results_table(summary))
+    print(
+        f"\nmodel {summary['model']}; n={settings.n}, temperature={settings.temperature}, "
+        f"top_p={settings.top_p}, max_new_tokens={settings.max_new_tokens}, seed={settings.seed}; "
+        f"values in %, 95% bootstrap CI over problems.\nwrote {out}/summary.json, summary.md, samples/"
+    )
+    return 0
+
+
+def make_sampler(args: argparse.Namespace, settings):
+    """The generation backend for the CLI flags (loads the model)."""
+    if args.backend == "vllm":
+        from ict.eval.backends import VLLMSampler
+
+        if args.model is None:
+            from ict.errors import ConfigError
+
+            raise ConfigError("--backend vllm needs --model (an HF id or a local HF model dir)")
+        return VLLMSampler(
+            _vllm_model_path(args.model), temperature=settings.temperature, top_p=settings.top_p,
+            max_new_tokens=settings.max_new_tokens, stop=settings.stop,
+        )
+    import torch
+
+    from ict.eval.backends import HFSampler
+    from ict.models import load_model_and_tokenizer
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    model, tokenizer = load_model_and_tokenizer(args.model, device=device)
+    return HFSampler(
+        model, tokenizer, temperature=settings.temperature, top_p=settings.top_p,
+        max_new_tokens=settings.max_new_tokens, batch_size=settings.batch_size, stop=settings.stop,
+    )
+
+
+def _vllm_model_path(model: str) -> str:
+    """A run dir or checkpoint dir resolves to its checkpoint folder (vLLM reads HF folders)."""
+    from pathlib import Path
+
+    try:
+        from ict.models import resolve_checkpoint_dir
+
+        resolved = resolve_checkpoint_dir(Path(model))
+    except Exception:  # noqa: BLE001 - not a run dir: pass through
+        resolved = None
+    return str(resolved) if resolved is not None else model

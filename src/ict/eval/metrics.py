@@ -1,0 +1,47 @@
+"""pass@k (unbiased estimator) and bootstrap confidence intervals over problems.
+
+pass@k for one problem with n samples of which c are correct (Chen et al. 2021):
+    1 - C(n - c, k) / C(n, k)  =  1 - prod_{i = n-c+1}^{n} (1 - k / i)     (1 when n - c < k)
+The product form never builds large binomials. A benchmark's pass@k is the mean over problems.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k of one problem with `c` correct among `n` samples (requires k <= n)."""
+    if not 0 <= c <= n:
+        raise ValueError(f"need 0 <= c <= n, got n={n}, c={c}")
+    if not 1 <= k <= n:
+        raise ValueError(f"need 1 <= k <= n, got k={k}, n={n}: sample at least k responses")
+    if n - c < k:
+        return 1.0
+    i = np.arange(n - c + 1, n + 1, dtype=np.float64)
+    return float(1.0 - np.prod(1.0 - k / i))
+
+
+def pass_at_k_per_problem(n: Sequence[int], c: Sequence[int], k: int) -> np.ndarray:
+    """[P] float64: pass@k of each problem (numbers of samples `n` and correct `c`, each [P])."""
+    return np.array([pass_at_k(int(ni), int(ci), k) for ni, ci in zip(n, c)], dtype=np.float64)
+
+
+def bootstrap_ci(
+    values: Sequence[float], *, num_resamples: int = 1000, level: float = 0.95, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of per-problem `values` [P] (resampling problems).
+
+    Returns (low, high); (v, v) for a single problem; (nan, nan) for none.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    if values.size == 0:
+        return float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    index = rng.integers(0, values.size, size=(num_resamples, values.size))
+    means = values[index].mean(axis=1)
+    alpha = (1.0 - level) / 2.0
+    low, high = np.quantile(means, [alpha, 1.0 - alpha])
+    return float(low), float(high)

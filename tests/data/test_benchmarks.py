@@ -1,0 +1,75 @@
+"""The seven hub benchmarks load from local fixture files in the datasets' own column formats."""
+
+from pathlib import Path
+
+import pytest
+
+from ict.data import BENCHMARKS, load_benchmark, load_task
+from ict.errors import DataError
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "benchmarks"
+
+EXPECTED = {  # first row: (question starts with, gold answer)
+    "gsm8k": ("Tom has 3 apples", "7"),
+    "math500": (r"What is $\frac{1}{4}", r"\frac{1}{2}"),
+    "aime24": ("Find the remainder", "024"),
+    "amc23": ("What is $3^3$", "27"),
+    "olympiadbench": ("Find the smallest", "8"),
+    "minerva": ("A ball falls", "20"),
+    "commonsenseqa": ("Where would you put a plate", "A"),
+}
+
+
+def test_registry_has_the_seven_benchmarks():
+    assert set(BENCHMARKS) == set(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_benchmark_loads_from_fixture(name):
+    items = load_benchmark(name, data_dir=FIXTURES)
+    question_start, gold = EXPECTED[name]
+    assert items[0].question.startswith(question_start)
+    assert items[0].answer == gold
+    assert items[0].id == f"{name}/0" and items[0].task == name
+    assert len(load_benchmark(name, data_dir=FIXTURES, limit=1)) == 1
+    # The gold answer, given in the requested format, is scored correct by the item's verifier.
+    response = f"<answer>{gold}</answer>"
+    assert items[0].score(response).correct, (name, items[0].answer)
+
+
+def test_gsm8k_gold_strips_commas_and_keeps_sign():
+    items = load_benchmark("gsm8k", data_dir=FIXTURES)
+    assert [i.answer for i in items] == ["7", "1000", "-3"]
+
+
+def test_commonsenseqa_prompt_lists_options_and_scores_letters():
+    problem = load_benchmark("commonsenseqa", data_dir=FIXTURES)[0]
+    assert "A. cupboard" in problem.prompt and "E. car" in problem.prompt
+    assert problem.verifier == "choice"
+    assert not problem.score("<answer>B</answer>").correct
+
+
+def test_env_var_data_dir(monkeypatch):
+    monkeypatch.setenv("ICT_DATA_DIR", str(FIXTURES))
+    assert load_task("minerva", "eval")[1].answer == "3"
+
+
+def test_missing_file_offline_says_where_to_put_it(tmp_path, monkeypatch):
+    monkeypatch.delenv("ICT_DATA_DIR", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(DataError) as err:
+        load_benchmark("math500", data_dir=tmp_path)
+    message = str(err.value)
+    assert f"{tmp_path}/math500.jsonl" in message and "HuggingFaceH4/MATH-500" in message
+    assert "problem" in message and "answer" in message
+
+
+def test_eval_only_benchmark_has_no_train_split():
+    with pytest.raises(DataError, match="no training split"):
+        load_task("math500", "train")
+
+
+def test_row_missing_a_column_names_it(tmp_path):
+    (tmp_path / "minerva.jsonl").write_text('{"question": "q"}\n')
+    with pytest.raises(DataError, match="answer"):
+        load_benchmark("minerva", data_dir=tmp_path)
