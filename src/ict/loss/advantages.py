@@ -1,0 +1,123 @@
+"""Group-relative advantages (METHOD.md, "Advantages"), verl core_algos style.
+
+Every response i has an outcome reward R_i and the id of its prompt (its group). An estimator is a
+pure function `fn(rewards[N], groups: GroupStats, *, eps) -> advantages[N]` in
+`ADVANTAGE_ESTIMATORS`; `compute_advantages` is the entry point.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ict.errors import ConfigError, DataError
+
+
+@dataclass
+class GroupStats:
+    """Per-response view of its group's reward statistics (all [N])."""
+
+    mean: Tensor
+    std: Tensor  # sample (unbiased) or population std, see group_stats; 0 for a group of one
+    zero_variance: Tensor  # bool: every reward in the group is equal
+    num_groups: int
+
+
+def group_stats(rewards: Tensor, group_ids: Tensor, *, std_unbiased: bool = True) -> GroupStats:
+    """Mean and standard deviation of each response's group (vectorised over groups).
+
+    rewards: float[N]; group_ids: long[N] (any integer ids, need not be contiguous).
+    std_unbiased=True divides by n - 1 like torch.std and TRL's GRPOTrainer; False divides by n.
+    """
+    ids, inverse = torch.unique(group_ids, return_inverse=True)
+    num_groups = ids.numel()
+    count = torch.bincount(inverse, minlength=num_groups).to(rewards.dtype)
+    mean = torch.zeros(num_groups, dtype=rewards.dtype, device=rewards.device)
+    mean = mean.index_add(0, inverse, rewards) / count
+    sq = torch.zeros_like(mean).index_add(0, inverse, (rewards - mean[inverse]) ** 2)
+    dof = (count - 1) if std_unbiased else count
+    std = torch.sqrt(sq / dof.clamp(min=1))  # a group of one has sq = 0 -> std 0
+    rmax = torch.full_like(mean, -torch.inf).scatter_reduce(0, inverse, rewards, "amax")
+    rmin = torch.full_like(mean, torch.inf).scatter_reduce(0, inverse, rewards, "amin")
+    zero_var = rmax == rmin
+    return GroupStats(mean[inverse], std[inverse], zero_var[inverse], num_groups)
+
+
+ADVANTAGE_ESTIMATORS: dict[str, Callable[..., Tensor]] = {}
+
+
+def register_advantage_estimator(name: str):
+    def decorate(fn):
+        ADVANTAGE_ESTIMATORS[name] = fn
+        return fn
+
+    return decorate
+
+
+@register_advantage_estimator("grpo")
+def grpo_advantages(rewards: Tensor, groups: GroupStats, *, eps: float) -> Tensor:
+    """A_i = (R_i - mean_group) / (std_group + eps); exactly 0 in zero-variance groups."""
+    adv = (rewards - groups.mean) / (groups.std + eps)
+    return torch.where(groups.zero_variance, torch.zeros_like(adv), adv)
+
+
+@register_advantage_estimator("dr_grpo")
+def dr_grpo_advantages(rewards: Tensor, groups: GroupStats, *, eps: float) -> Tensor:
+    """Dr. GRPO: A_i = R_i - mean_group (no std division); exactly 0 in zero-variance groups."""
+    adv = rewards - groups.mean
+    return torch.where(groups.zero_variance, torch.zeros_like(adv), adv)
+
+
+def compute_advantages(
+    rewards: Tensor,
+    group_ids: Tensor,
+    mode: str = "grpo",
+    eps: float = 1e-6,
+    *,
+    std_unbiased: bool = True,
+) -> tuple[Tensor, dict]:
+    """Advantages of N responses from their rewards and prompt groups.
+
+    rewards: [N] (any real dtype; computed in float32, or float64 if given). group_ids: [N] ints.
+    mode: a key of ADVANTAGE_ESTIMATORS ("grpo" default, "dr_grpo"). std_unbiased: sample std
+    (n - 1, TRL's behaviour, default) or population std (n).
+    Returns (advantages float[N], info) with info["zero_variance_groups"] (groups whose rewards
+    are all equal; their advantages are 0) and info["num_groups"], both ints.
+    """
+    if mode not in ADVANTAGE_ESTIMATORS:
+        raise ConfigError(
+            f"unknown advantage estimator {mode!r}; choose from {sorted(ADVANTAGE_ESTIMATORS)}"
+        )
+    if not eps > 0:
+        raise ConfigError(f"eps must be > 0 (it keeps the std division finite), got {eps!r}")
+    rewards, group_ids = _check(rewards, group_ids)
+    groups = group_stats(rewards, group_ids, std_unbiased=std_unbiased)
+    adv = ADVANTAGE_ESTIMATORS[mode](rewards, groups, eps=eps)
+    zero_groups = torch.unique(group_ids[groups.zero_variance]).numel()
+    return adv, {"zero_variance_groups": int(zero_groups), "num_groups": groups.num_groups}
+
+
+def zero_variance_rows(rewards: Tensor, group_ids: Tensor) -> Tensor:
+    """bool[N]: responses whose group has all-equal rewards (what dynamic sampling drops)."""
+    rewards, group_ids = _check(rewards, group_ids)
+    return group_stats(rewards, group_ids).zero_variance
+
+
+def _check(rewards, group_ids) -> tuple[Tensor, Tensor]:
+    rewards = torch.as_tensor(rewards)
+    group_ids = torch.as_tensor(group_ids, device=rewards.device)
+    if rewards.dim() != 1 or group_ids.shape != rewards.shape:
+        raise DataError(
+            f"rewards and group_ids must both be 1-D of the same length [N], got "
+            f"{tuple(rewards.shape)} and {tuple(group_ids.shape)}"
+        )
+    if group_ids.is_floating_point() or group_ids.dtype == torch.bool:
+        raise DataError("group_ids must be integer prompt indices (one per response)")
+    if rewards.dtype != torch.float64:
+        rewards = rewards.to(torch.float32)
+    if not torch.isfinite(rewards).all():
+        raise DataError("rewards contain NaN or infinity; check the reward function's output")
+    return rewards, group_ids.to(torch.long)

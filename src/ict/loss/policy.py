@@ -1,0 +1,286 @@
+"""The clipped policy-gradient loss on selected tokens (METHOD.md, "Policy loss").
+
+    rho_t = exp(log pi_theta(y_t) - log pi_old(y_t))
+    l_t   = -min(rho_t A, clip(rho_t, 1 - eps_low, 1 + eps_high) A)    (clip-higher)
+    l_t   = min(l_t, -c A) where A < 0                                 (optional dual clip, c > 1)
+    M     = valid * selected;  D = M (normalize_by="selected") or valid (normalize_by="valid")
+    loss  = agg(l, M, D) + kl_coef * agg(kl, K, D_K) - entropy_coef * agg(H, M, D)
+
+K is M (kl_on="selected", then D_K = D) or valid (kl_on="valid", then D_K = valid). `agg` is
+`LOSS_AGGREGATIONS[loss_agg]`, pure functions in the verl core_algos style.
+
+Numerical guards: positions outside M never reach the arithmetic (padding may hold NaN or inf);
+the log-ratio and the KL's log-difference are clamped to [-20, 20] before exp (as verl does), which
+only matters for ratios beyond e^20.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+from ict.errors import ConfigError, DataError
+
+LOG_RATIO_CLAMP = 20.0
+
+
+def _safe_div(num: Tensor, den) -> Tensor:
+    den = torch.as_tensor(den, dtype=num.dtype, device=num.device)
+    return num / torch.where(den > 0, den, torch.ones_like(den))
+
+
+def token_mean(values, loss_mask, norm_mask, *, max_response_length, denominator):
+    """sum(l M) / sum(D); `denominator` replaces sum(D). 0 when the normaliser is 0."""
+    num = torch.where(loss_mask, values, 0.0).sum()
+    return _safe_div(num, norm_mask.sum() if denominator is None else denominator)
+
+
+def seq_mean_token_mean(values, loss_mask, norm_mask, *, max_response_length, denominator):
+    """Mean over responses of sum_t(l M) / sum_t(D), over the responses with sum_t(D) > 0 (as
+    verl); `denominator` replaces that number of responses."""
+    per_row = _safe_div(torch.where(loss_mask, values, 0.0).sum(-1), norm_mask.sum(-1))
+    rows = (norm_mask.sum(-1) > 0).sum() if denominator is None else denominator
+    return _safe_div(per_row.sum(), rows)
+
+
+def seq_mean_token_sum_norm(values, loss_mask, norm_mask, *, max_response_length, denominator):
+    """Dr. GRPO: sum(l M) / (B * max_response_length) (default T); `denominator` replaces the
+    product. `normalize_by` does not apply (the normaliser is a constant)."""
+    B, T = values.shape
+    length = T if max_response_length is None else max_response_length
+    num = torch.where(loss_mask, values, 0.0).sum()
+    return _safe_div(num, B * length if denominator is None else denominator)
+
+
+LOSS_AGGREGATIONS: dict[str, Callable[..., Tensor]] = {
+    "token_mean": token_mean,
+    "seq_mean_token_mean": seq_mean_token_mean,
+    "seq_mean_token_sum_norm": seq_mean_token_sum_norm,
+}
+
+
+def kl_k1(d: Tensor) -> Tensor:
+    """k1 = log pi - log pi_ref = -d, with d = log pi_ref - log pi."""
+    return -d
+
+
+def kl_k3(d: Tensor) -> Tensor:
+    """k3 = exp(d) - d - 1 >= 0, with d = log pi_ref - log pi."""
+    return torch.exp(d) - d - 1
+
+
+KL_ESTIMATORS: dict[str, Callable[[Tensor], Tensor]] = {"k1": kl_k1, "k3": kl_k3}
+NORMALIZE_BY = ("selected", "valid")
+KL_ON = ("selected", "valid")
+
+
+def policy_loss(
+    logprob: Tensor,
+    old_logprob: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    selected: Tensor | None = None,
+    *,
+    eps_low: float = 0.2,
+    eps_high: float = 0.28,
+    dual_clip: float | None = None,
+    loss_agg: str = "token_mean",
+    normalize_by: str = "selected",
+    max_response_length: int | None = None,
+    ref_logprob: Tensor | None = None,
+    kl_coef: float = 0.0,
+    kl_estimator: str = "k3",
+    kl_on: str = "selected",
+    entropy: Tensor | None = None,
+    entropy_coef: float = 0.0,
+    denominator: float | Tensor | None = None,
+) -> tuple[Tensor, dict[str, float]]:
+    """Clipped surrogate loss on the selected tokens. Returns (scalar loss, metrics).
+
+    logprob: [B, T] log pi_theta(y_t) (with grad). old_logprob, ref_logprob: [B, T] (no grad is
+    taken through them). advantages: [B] or [B, T] (no grad). mask: bool [B, T] valid response
+    tokens. selected: bool [B, T] (None = all valid). entropy: [B, T] policy entropy for the bonus.
+    denominator: the normaliser of the aggregation computed elsewhere (gradient accumulation, data
+    parallel: the global count); see LOSS_AGGREGATIONS for what it replaces in each.
+    Metrics (python floats, fractions over M unless said): clip_fraction (low or high clip
+    active), clip/low (rho < 1-eps_low, A < 0), clip/high (rho > 1+eps_high, A > 0),
+    dual_clip_fraction, selected_fraction (|M| / |valid|), ratio/mean, pg_loss, loss, and kl
+    (mean over K) / entropy (mean over M) when given. An empty M gives loss 0 that still
+    back-propagates (zero gradients).
+    """
+    _check_options(
+        eps_low,
+        eps_high,
+        dual_clip,
+        loss_agg,
+        normalize_by,
+        max_response_length,
+        kl_coef,
+        kl_estimator,
+        kl_on,
+        ref_logprob,
+        entropy_coef,
+        entropy,
+        denominator,
+    )
+    valid, M, A = _check_tensors(
+        logprob, old_logprob, advantages, mask, selected, ref_logprob, entropy
+    )
+    dtype = torch.promote_types(logprob.dtype, torch.float32)
+    logprob = logprob.to(dtype)
+    A = torch.where(M, A.detach().to(dtype), 0.0)
+
+    log_ratio = torch.where(M, logprob - old_logprob.detach().to(dtype), 0.0)
+    ratio = torch.exp(log_ratio.clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
+    pg_unclipped = -A * ratio
+    pg_clipped = -A * ratio.clamp(1 - eps_low, 1 + eps_high)
+    per_token = torch.maximum(pg_unclipped, pg_clipped)
+    clipped_loss = per_token
+    if dual_clip is not None:
+        per_token = torch.where(A < 0, torch.minimum(per_token, -dual_clip * A), per_token)
+
+    D = M if normalize_by == "selected" else valid
+    agg = LOSS_AGGREGATIONS[loss_agg]
+    kw = dict(max_response_length=max_response_length, denominator=denominator)
+    pg_loss = agg(per_token, M, D, **kw)
+    loss = pg_loss
+    metrics: dict[str, float] = {}
+
+    if ref_logprob is not None:
+        K = M if kl_on == "selected" else valid
+        D_K = D if kl_on == "selected" else valid
+        d = torch.where(K, ref_logprob.detach().to(dtype) - logprob, 0.0)
+        kl = KL_ESTIMATORS[kl_estimator](d.clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
+        if kl_coef != 0.0:
+            loss = loss + kl_coef * agg(kl, K, D_K, **kw)
+        metrics["kl"] = float(_safe_div(torch.where(K, kl.detach(), 0.0).sum(), K.sum()))
+    if entropy is not None:
+        entropy = entropy.to(dtype)
+        if entropy_coef != 0.0:
+            loss = loss - entropy_coef * agg(torch.where(M, entropy, 0.0), M, D, **kw)
+        metrics["entropy"] = float(_safe_div(torch.where(M, entropy.detach(), 0.0).sum(), M.sum()))
+
+    with torch.no_grad():
+        n_sel = M.sum()
+
+        def frac(x: Tensor) -> float:
+            return float(_safe_div((x & M).sum().to(dtype), n_sel))
+
+        low = (ratio < 1 - eps_low) & (A < 0)
+        high = (ratio > 1 + eps_high) & (A > 0)
+        dual = (
+            torch.zeros_like(M) if dual_clip is None else (A < 0) & (-dual_clip * A < clipped_loss)
+        )
+        metrics.update(
+            {
+                "clip_fraction": frac(low | high),
+                "clip/low": frac(low),
+                "clip/high": frac(high),
+                "dual_clip_fraction": frac(dual),
+                "selected_fraction": float(_safe_div(n_sel.to(dtype), valid.sum())),
+                "ratio/mean": float(_safe_div(torch.where(M, ratio, 0.0).sum(), n_sel)),
+                "pg_loss": float(pg_loss),
+                "loss": float(loss),
+            }
+        )
+    return loss, metrics
+
+
+def _check_options(
+    eps_low,
+    eps_high,
+    dual_clip,
+    loss_agg,
+    normalize_by,
+    max_response_length,
+    kl_coef,
+    kl_estimator,
+    kl_on,
+    ref_logprob,
+    entropy_coef,
+    entropy,
+    denominator,
+):
+    if not 0 <= eps_low < 1:
+        raise ConfigError(
+            f"eps_low must be in [0, 1) (clip lower bound 1 - eps_low > 0), got {eps_low!r}"
+        )
+    if not eps_high >= 0:
+        raise ConfigError(f"eps_high must be >= 0, got {eps_high!r}")
+    if dual_clip is not None and not dual_clip > 1:
+        raise ConfigError(
+            f"dual_clip must be > 1 (e.g. 3.0) or None to disable it, got {dual_clip!r}"
+        )
+    if loss_agg not in LOSS_AGGREGATIONS:
+        raise ConfigError(f"unknown loss_agg {loss_agg!r}; choose from {sorted(LOSS_AGGREGATIONS)}")
+    if normalize_by not in NORMALIZE_BY:
+        raise ConfigError(
+            f"unknown normalize_by {normalize_by!r}; choose from {list(NORMALIZE_BY)}"
+        )
+    if kl_estimator not in KL_ESTIMATORS:
+        raise ConfigError(
+            f"unknown kl_estimator {kl_estimator!r}; choose from {sorted(KL_ESTIMATORS)}"
+        )
+    if kl_on not in KL_ON:
+        raise ConfigError(f"unknown kl_on {kl_on!r}; choose from {list(KL_ON)}")
+    if max_response_length is not None and (
+        isinstance(max_response_length, bool)
+        or not isinstance(max_response_length, int)
+        or max_response_length < 1
+    ):
+        raise ConfigError(
+            f"max_response_length must be a positive int, got {max_response_length!r}"
+        )
+    if not kl_coef >= 0:
+        raise ConfigError(f"kl_coef must be >= 0, got {kl_coef!r}")
+    if kl_coef != 0 and ref_logprob is None:
+        raise ConfigError("kl_coef > 0 needs ref_logprob= (the reference model's log-probs)")
+    if entropy_coef != 0 and entropy is None:
+        raise ConfigError("entropy_coef != 0 needs entropy= (the policy's per-token entropy)")
+    if denominator is not None:
+        if not float(denominator) >= 0:
+            raise ConfigError(
+                f"denominator must be >= 0 (a token or response count), got {denominator!r}"
+            )
+        if (
+            kl_coef != 0
+            and kl_on == "valid"
+            and normalize_by == "selected"
+            and loss_agg != "seq_mean_token_sum_norm"
+        ):
+            raise ConfigError(
+                "denominator is ambiguous with kl_on='valid' and normalize_by='selected' (the KL "
+                "and policy terms have different normalisers); use kl_on='selected' or "
+                "normalize_by='valid'"
+            )
+
+
+def _check_tensors(logprob, old_logprob, advantages, mask, selected, ref_logprob, entropy):
+    if not isinstance(logprob, Tensor) or logprob.dim() != 2:
+        raise DataError(
+            f"logprob must be a [B, T] tensor, got {getattr(logprob, 'shape', type(logprob))}"
+        )
+    shape = logprob.shape
+    for name, x in (
+        ("old_logprob", old_logprob),
+        ("mask", mask),
+        ("selected", selected),
+        ("ref_logprob", ref_logprob),
+        ("entropy", entropy),
+    ):
+        if x is not None and (not isinstance(x, Tensor) or x.shape != shape):
+            raise DataError(
+                f"{name} must have logprob's shape {tuple(shape)}, got {getattr(x, 'shape', type(x))}"
+            )
+    valid = mask.bool()
+    M = valid if selected is None else valid & selected.bool()
+    advantages = torch.as_tensor(advantages, device=logprob.device)
+    if advantages.shape == shape[:1]:
+        advantages = advantages[:, None].expand(shape)
+    elif advantages.shape != shape:
+        raise DataError(
+            f"advantages must be [B] = {tuple(shape[:1])} or [B, T] = {tuple(shape)}, got {tuple(advantages.shape)}"
+        )
+    return valid, M, advantages
