@@ -50,12 +50,12 @@ def _read_config(run_dir: Path) -> dict:
 def _find(config: dict, *keys: str):
     """First value of any of `keys` in config or its nested dicts (one level)."""
     for key in keys:
-        if key in config:
+        if key in config and not isinstance(config[key], dict):
             return config[key]
     for value in config.values():
         if isinstance(value, dict):
             for key in keys:
-                if key in value:
+                if key in value and not isinstance(value[key], dict):
                     return value[key]
     return None
 
@@ -68,6 +68,7 @@ class Run:
     config: dict = field(default_factory=dict)
     metrics: list[dict] = field(default_factory=list)
     summary: dict = field(default_factory=dict)
+    final_eval: dict = field(default_factory=dict)  # final_eval.json (written by `ict compare`)
 
     @property
     def method(self) -> str:
@@ -104,11 +105,14 @@ class Run:
         return steps, values
 
     def keys(self) -> set[str]:
-        return {k for row in self.metrics for k in row}
+        """Metric keys logged in any row, plus those of final_eval.json."""
+        return {k for row in self.metrics for k in row} | set(self.final_eval.get("metrics", {}))
 
     def final(self, key: str) -> float | None:
-        """Final value of a metric: summary.json's `final`/top level if present, else the last row."""
+        """Final value of a metric: final_eval.json's metrics, then summary.json's `final`/top
+        level, else the last row that logged it."""
         for source in (
+            self.final_eval.get("metrics", {}),
             self.summary.get("final", {}),
             self.summary.get("metrics", {}),
             self.summary,
@@ -145,6 +149,24 @@ def load_run(run_dir: str | Path) -> Run:
         )
     summary_path = path / "summary.json"
     summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.exists() else {}
+    final_path = path / "final_eval.json"
+    final_eval = json.loads(final_path.read_text(encoding="utf-8")) if final_path.exists() else {}
     return Run(
-        path=path, config=_read_config(path), metrics=read_jsonl(metrics_path), summary=summary
+        path=path,
+        config=_read_config(path),
+        metrics=read_jsonl(metrics_path),
+        summary=summary,
+        final_eval=final_eval,
     )
+
+
+def flat_config(config: dict) -> dict:
+    """Grouped config ({section: {key: value}}) -> flat {key: value}; flat configs pass through."""
+    nested_values = ("task_config", "selector_options")
+    flat = {}
+    for key, value in config.items():
+        if isinstance(value, dict) and key not in nested_values:
+            flat.update(value)
+        else:
+            flat[key] = value
+    return flat
