@@ -111,19 +111,19 @@ def policy_loss(
     back-propagates (zero gradients).
     """
     _check_options(
-        eps_low,
-        eps_high,
-        dual_clip,
-        loss_agg,
-        normalize_by,
-        max_response_length,
-        kl_coef,
-        kl_estimator,
-        kl_on,
-        ref_logprob,
-        entropy_coef,
-        entropy,
-        denominator,
+        eps_low=eps_low,
+        eps_high=eps_high,
+        dual_clip=dual_clip,
+        loss_agg=loss_agg,
+        normalize_by=normalize_by,
+        max_response_length=max_response_length,
+        kl_coef=kl_coef,
+        kl_estimator=kl_estimator,
+        kl_on=kl_on,
+        has_ref=ref_logprob is not None,
+        entropy_coef=entropy_coef,
+        has_entropy=entropy is not None,
+        denominator=denominator,
     )
     valid, M, A = _check_tensors(
         logprob, old_logprob, advantages, mask, selected, ref_logprob, entropy
@@ -189,6 +189,7 @@ def policy_loss(
 
 
 def _check_options(
+    *,
     eps_low,
     eps_high,
     dual_clip,
@@ -198,9 +199,9 @@ def _check_options(
     kl_coef,
     kl_estimator,
     kl_on,
-    ref_logprob,
+    has_ref,
     entropy_coef,
-    entropy,
+    has_entropy,
     denominator,
 ):
     if not 0 <= eps_low < 1:
@@ -235,9 +236,9 @@ def _check_options(
         )
     if not kl_coef >= 0:
         raise ConfigError(f"kl_coef must be >= 0, got {kl_coef!r}")
-    if kl_coef != 0 and ref_logprob is None:
+    if kl_coef != 0 and not has_ref:
         raise ConfigError("kl_coef > 0 needs ref_logprob= (the reference model's log-probs)")
-    if entropy_coef != 0 and entropy is None:
+    if entropy_coef != 0 and not has_entropy:
         raise ConfigError("entropy_coef != 0 needs entropy= (the policy's per-token entropy)")
     if denominator is not None:
         if not float(denominator) >= 0:
