@@ -63,7 +63,15 @@ def save_checkpoint(run_dir: Path, step: int, model, tokenizer, trainer_state: d
     tmp = root / f".tmp_{checkpoint_name(step)}"
     if tmp.exists():
         shutil.rmtree(tmp)
-    model.save_pretrained(tmp, safe_serialization=True)
+    from transformers.utils import logging as hf_logging
+
+    bar_was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # no "Writing model shards" bar inside the training bar
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+    finally:
+        if bar_was_enabled:
+            hf_logging.enable_progress_bar()
     tokenizer.save_pretrained(tmp)
     torch.save({**trainer_state, "step": step, "rng": rng_state()}, tmp / STATE_FILE)
     if final.exists():

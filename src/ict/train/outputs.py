@@ -92,6 +92,7 @@ class ExternalLogger:
             self._writer.close()
         if self._wandb is not None:
             self._wandb.finish()
+        self._writer = self._wandb = None
 
 
 class EntropyHealth:

@@ -581,16 +581,21 @@ class Trainer:
                                 sel=f"{metrics['selected_fraction']:.2f}", refresh=False)
         finally:
             bar.close()
-        summary = self.finish(time.perf_counter() - start_time) if self.step >= cfg.max_steps else {}
-        return summary
+        if self.step < cfg.max_steps:  # stopped early (stop_after): leave the run resumable
+            self.close()
+            return {}
+        return self.finish(time.perf_counter() - start_time)
 
-    def finish(self, seconds: float) -> dict:
-        """Plots, summary.json; closes the outputs. Returns the summary."""
-        cfg = self.config
+    def close(self) -> None:
         self.metrics_file.close()
         self.samples_file.close()
         if self.external is not None:
             self.external.close()
+
+    def finish(self, seconds: float) -> dict:
+        """Plots, summary.json; closes the outputs. Returns the summary."""
+        cfg = self.config
+        self.close()
         plots_dir = None
         if cfg.plots:
             try:
