@@ -301,3 +301,25 @@ def test_nan_scores_rejected():
     mask = torch.ones(2, 3, dtype=torch.bool)
     mask[1, 1] = False  # NaN on a masked position is ignored
     assert select_tokens("ict", mask, stats=SimpleNamespace(js=js)).sum() == 1
+
+
+def test_with_real_token_stats():
+    """End to end with ict.stats: ICT keeps the top 10% by JS, 20-Entropy the top 20% by H."""
+    token_stats = pytest.importorskip("ict.stats").token_stats
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(4, 12, 9, generator=g) * 3
+    tokens = torch.randint(0, 9, (4, 12), generator=g)
+    mask = make_mask(4, 12, seed=2)
+    stats = token_stats(logits, tokens, mask)
+    n = int(mask.sum())
+    for name, field, ratio in (("ict", "js", 0.1), ("entropy", "entropy", 0.2)):
+        sel = select_tokens(name, mask, stats=stats)
+        assert torch.equal(sel, ref_select(getattr(stats, field), mask, ratio))
+        assert int(sel.sum()) == ref_count(ratio, n)
+    adv = torch.tensor([1.0, -1.0, 0.5, 0.0])
+    both = select_tokens("ict+stapo", mask, stats=stats, advantages=adv, prob_below=0.3)
+    assert torch.equal(
+        both,
+        select_tokens("ict", mask, stats=stats)
+        & select_tokens("stapo", mask, stats=stats, advantages=adv, prob_below=0.3),
+    )
