@@ -1,0 +1,153 @@
+"""Fixed cases for the cross-engine equivalence suite (native vs TRL vs verl).
+
+Every engine must turn the same inputs into the same selected tokens and the same loss value.
+`equivalence_cases()` is a pure function: it builds small tensors from fixed seeds (CPU, float32)
+and returns them with the options of each case; `native_reference(case)` is what the native path
+(ict.stats + ict.select + ict.loss) gives, the value an engine is compared against.
+
+Layout (docs/ARCHITECTURE.md): `tokens[:, t]` is predicted by `hidden[:, t] @ lm_head_weight.T`
+(already shifted); `mask[:, t]` is True on response tokens. The old policy's log-probabilities are
+those of `hidden`/`lm_head_weight` at `temperature`; the current policy's (`logprob`) differ from
+them by a fixed perturbation in [-0.5, 0.5] nats so that both clip bounds are active.
+
+An engine test looks like:
+
+    for case in equivalence_cases():
+        want_selected, want_loss = native_reference(case)
+        got_selected, got_loss = my_engine(case)
+        assert torch.equal(got_selected, want_selected)
+        torch.testing.assert_close(got_loss, want_loss)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+# (name, options): options not given take the defaults of EquivalenceCase.options
+_CASES = [
+    ("ict_default", {}),
+    ("ict_group_mean_seq_mean", {"reference": "group_mean", "loss_agg": "seq_mean_token_mean"}),
+    ("ict_sequence_scope", {"scope": "sequence", "reference": "sequence_mean"}),
+    ("ict_ratio_0.3_valid", {"ratio": 0.3, "normalize_by": "valid"}),
+    ("ict_token_id", {"granularity": "token_id", "ratio": 0.25}),
+    ("entropy_0.2", {"method": "entropy"}),
+    ("stapo", {"method": "stapo", "prob_below": 0.2, "entropy_quantile": 0.5}),
+    (
+        "ict+stapo_dual_clip",
+        {
+            "method": "ict+stapo",
+            "ratio": 0.4,
+            "prob_below": 0.2,
+            "entropy_quantile": 0.5,
+            "dual_clip": 3.0,
+        },
+    ),  # fmt: skip
+    ("grpo_dr_grpo", {"method": "grpo", "loss_agg": "seq_mean_token_sum_norm"}),
+    ("grpo_token_mean_eps_sym", {"method": "grpo", "eps_high": 0.2}),
+    ("random_seed_3", {"method": "random", "seed": 3}),
+    ("ict_temperature_0.7", {"temperature": 0.7}),
+]
+
+
+@dataclass
+class EquivalenceCase:
+    """One fixed input. Tensors: B rows (G responses per prompt), T positions, D hidden, V vocab."""
+
+    name: str
+    hidden: torch.Tensor  # [B, T, D] float32
+    lm_head_weight: torch.Tensor  # [V, D] float32
+    tokens: torch.Tensor  # [B, T] long
+    mask: torch.Tensor  # [B, T] bool, right-padded responses, >= 1 valid token per row
+    advantages: torch.Tensor  # [B] float32
+    group_ids: torch.Tensor  # [B] long, prompt index of each row
+    old_logprob: torch.Tensor  # [B, T] float32, log p_old(tokens), 0 where mask is False
+    logprob: torch.Tensor  # [B, T] float32, log p_theta(tokens), 0 where mask is False
+    options: dict = field(default_factory=dict)  # see defaults in equivalence_cases()
+
+    @property
+    def logits(self) -> torch.Tensor:
+        """[B, T, V] float32 logits (before temperature), for engines that take logits."""
+        return self.hidden @ self.lm_head_weight.T
+
+
+DEFAULT_OPTIONS = {
+    "method": "ict", "ratio": None, "reference": "batch_mean", "scope": "global",
+    "granularity": "position", "temperature": 1.0, "seed": 0,
+    "prob_below": 0.01, "entropy_quantile": 0.05,  # STAPO
+    "loss_agg": "token_mean", "normalize_by": "selected", "eps_low": 0.2, "eps_high": 0.28,
+    "dual_clip": None,
+}  # fmt: skip
+
+
+def equivalence_cases(
+    B: int = 8, G: int = 4, T: int = 7, D: int = 8, V: int = 16
+) -> list[EquivalenceCase]:
+    """The fixed cases (deterministic: same tensors on every call and machine, CPU float32)."""
+    cases = []
+    for index, (name, overrides) in enumerate(_CASES):
+        g = torch.Generator().manual_seed(1234 + index)
+        options = {**DEFAULT_OPTIONS, **overrides}
+        hidden = torch.randn(B, T, D, generator=g) * 1.5
+        weight = torch.randn(V, D, generator=g)
+        tokens = torch.randint(0, V, (B, T), generator=g)
+        lengths = torch.randint(1, T + 1, (B,), generator=g)
+        lengths[0] = T  # one full-length response
+        mask = torch.arange(T)[None, :] < lengths[:, None]
+        rewards = torch.randint(0, 2, (B,), generator=g).float()
+        group_ids = torch.arange(B) // G
+        mean = torch.zeros(B).index_add_(0, group_ids, rewards)[group_ids] / G
+        advantages = rewards - mean + 0.1 * torch.randn(B, generator=g)
+        logp = torch.log_softmax(hidden @ weight.T / options["temperature"], dim=-1)
+        old_logprob = logp.gather(-1, tokens[..., None]).squeeze(-1) * mask
+        delta = (torch.rand(B, T, generator=g) - 0.5) * mask
+        cases.append(
+            EquivalenceCase(
+                name=name,
+                hidden=hidden,
+                lm_head_weight=weight,
+                tokens=tokens,
+                mask=mask,
+                advantages=advantages,
+                group_ids=group_ids,
+                old_logprob=old_logprob,
+                logprob=old_logprob + delta,
+                options=options,
+            )  # fmt: skip
+        )
+    return cases
+
+
+def selector_options(options: dict) -> dict:
+    """The keyword options `ict.select.select_tokens` takes for this case's method."""
+    if "stapo" in options["method"].split("+"):
+        return {
+            "prob_below": options["prob_below"],
+            "entropy_quantile": options["entropy_quantile"],
+        }
+    return {}
+
+
+def native_reference(case: EquivalenceCase) -> tuple[torch.Tensor, torch.Tensor]:
+    """Native path: ict.stats -> ict.select -> ict.loss. Returns (selected [B, T] bool, loss scalar)."""
+    from ict.loss import policy_loss
+    from ict.select import select_tokens
+    from ict.stats import token_stats_from_hidden
+
+    o = case.options
+    stats = token_stats_from_hidden(
+        case.hidden, case.lm_head_weight, case.tokens, case.mask, temperature=o["temperature"],
+        reference=o["reference"], group_ids=case.group_ids,
+    )  # fmt: skip
+    selected = select_tokens(
+        o["method"], case.mask, stats=stats, advantages=case.advantages, tokens=case.tokens,
+        ratio=o["ratio"], scope=o["scope"], granularity=o["granularity"], seed=o["seed"],
+        **selector_options(o),
+    )  # fmt: skip
+    loss, _ = policy_loss(
+        case.logprob, case.old_logprob, case.advantages, case.mask, selected,
+        eps_low=o["eps_low"], eps_high=o["eps_high"], dual_clip=o["dual_clip"],
+        loss_agg=o["loss_agg"], normalize_by=o["normalize_by"], max_response_length=case.mask.size(1),
+    )  # fmt: skip
+    return selected, loss

@@ -1,0 +1,408 @@
+"""TRL integration: token-selective GRPO on top of TRL's `GRPOTrainer`.
+
+Swap two names in an existing TRL script and every ict selector runs inside TRL, with TRL's own
+generation (transformers or vLLM), accelerate/DeepSpeed/FSDP, logging and checkpointing:
+
+    from ict.integrations.trl import ICTGRPOConfig as GRPOConfig, ICTGRPOTrainer as GRPOTrainer
+    args = GRPOConfig(..., method="ict", ratio=0.10)
+
+How it plugs in (three overrides, nothing else of TRL is replaced):
+
+1. `_generate_and_score_completions`: after TRL has sampled and scored a generation batch, run one
+   no-grad forward of the policy that produced it (the old policy) through the backbone, and compute
+   H, H2, log p(y) and the JS score from the final hidden states and the LM head weight with
+   `ict.stats.token_stats_from_hidden` (chunked: the [tokens x V] logits are never built). The
+   `batch_mean` reference is all-reduced over ranks. Per-token statistics travel with the batch.
+2. `_prepare_inputs`: once TRL has shuffled and split the generation batch into micro-batches, select
+   tokens with `ict.select.select_tokens` over the whole batch of every rank (`scope="global"`,
+   rows put back in generation order first, so the selection does not depend on the shuffle or on
+   the number of ranks) or per micro-batch (`scope="micro_batch"`). With `normalize_by="selected"`
+   the token-mean normaliser (`num_items_in_batch`) becomes the global number of selected tokens.
+3. `_compute_loss`: the selection is multiplied into TRL's loss mask (`tool_mask`), and TRL's own
+   loss runs unchanged: clip `epsilon`/`epsilon_high`, `delta` (dual clip), KL (`beta`), vLLM
+   importance-sampling correction, entropy bonus and loss types.
+
+`loss_agg` maps onto TRL's `loss_type`: token_mean -> "dapo" (global token mean),
+seq_mean_token_mean -> "grpo", seq_mean_token_sum_norm -> "dr_grpo" (see docs/engines/trl.md).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from ict.errors import ConfigError, UserError
+
+TRL_MIN, TRL_MAX = "1.16", "2"  # supported: TRL_MIN <= trl < TRL_MAX (the hooks below are private)
+
+
+def check_trl_version(version: str) -> None:
+    """Raise `UserError` unless `TRL_MIN <= version < TRL_MAX` (the private hooks used here)."""
+    from packaging.version import Version
+
+    v = Version(version)
+    if not (Version(TRL_MIN) <= Version(v.base_version) < Version(TRL_MAX)):
+        raise UserError(
+            f"ict.integrations.trl supports trl>={TRL_MIN},<{TRL_MAX}, found trl {version}: "
+            f'install a supported version with `pip install "trl>={TRL_MIN},<{TRL_MAX}"`.'
+        )
+
+
+try:
+    import trl
+except ImportError as e:  # pragma: no cover - exercised only without the optional install
+    raise UserError(
+        'ict.integrations.trl needs TRL: install it with `pip install "ict[trl]"`.'
+    ) from e
+check_trl_version(trl.__version__)
+
+from accelerate.utils import is_peft_model  # noqa: E402
+from trl import GRPOConfig, GRPOTrainer  # noqa: E402
+from trl.trainer.utils import maybe_gather_lm_head_ctx  # noqa: E402
+
+from ict.select import available_selectors, select_tokens  # noqa: E402
+from ict.stats import REFERENCES, TokenStats, token_stats_from_hidden  # noqa: E402
+
+LOSS_AGG_TO_TRL = {
+    "token_mean": "dapo",
+    "seq_mean_token_mean": "grpo",
+    "seq_mean_token_sum_norm": "dr_grpo",
+}
+# TRL loss types whose normaliser is `num_items_in_batch` or independent of the mask: both
+# `normalize_by` choices are expressible. The others divide by the (selected) mask itself.
+_NORMALIZE_BY_VALID_OK = ("dapo", "cispo", "vespo", "dr_grpo")
+SCOPES = ("global", "micro_batch", "sequence")
+GRANULARITIES = ("position", "token_id")
+_STAT_FIELDS = ("entropy", "renyi2", "logprob", "js")
+
+
+@dataclass
+class ICTGRPOConfig(GRPOConfig):
+    """`GRPOConfig` plus the ict token-selection options (METHOD.md). Defaults follow METHOD.md:
+    clip-higher `epsilon_high=0.28`, `loss_type="dapo"` (global token mean), `beta=0`."""
+
+    method: str = field(
+        default="ict", metadata={"help": "Selector: ict, grpo, entropy, stapo, random, ict+stapo."}
+    )
+    ratio: float | None = field(
+        default=None,
+        metadata={"help": "Fraction kept (None: ict 0.10, entropy 0.20, random 0.10)."},
+    )
+    reference: str = field(
+        default="batch_mean",
+        metadata={"help": f"ICT reference distribution: {', '.join(REFERENCES)}."},
+    )
+    scope: str = field(
+        default="global", metadata={"help": "Selection scope: global, micro_batch or sequence."}
+    )
+    granularity: str = field(default="position", metadata={"help": "position or token_id."})
+    normalize_by: str = field(
+        default="selected", metadata={"help": "Token-mean denominator: selected or valid tokens."}
+    )
+    loss_agg: str | None = field(
+        default=None,
+        metadata={
+            "help": "token_mean, seq_mean_token_mean or seq_mean_token_sum_norm; sets loss_type. None keeps loss_type."
+        },
+    )
+    stapo_prob_below: float = field(
+        default=0.01, metadata={"help": "STAPO: spurious if p(y) < this (secondary source)."}
+    )
+    stapo_entropy_quantile: float = field(
+        default=0.05, metadata={"help": "STAPO: spurious if H below this batch quantile."}
+    )
+    stats_chunk_size: int | None = field(
+        default=None,
+        metadata={
+            "help": "Rows of the vocabulary-wide tensors per chunk (None: ict.stats default)."
+        },
+    )
+    epsilon_high: float | None = field(
+        default=0.28, metadata={"help": "Upper clip (clip-higher); METHOD.md default 0.28."}
+    )
+
+    def __post_init__(self):
+        if self.loss_agg is not None:
+            if self.loss_agg not in LOSS_AGG_TO_TRL:
+                raise ConfigError(
+                    f"loss_agg={self.loss_agg!r} is unknown: use one of {sorted(LOSS_AGG_TO_TRL)}."
+                )
+            self.loss_type = LOSS_AGG_TO_TRL[self.loss_agg]
+        super().__post_init__()
+        if self.method not in available_selectors() and not all(
+            part in available_selectors() for part in self.method.split("+")
+        ):
+            raise ConfigError(
+                f"method={self.method!r} is unknown: use one of {available_selectors()} or a+b."
+            )
+        if self.ratio is not None and not 0.0 < self.ratio <= 1.0:
+            raise ConfigError(f"ratio={self.ratio} must be in (0, 1], e.g. 0.1.")
+        for name, value, allowed in (
+            ("reference", self.reference, REFERENCES),
+            ("scope", self.scope, SCOPES),
+            ("granularity", self.granularity, GRANULARITIES),
+            ("normalize_by", self.normalize_by, ("selected", "valid")),
+        ):
+            if value not in allowed:
+                raise ConfigError(f"{name}={value!r} is unknown: use one of {list(allowed)}.")
+        if self.normalize_by == "valid" and self.loss_type not in _NORMALIZE_BY_VALID_OK:
+            raise ConfigError(
+                f"normalize_by='valid' needs a loss_type whose normaliser is not the loss mask "
+                f"({', '.join(_NORMALIZE_BY_VALID_OK)}); got loss_type={self.loss_type!r}. "
+                "Use loss_agg='token_mean' (loss_type='dapo') or normalize_by='selected'."
+            )
+        if self.top_entropy_quantile < 1.0 and self.method != "grpo":
+            raise ConfigError(
+                f"top_entropy_quantile={self.top_entropy_quantile} is TRL's own entropy mask and would stack on "
+                f"method={self.method!r}: use method='entropy' (exact top-k) with top_entropy_quantile=1.0, "
+                "or method='grpo' to keep TRL's quantile mask."
+            )
+        if self.reference == "reference_policy" and self.beta == 0.0:
+            raise ConfigError(
+                "reference='reference_policy' needs TRL's reference model, which TRL only builds when beta != 0: "
+                "set beta (e.g. 1e-3) or choose another reference (default batch_mean)."
+            )
+
+
+class ICTGRPOTrainer(GRPOTrainer):
+    """`GRPOTrainer` that updates only the tokens chosen by an ict selector (see module docstring)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not isinstance(self.args, ICTGRPOConfig):
+            raise ConfigError(
+                f"ICTGRPOTrainer needs an ICTGRPOConfig, got {type(self.args).__name__}: "
+                "replace GRPOConfig with ict.integrations.trl.ICTGRPOConfig."
+            )
+        text_config = self.model.config.get_text_config()
+        if getattr(text_config, "final_logit_softcapping", None) is not None:
+            raise ConfigError(
+                "models with final_logit_softcapping (e.g. Gemma 2) are not supported by ict's token statistics: "
+                "use a model without logit soft-capping."
+            )
+        if self.args.reference == "reference_policy" and self.ref_model is None:
+            raise ConfigError(
+                "reference='reference_policy' needs a separate reference model (TRL has none with PEFT): "
+                "use reference='batch_mean' or train without PEFT."
+            )
+        scale = getattr(text_config, "logit_scale", None) or getattr(
+            text_config, "output_multiplier", None
+        )
+        # logits * s / T == logits / (T / s): fold a model's logit scale into the temperature
+        self._ict_temperature = self.temperature / (scale if scale else 1.0)
+
+    # ---- 1. statistics of the old policy, once per generation batch -------------------------------
+    @torch.no_grad()
+    def _ict_hidden(self, model, input_ids, attention_mask, first, last):
+        """Final hidden states at positions [first, last) of every row: [B, last-first, D], model dtype."""
+        base = model.get_base_model() if is_peft_model(model) else model
+        rows = self.args.per_device_train_batch_size if model is self.model else input_ids.size(0)
+        parts = []
+        for start in range(0, input_ids.size(0), max(rows, 1)):
+            with self.accelerator.autocast():
+                out = base.base_model(
+                    input_ids=input_ids[start : start + rows],
+                    attention_mask=attention_mask[start : start + rows],
+                    use_cache=False,
+                )
+            parts.append(out.last_hidden_state[:, first:last])
+        return torch.cat(parts, dim=0)
+
+    @staticmethod
+    def _lm_head(model):
+        base = model.get_base_model() if is_peft_model(model) else model
+        head = base.get_output_embeddings()
+        weight, bias = head.weight, head.bias
+        if hasattr(weight, "full_tensor"):  # FSDP2 DTensor
+            weight = weight.full_tensor()
+            bias = bias.full_tensor() if bias is not None else None
+        return weight, bias
+
+    @torch.no_grad()
+    def ict_token_stats(
+        self, prompt_ids, prompt_mask, completion_ids, completion_mask, valid, group_ids
+    ):
+        """Token statistics of the current (old) policy on a local batch.
+
+        prompt_ids/prompt_mask: [B, P] (left-padded); completion_ids/completion_mask: [B, C];
+        valid: [B, C] bool (loss mask); group_ids: [B] long (global prompt index).
+        Returns TokenStats with [B, C] float32 fields, 0 where `valid` is False. One leading column
+        (the distribution predicting the last prompt token) is passed to ict.stats and dropped, so
+        `reference="previous_token"` has a p_{t-1} for the first response token.
+        """
+        lead = 1 if prompt_ids.size(1) >= 2 else 0
+        P, C = prompt_ids.size(1), completion_ids.size(1)
+        input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
+        attention_mask = torch.cat([prompt_mask, completion_mask], dim=1)
+        first, last = P - 1 - lead, P + C - 1
+        tokens = input_ids[:, first + 1 : last + 1]
+        mask = torch.cat([valid.new_zeros(valid.size(0), lead), valid.bool()], dim=1)
+
+        weight, bias = self._lm_head(self.model)
+        hidden = self._ict_hidden(self.model, input_ids, attention_mask, first, last)
+        ref_kwargs = {}
+        if self.args.reference == "reference_policy":
+            ref_weight, ref_bias = self._lm_head(self.ref_model)
+            ref_kwargs = dict(
+                reference_hidden=self._ict_hidden(
+                    self.ref_model, input_ids, attention_mask, first, last
+                ),
+                reference_lm_head_weight=ref_weight,
+                reference_lm_head_bias=ref_bias,
+            )
+        stats = self.ict_stats_from_hidden(
+            hidden, weight, bias, tokens, mask, group_ids, **ref_kwargs
+        )
+        return TokenStats(**{f: getattr(stats, f)[:, lead:] for f in _STAT_FIELDS})
+
+    def ict_stats_from_hidden(self, hidden, weight, bias, tokens, mask, group_ids, **ref_kwargs):
+        """`token_stats_from_hidden` with this trainer's temperature, reference and chunk size.
+
+        hidden: [B, T, D]; weight: [V, D]; bias: [V] or None; tokens: [B, T]; mask: [B, T] bool;
+        group_ids: [B]. Returns TokenStats, [B, T] float32 fields.
+        """
+        if self.args.stats_chunk_size is not None:
+            ref_kwargs["chunk_size"] = self.args.stats_chunk_size
+        gather = (
+            weight,
+            bias,
+            ref_kwargs.get("reference_lm_head_weight"),
+            ref_kwargs.get("reference_lm_head_bias"),
+        )
+        with maybe_gather_lm_head_ctx(*gather):  # ZeRO-3: the head's shards, for the duration
+            return token_stats_from_hidden(
+                hidden, weight, tokens, mask, lm_head_bias=bias, temperature=self._ict_temperature,
+                reference=self.args.reference, group_ids=group_ids, **ref_kwargs,
+            )  # fmt: skip
+
+    def _generate_and_score_completions(self, inputs):
+        out = super()._generate_and_score_completions(inputs)
+        mode = "train" if self.model.training else "eval"
+        n_local = out["completion_ids"].size(0)
+        group_size = self.num_generations if mode == "train" else self.num_generations_eval
+        rows = self.accelerator.process_index * n_local + torch.arange(
+            n_local, device=out["completion_ids"].device
+        )
+        valid = self._valid_mask(out)
+        stats = self.ict_token_stats(
+            out["prompt_ids"], out["prompt_mask"], out["completion_ids"], out["completion_mask"], valid,
+            rows // group_size,
+        )  # fmt: skip
+        out.update({f"ict_{f}": getattr(stats, f) for f in _STAT_FIELDS})
+        out["ict_row"] = rows
+        return out
+
+    @staticmethod
+    def _valid_mask(inputs) -> torch.Tensor:
+        mask = inputs["completion_mask"].bool()
+        return mask if inputs.get("tool_mask") is None else mask & inputs["tool_mask"].bool()
+
+    # ---- 2. selection, once per generation batch, after TRL's shuffle and split --------------------
+    def ict_select(self, method, stats, valid, advantages, tokens, *, ratio=None, local=False):
+        """Selection mask [B, C] bool (subset of `valid`) for rows in generation order.
+
+        advantages: [B] or [B, C]; tokens: [B, C] long. `local=True` selects inside this batch only
+        (micro-batch scope); otherwise `scope` applies across all ranks.
+        """
+        options = {}
+        if "stapo" in method.split("+"):
+            options = dict(
+                prob_below=self.args.stapo_prob_below,
+                entropy_quantile=self.args.stapo_entropy_quantile,
+            )
+        return select_tokens(
+            method, valid, stats=stats, advantages=advantages, tokens=tokens, ratio=ratio,
+            scope="micro_batch" if local else self.args.scope, granularity=self.args.granularity,
+            micro_batch_size=valid.size(0) if local else None,
+            seed=self.args.seed + self.state.global_step, **options,
+        )  # fmt: skip
+
+    def _prepare_inputs(self, generation_batch):
+        if not self.model.training:
+            inputs = super()._prepare_inputs(generation_batch)
+            self._ict_apply_selection([inputs], "eval")
+            return inputs
+        before = self._buffered_inputs
+        inputs = super()._prepare_inputs(generation_batch)
+        if self._buffered_inputs is not before:  # a new generation batch was produced and split
+            self._ict_apply_selection(self._buffered_inputs, "train")
+        return inputs
+
+    def _ict_apply_selection(self, chunks, mode):
+        """Select on the micro-batches `chunks` (in place: adds `ict_selected`), log metrics."""
+        local = self.args.scope == "micro_batch"
+        groups = [[c] for c in chunks] if local else [chunks]
+        all_valid, all_sel, all_stats, all_extra = [], [], [], {"ict": [], "entropy": []}
+        for group in groups:
+
+            def cat(key, group=group):
+                return torch.cat([c[key] for c in group], dim=0)
+
+            order = torch.argsort(cat("ict_row"))  # generation order: independent of TRL's shuffle
+            inverse = torch.argsort(order)
+            stats = TokenStats(**{f: cat(f"ict_{f}")[order] for f in _STAT_FIELDS})
+            valid = torch.cat([self._valid_mask(c) for c in group], dim=0)[order]
+            advantages = cat("advantages")[order]
+            tokens = cat("completion_ids")[order]
+            args = (stats, valid, advantages, tokens)
+            selected = self.ict_select(self.args.method, *args, ratio=self.args.ratio, local=local)
+            for name in all_extra:  # the ICT and 20-Entropy selections, for their overlap
+                same = name == self.args.method
+                all_extra[name].append(
+                    selected if same else self.ict_select(name, *args, local=local)
+                )
+            sizes = [c["completion_ids"].size(0) for c in group]
+            for c, s in zip(group, selected[inverse].split(sizes), strict=True):
+                c["ict_selected"] = s
+            all_valid.append(valid), all_sel.append(selected), all_stats.append(stats)
+
+        valid, selected = torch.cat(all_valid), torch.cat(all_sel)
+        if self.args.normalize_by == "selected":
+            total = self.accelerator.gather(selected.sum().float()).sum()
+            for c in chunks:
+                c["num_items_in_batch"] = total
+        stats = TokenStats(
+            **{f: torch.cat([getattr(s_, f) for s_ in all_stats]) for f in _STAT_FIELDS}
+        )
+        self._ict_log(
+            mode,
+            stats,
+            valid,
+            selected,
+            torch.cat(all_extra["ict"]),
+            torch.cat(all_extra["entropy"]),
+        )
+
+    def _ict_log(self, mode, stats, valid, selected, ict_sel, entropy_sel):
+        """Global (all-rank) means of H, H2, JS, p(y) on valid and selected tokens; fraction; Jaccard."""
+        sums = []
+        for m in (valid, selected):
+            m = m.float()
+            sums += [(stats.entropy * m).sum(), (stats.renyi2 * m).sum(), (stats.js * m).sum()]
+            sums += [(stats.logprob.exp() * m).sum(), m.sum()]
+        sums += [(ict_sel & entropy_sel).sum().float(), (ict_sel | entropy_sel).sum().float()]
+        t = self.accelerator.reduce(torch.stack(sums), reduction="sum").tolist()
+        for i, prefix in enumerate(("valid", "selected")):
+            n = max(t[5 * i + 4], 1.0)
+            for j, name in enumerate(("entropy", "renyi2", "js", "prob")):
+                self._metrics[mode][f"{prefix}/{name}"].append(t[5 * i + j] / n)
+        self._metrics[mode]["selected_fraction"].append(t[9] / max(t[4], 1.0))
+        self._metrics[mode]["overlap/ict_entropy_jaccard"].append(
+            t[10] / t[11] if t[11] > 0 else math.nan
+        )
+
+    # ---- 3. TRL's loss on the selected tokens ----------------------------------------------------
+    def _compute_loss(self, model, inputs):
+        if "ict_selected" not in inputs:
+            raise RuntimeError(
+                "ICTGRPOTrainer: batch has no token selection (was _prepare_inputs bypassed?)"
+            )
+        keep = inputs["ict_selected"].to(inputs["completion_mask"].dtype)
+        tool_mask = inputs.get("tool_mask")
+        inputs = {**inputs, "tool_mask": keep if tool_mask is None else tool_mask * keep}
+        return super()._compute_loss(model, inputs)
+
+
+__all__ = ["ICTGRPOConfig", "ICTGRPOTrainer", "LOSS_AGG_TO_TRL", "check_trl_version"]
