@@ -64,18 +64,28 @@ def token_stats(
     if initialised). Returns TokenStats, fields [B, T] float32 and 0 where mask is False. No gradient.
     """
     if logits.dim() != 3:
-        raise DataError(f"logits must be [B, T, V], got shape {tuple(logits.shape)}; pass one distribution per (row, position)")
-    tokens, mask = _check_common(logits.shape[:2], tokens, mask, temperature, reference, group_ids, logits.device)
+        raise DataError(
+            f"logits must be [B, T, V], got shape {tuple(logits.shape)}; pass one distribution per (row, position)"
+        )
+    tokens, mask = _check_common(
+        logits.shape[:2], tokens, mask, temperature, reference, group_ids, logits.device
+    )
     policy = LogitsSource(logits, temperature)
     ref = None
     if reference == "reference_policy":
         if reference_logits is None:
-            raise ConfigError('reference="reference_policy" needs reference_logits=[B, T, V] (the reference model\'s logits at the same positions)')
+            raise ConfigError(
+                'reference="reference_policy" needs reference_logits=[B, T, V] (the reference model\'s logits at the same positions)'
+            )
         if reference_logits.shape != logits.shape:
-            raise DataError(f"reference_logits has shape {tuple(reference_logits.shape)} but logits has {tuple(logits.shape)}; they must match")
+            raise DataError(
+                f"reference_logits has shape {tuple(reference_logits.shape)} but logits has {tuple(logits.shape)}; they must match"
+            )
         ref = LogitsSource(reference_logits.to(logits.device), temperature)
     elif reference_logits is not None:
-        raise ConfigError(f'reference_logits is only used with reference="reference_policy", not "{reference}"; drop it or change the reference')
+        raise ConfigError(
+            f'reference_logits is only used with reference="reference_policy", not "{reference}"; drop it or change the reference'
+        )
     return _token_stats(policy, ref, tokens, mask, reference, group_ids, chunk_size, process_group)
 
 
@@ -106,24 +116,40 @@ def token_stats_from_hidden(
     if hidden.dim() != 3:
         raise DataError(f"hidden must be [B, T, D], got shape {tuple(hidden.shape)}")
     if lm_head_weight.dim() != 2 or lm_head_weight.shape[1] != hidden.shape[-1]:
-        raise DataError(f"lm_head_weight must be [V, D] with D = {hidden.shape[-1]} (hidden's last dim), got {tuple(lm_head_weight.shape)}")
+        raise DataError(
+            f"lm_head_weight must be [V, D] with D = {hidden.shape[-1]} (hidden's last dim), got {tuple(lm_head_weight.shape)}"
+        )
     _check_bias(lm_head_bias, lm_head_weight, "lm_head_bias")
-    tokens, mask = _check_common(hidden.shape[:2], tokens, mask, temperature, reference, group_ids, hidden.device)
+    tokens, mask = _check_common(
+        hidden.shape[:2], tokens, mask, temperature, reference, group_ids, hidden.device
+    )
     policy = HiddenSource(hidden, lm_head_weight, lm_head_bias, temperature)
     ref = None
     if reference == "reference_policy":
         if reference_hidden is None:
-            raise ConfigError('reference="reference_policy" needs reference_hidden=[B, T, D] (and reference_lm_head_weight if the reference head differs)')
+            raise ConfigError(
+                'reference="reference_policy" needs reference_hidden=[B, T, D] (and reference_lm_head_weight if the reference head differs)'
+            )
         ref_w = lm_head_weight if reference_lm_head_weight is None else reference_lm_head_weight
         ref_b = lm_head_bias if reference_lm_head_weight is None else reference_lm_head_bias
-        if reference_hidden.shape[:2] != hidden.shape[:2] or ref_w.dim() != 2 or ref_w.shape[1] != reference_hidden.shape[-1]:
-            raise DataError(f"reference_hidden {tuple(reference_hidden.shape)} / reference head {tuple(ref_w.shape)} do not fit: need [B, T, D'] with B, T as hidden and a [V, D'] head")
+        if (
+            reference_hidden.shape[:2] != hidden.shape[:2]
+            or ref_w.dim() != 2
+            or ref_w.shape[1] != reference_hidden.shape[-1]
+        ):
+            raise DataError(
+                f"reference_hidden {tuple(reference_hidden.shape)} / reference head {tuple(ref_w.shape)} do not fit: need [B, T, D'] with B, T as hidden and a [V, D'] head"
+            )
         if ref_w.shape[0] != lm_head_weight.shape[0]:
-            raise DataError(f"the reference head has V = {ref_w.shape[0]} but the policy head has V = {lm_head_weight.shape[0]}; both must share the vocabulary")
+            raise DataError(
+                f"the reference head has V = {ref_w.shape[0]} but the policy head has V = {lm_head_weight.shape[0]}; both must share the vocabulary"
+            )
         _check_bias(ref_b, ref_w, "reference_lm_head_bias")
         ref = HiddenSource(reference_hidden.to(hidden.device), ref_w, ref_b, temperature)
     elif reference_hidden is not None or reference_lm_head_weight is not None:
-        raise ConfigError(f'reference_hidden / reference_lm_head_weight are only used with reference="reference_policy", not "{reference}"')
+        raise ConfigError(
+            f'reference_hidden / reference_lm_head_weight are only used with reference="reference_policy", not "{reference}"'
+        )
     return _token_stats(policy, ref, tokens, mask, reference, group_ids, chunk_size, process_group)
 
 
@@ -139,17 +165,27 @@ def _check_bias(bias, weight, name):
 def _check_common(bt, tokens, mask, temperature, reference, group_ids, device):
     if reference not in REFERENCES:
         raise ConfigError(f"unknown reference {reference!r}; choose one of {', '.join(REFERENCES)}")
-    if not (isinstance(temperature, (int, float)) and math.isfinite(temperature) and temperature > 0):
-        raise ConfigError(f"temperature must be a finite number > 0 (the rollout's sampling temperature), got {temperature!r}")
+    if not (
+        isinstance(temperature, (int, float)) and math.isfinite(temperature) and temperature > 0
+    ):
+        raise ConfigError(
+            f"temperature must be a finite number > 0 (the rollout's sampling temperature), got {temperature!r}"
+        )
     if tuple(tokens.shape) != tuple(bt) or tuple(mask.shape) != tuple(bt):
-        raise DataError(f"tokens {tuple(tokens.shape)} and mask {tuple(mask.shape)} must both be [B, T] = {tuple(bt)}")
+        raise DataError(
+            f"tokens {tuple(tokens.shape)} and mask {tuple(mask.shape)} must both be [B, T] = {tuple(bt)}"
+        )
     if tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
         raise DataError(f"tokens must be an integer tensor (token ids), got {tokens.dtype}")
     if reference == "group_mean":
         if group_ids is None:
-            raise ConfigError('reference="group_mean" needs group_ids=[B] (the prompt index of each row)')
+            raise ConfigError(
+                'reference="group_mean" needs group_ids=[B] (the prompt index of each row)'
+            )
         if tuple(group_ids.shape) != (bt[0],) or group_ids.dtype.is_floating_point:
-            raise DataError(f"group_ids must be an integer tensor of shape [B] = [{bt[0]}], got {tuple(group_ids.shape)} {group_ids.dtype}")
+            raise DataError(
+                f"group_ids must be an integer tensor of shape [B] = [{bt[0]}], got {tuple(group_ids.shape)} {group_ids.dtype}"
+            )
     return tokens.to(device=device, dtype=torch.long), mask.to(device=device, dtype=torch.bool)
 
 
@@ -159,8 +195,14 @@ def _plan(chunk_size, vocab, dtype, device, gathers_rows):
     if chunk_size is None:
         chunk_size = max(1, DEFAULT_CHUNK_BYTES // row_bytes)
     elif isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
-        raise ConfigError(f"chunk_size must be a positive int (rows of [*, V] logits at once), got {chunk_size!r}")
-    block = chunk_size if device.type != "cpu" else max(1, min(chunk_size, CPU_BLOCK_BYTES // row_bytes))
+        raise ConfigError(
+            f"chunk_size must be a positive int (rows of [*, V] logits at once), got {chunk_size!r}"
+        )
+    block = (
+        chunk_size
+        if device.type != "cpu"
+        else max(1, min(chunk_size, CPU_BLOCK_BYTES // row_bytes))
+    )
     return (block if gathers_rows else chunk_size), block
 
 
@@ -196,7 +238,9 @@ def _reduce_group(process_group):
 
 
 @torch.no_grad()
-def _token_stats(policy, ref, tokens, mask, reference, group_ids, chunk_size, process_group) -> TokenStats:
+def _token_stats(
+    policy, ref, tokens, mask, reference, group_ids, chunk_size, process_group
+) -> TokenStats:
     B, T = mask.shape
     V, dt, dev = policy.vocab, policy.dtype, policy.device
     plan = _plan(chunk_size, V, dt, dev, policy.gathers_rows)
@@ -205,7 +249,9 @@ def _token_stats(policy, ref, tokens, mask, reference, group_ids, chunk_size, pr
     bad_tok = (tok < 0) | (tok >= V)
     if bool(bad_tok.any()):
         i = int(bad_tok.nonzero()[0, 0])
-        raise DataError(f"token id {int(tok[i])} at (row {int(b[i])}, position {int(t[i])}) is outside the vocabulary [0, {V}); check the tokenizer/model pairing and the mask")
+        raise DataError(
+            f"token id {int(tok[i])} at (row {int(b[i])}, position {int(t[i])}) is outside the vocabulary [0, {V}); check the tokenizer/model pairing and the mask"
+        )
 
     if reference == "previous_token":
         ent, ren, lp, js = _previous_token(policy, b, t, tok, T, plan)
@@ -262,7 +308,9 @@ def _mean_reference(policy, b, t, tok, seg, K, plan, group):
         return ent, ren, lp, js
     r = (acc / count.clamp(min=1)[:, None]).to(dt)
     if not bool(torch.isfinite(r).all()):
-        raise DataError("the batch-mean reference distribution is not finite: another rank's logits contain NaN or +inf")
+        raise DataError(
+            "the batch-mean reference distribution is not finite: another rank's logits contain NaN or +inf"
+        )
     h_r = distribution_entropy(r, plan[1])
     for o, z in _blocks(policy, b, t, plan, zbuf):
         n = z.shape[0]
@@ -271,7 +319,9 @@ def _mean_reference(policy, b, t, tok, seg, K, plan, group):
             s.add_(r[0])
         else:
             s.add_(torch.index_select(r, 0, seg[o : o + n], out=L[:n]))
-        js[o : o + n] = js_from_entropies(mixture_entropy_(s, L[:n]), ent[o : o + n], h_r[seg[o : o + n]])
+        js[o : o + n] = js_from_entropies(
+            mixture_entropy_(s, L[:n]), ent[o : o + n], h_r[seg[o : o + n]]
+        )
     return ent, ren, lp, js
 
 
@@ -309,17 +359,21 @@ def _reference_policy(policy, ref, b, t, tok, plan):
     """r_t = the reference model's distribution at the same position: one pass over both."""
     N, V, dt, dev = b.numel(), policy.vocab, policy.dtype, policy.device
     if ref.dtype != dt:  # compute both in the wider dtype's buffers
-        raise DataError(f"reference inputs are {ref.dtype}-computed but the policy's are {dt}; pass both in float64 or neither")
+        raise DataError(
+            f"reference inputs are {ref.dtype}-computed but the policy's are {dt}; pass both in float64 or neither"
+        )
     ent, ren, lp, h_ref, js = (torch.empty(N, dtype=dt, device=dev) for _ in range(5))
     zbuf, zref = _buffers(min(plan[0], max(N, 1)), V, dt, dev, 2)
     P, L = _buffers(min(plan[1], max(N, 1)), V, dt, dev, 2)
-    pairs = zip(_blocks(policy, b, t, plan, zbuf), _blocks(ref, b, t, plan, zref))
+    pairs = zip(_blocks(policy, b, t, plan, zbuf), _blocks(ref, b, t, plan, zref), strict=True)
     for (o, z), (_, zr) in pairs:
         n = z.shape[0]
         p = P[:n]
         ent[o : o + n], ren[o : o + n], lp[o : o + n] = policy_block_(z, tok[o : o + n], p, L[:n])
         h_ref[o : o + n] = policy_block_(zr, None, z, L[:n])[0]  # q into z (no longer needed)
-        js[o : o + n] = js_from_entropies(mixture_entropy_(p.add_(z), L[:n]), ent[o : o + n], h_ref[o : o + n])
+        js[o : o + n] = js_from_entropies(
+            mixture_entropy_(p.add_(z), L[:n]), ent[o : o + n], h_ref[o : o + n]
+        )
     _raise_if_bad(ent, b, t)
     _raise_if_bad(h_ref, b, t, what="reference logits")
     return ent, ren, lp, js

@@ -60,7 +60,9 @@ def distribution_entropy(r: Tensor, block_rows: int) -> Tensor:
     `block_rows` rows so that only one [block_rows, V] temporary exists."""
     rows = r.reshape(-1, r.shape[-1])
     out = torch.empty(rows.shape[0], dtype=r.dtype, device=r.device)
-    scratch = torch.empty(min(block_rows, rows.shape[0]), rows.shape[1], dtype=r.dtype, device=r.device)
+    scratch = torch.empty(
+        min(block_rows, rows.shape[0]), rows.shape[1], dtype=r.dtype, device=r.device
+    )
     for s in range(0, rows.shape[0], block_rows):
         blk = rows[s : s + block_rows]
         buf = scratch[: blk.shape[0]]

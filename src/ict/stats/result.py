@@ -40,8 +40,12 @@ def masked_mean(x: Tensor, mask: Tensor, empty: float = float("nan")) -> Tensor:
     the mask selects nothing.
     """
     if x.shape != mask.shape:
-        raise ValueError(f"masked_mean: x has shape {tuple(x.shape)} but mask has {tuple(mask.shape)}; pass tensors of the same shape")
+        raise ValueError(
+            f"masked_mean: x has shape {tuple(x.shape)} but mask has {tuple(mask.shape)}; pass tensors of the same shape"
+        )
     m = mask.bool()
     count = m.sum()
     total = torch.where(m, x.float(), torch.zeros((), dtype=torch.float32, device=x.device)).sum()
-    return torch.where(count > 0, total / count.clamp(min=1), torch.full((), empty, device=x.device))
+    return torch.where(
+        count > 0, total / count.clamp(min=1), torch.full((), empty, device=x.device)
+    )
