@@ -163,3 +163,36 @@ def test_trl_grpo_method_is_plain_trl(tmp_path):
         assert a["inputs"]["advantages"].abs().sum() > 0
         torch.testing.assert_close(a["loss"], b["loss"])
         torch.testing.assert_close(a["grad"], b["grad"])
+
+
+@pytest.mark.parametrize(
+    "loss_agg, normalize_by",
+    [
+        ("token_mean", "valid"),
+        ("seq_mean_token_mean", "selected"),
+        ("seq_mean_token_sum_norm", "selected"),
+    ],
+)
+def test_trl_loss_aggregations_match_native_over_micro_batches(tmp_path, loss_agg, normalize_by):
+    """Each micro-batch's loss is the native loss with the whole generation batch's normaliser."""
+    trainer = run_tiny(
+        tmp_path, method="ict", ratio=0.3, loss_agg=loss_agg, normalize_by=normalize_by,
+        gradient_accumulation_steps=2, max_steps=1,
+    )  # fmt: skip
+    batch = _whole_batch(trainer.records)
+    valid, selected = batch["completion_mask"].bool(), batch["ict_selected"]
+    denominator = {
+        "token_mean": valid.sum(),  # all valid tokens of the generation batch
+        "seq_mean_token_mean": selected.any(dim=1).sum(),  # responses with a selected token
+        "seq_mean_token_sum_norm": valid.size(0) * trainer.args.max_completion_length,
+    }[loss_agg]
+    assert 0 < int(selected.any(dim=1).sum()) < valid.size(0) or loss_agg != "seq_mean_token_mean"
+    for rec in trainer.records:
+        inp = rec["inputs"]
+        want, _ = policy_loss(
+            rec["logps"], rec["logps"], inp["advantages"], inp["completion_mask"].bool(),
+            inp["ict_selected"], loss_agg=loss_agg, normalize_by=normalize_by,
+            max_response_length=trainer.args.max_completion_length,
+            denominator=torch.as_tensor(denominator, dtype=torch.float32),
+        )  # fmt: skip
+        torch.testing.assert_close(rec["loss"], want.detach(), atol=1e-6, rtol=1e-5)

@@ -151,3 +151,20 @@ def native_reference(case: EquivalenceCase) -> tuple[torch.Tensor, torch.Tensor]
         loss_agg=o["loss_agg"], normalize_by=o["normalize_by"], max_response_length=case.mask.size(1),
     )  # fmt: skip
     return selected, loss
+
+
+def assert_matches_native(
+    case: EquivalenceCase, selected: torch.Tensor, loss: torch.Tensor
+) -> None:
+    """Raise AssertionError unless an engine's (selected [B, T], loss) equal the native path's:
+    the same selected tokens exactly, the same loss to float32 tolerance."""
+    want_selected, want_loss = native_reference(case)
+    if not torch.equal(selected.bool().cpu(), want_selected.cpu()):
+        diff = (selected.bool().cpu() ^ want_selected.cpu()).nonzero().tolist()
+        raise AssertionError(
+            f"case {case.name}: selection differs from native at (row, pos) {diff}"
+        )
+    torch.testing.assert_close(
+        loss.detach().float().cpu(), want_loss.detach().float().cpu(), atol=1e-6, rtol=1e-5,
+        msg=lambda m: f"case {case.name}: loss differs from native: {m}",
+    )  # fmt: skip

@@ -23,7 +23,8 @@ How it plugs in (three overrides, nothing else of TRL is replaced):
    importance-sampling correction, entropy bonus and loss types.
 
 `loss_agg` maps onto TRL's `loss_type`: token_mean -> "dapo" (global token mean),
-seq_mean_token_mean -> "grpo", seq_mean_token_sum_norm -> "dr_grpo" (see docs/engines/trl.md).
+seq_mean_token_mean -> "grpo" (advantages rescaled so that the mean runs over the responses with a
+selected token, as in METHOD.md), seq_mean_token_sum_norm -> "dr_grpo" (see docs/engines/trl.md).
 """
 
 from __future__ import annotations
@@ -359,10 +360,12 @@ class ICTGRPOTrainer(GRPOTrainer):
             all_valid.append(valid), all_sel.append(selected), all_stats.append(stats)
 
         valid, selected = torch.cat(all_valid), torch.cat(all_sel)
-        if self.args.normalize_by == "selected":
-            total = self.accelerator.gather(selected.sum().float()).sum()
-            for c in chunks:
-                c["num_items_in_batch"] = total
+        counts = torch.stack([selected.sum(), selected.any(dim=1).sum()]).float()
+        total_tokens, total_rows = self.accelerator.reduce(counts, reduction="sum")
+        for c in chunks:
+            if self.args.normalize_by == "selected":
+                c["num_items_in_batch"] = total_tokens
+            c["ict_rows_selected"] = total_rows
         stats = TokenStats(
             **{f: torch.cat([getattr(s_, f) for s_ in all_stats]) for f in _STAT_FIELDS}
         )
@@ -402,7 +405,19 @@ class ICTGRPOTrainer(GRPOTrainer):
         keep = inputs["ict_selected"].to(inputs["completion_mask"].dtype)
         tool_mask = inputs.get("tool_mask")
         inputs = {**inputs, "tool_mask": keep if tool_mask is None else tool_mask * keep}
+        if self.loss_type == "grpo":
+            inputs["advantages"] = inputs["advantages"] * self._ict_seq_mean_scale(inputs)
         return super()._compute_loss(model, inputs)
+
+    def _ict_seq_mean_scale(self, inputs) -> torch.Tensor:
+        """seq_mean_token_mean: TRL's "grpo" loss averages over every response (B per micro-batch,
+        / gradient accumulation, averaged over ranks); METHOD.md (and verl) over the responses with
+        at least one selected token. The clipped loss is positively homogeneous in A, so scaling A
+        by (responses TRL divides by) / (responses with a selected token, all ranks) gives the
+        METHOD.md value and leaves the KL term, entropy bonus and clip metrics as TRL has them."""
+        accumulation = self.current_gradient_accumulation_steps if self.model.training else 1
+        rows = inputs["completion_ids"].size(0) * accumulation * self.accelerator.num_processes
+        return rows / inputs["ict_rows_selected"].clamp(min=1.0)
 
 
 __all__ = ["ICTGRPOConfig", "ICTGRPOTrainer", "LOSS_AGG_TO_TRL", "check_trl_version"]
