@@ -63,9 +63,9 @@ class TrainConfig:
     chat_template: bool = _f(True, "model", "wrap prompts in the tokenizer's chat template when it has one")
     system_prompt: str | None = _f(None, "model", "optional system message for chat-templated prompts")
     # data
-    task: str = _f("rg:chain_sum", "data", "task spec (ict.data.load_task): rg:<reasoning-gym task>, a benchmark, hf:<id>, or a local .jsonl/.parquet file; options may follow ?k=v&k2=v2")
-    task_config: dict = _f({"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 2}, "data",
-                           "task options appended to the spec, e.g. '{min_terms: 2}' or a column mapping '{question: problem, answer: solution}'")
+    task: str = _f("rg:chain_sum?min_terms=2&max_terms=2&min_digits=1&max_digits=2", "data",
+                   "task spec (ict.data.load_task): rg:<reasoning-gym task>?<options>, a benchmark, hf:<id>?..., or a local .jsonl/.parquet file?question=<col>&answer=<col>")
+    task_config: dict = _f({}, "data", "extra task options appended to the spec as ?key=value, e.g. '{min_terms: 3}' or '{question: problem, answer: solution}'")
     train_size: int = _f(2000, "data", "number of training problems (procedural tasks are generated with train seeds)")
     data_seed: int = _f(0, "data", "seed of the problem generator (held-out problems use disjoint seeds)")
     reward_timeout_s: float = _f(5.0, "data", "per-sample time limit of the reward function; a timeout or error scores 0")

@@ -168,6 +168,17 @@ def _mean(values: torch.Tensor, where: torch.Tensor) -> float:
     return float((values * where).sum() / n) if n else float("nan")
 
 
+def _close_default_verifier() -> None:
+    """Stop the shared verifier's child process now (left to interpreter shutdown it can abort)."""
+    try:
+        from ict.rewards.verify import default_verifier
+    except ImportError:
+        return
+    if default_verifier.cache_info().currsize:
+        default_verifier().close()
+        default_verifier.cache_clear()
+
+
 # ---------------------------------------------------------------------------------------------
 # The trainer
 # ---------------------------------------------------------------------------------------------
@@ -192,6 +203,8 @@ class Trainer:
         np.random.seed(config.seed)
         torch.manual_seed(config.seed)
 
+        # the task first: a bad task spec fails before a model is loaded
+        self.problems = [as_problem(p) for p in problems] if problems is not None else load_problems(config)
         if (model is None) != (tokenizer is None):
             raise UserError("pass both model and tokenizer, or neither (then config.model is loaded)")
         if model is None:
@@ -210,7 +223,6 @@ class Trainer:
         if config.needs_reference_model:
             self.ref_model = copy.deepcopy(model).eval().requires_grad_(False)
 
-        self.problems = [as_problem(p) for p in problems] if problems is not None else load_problems(config)
         self.sampler = PromptSampler(len(self.problems), config.seed)
         self.optimizer = torch.optim.AdamW(
             [p for p in model.parameters() if p.requires_grad], lr=config.learning_rate,
@@ -509,6 +521,8 @@ class Trainer:
         for key, value in loss_metrics.items():
             if key in ("clip_fraction", "kl_ref", "grad_norm") or key.startswith(("update/", "loss/")):
                 out[key] = value
+            elif key == "loss":
+                out["loss/total"] = value
             elif key in ("kl", "kl_mean"):
                 out["kl_ref"] = value
             else:
@@ -591,6 +605,7 @@ class Trainer:
         self.samples_file.close()
         if self.external is not None:
             self.external.close()
+        _close_default_verifier()
 
     def finish(self, seconds: float) -> dict:
         """Plots, summary.json; closes the outputs. Returns the summary."""

@@ -1,0 +1,111 @@
+"""`ict train` end to end on a saved tiny model and a local JSONL task; errors; SIGKILL + resume."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ict.cli import main
+
+FAST = ["--max-steps", "2", "--prompts-per-step", "2", "--num-generations", "4", "--max-new-tokens", "4",
+        "--no-progress", "--no-plots", "--stop", "[]", "--seed", "3"]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    from ict.testing import tiny_model_and_tokenizer
+
+    path = tmp_path_factory.mktemp("tiny_model")
+    model, tok = tiny_model_and_tokenizer(seed=0)
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def task_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("data") / "sums.jsonl"
+    path.write_text("".join(json.dumps({"q": f"{i} + {i} = ?", "a": str(2 * i)}) + "\n" for i in range(10)))
+    return f"{path}?question=q&answer=a"
+
+
+def test_cli_trains_and_prints_where_outputs_went(model_dir, task_file, tmp_path, capsys):
+    out_dir = tmp_path / "run"
+    rc = main(["train", "--model", str(model_dir), "--task", task_file, "--output-dir", str(out_dir),
+               "--method", "ict+stapo", *FAST])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert f"run directory: {out_dir}" in printed and "summary.json" in printed
+    for name in ("config.yaml", "metrics.jsonl", "samples.jsonl", "summary.json", "checkpoints/latest"):
+        assert (out_dir / name).exists(), name
+    summary = json.loads((out_dir / "summary.json").read_text())
+    assert summary["steps"] == 2 and summary["method"] == "ict+stapo"
+    import yaml
+
+    saved = yaml.safe_load((out_dir / "config.yaml").read_text())
+    assert saved["method"]["method"] == "ict+stapo" and saved["run"]["max_steps"] == 2
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--model", "/no/such/model"], "does not exist"),
+        (["--method", "ictt"], "unknown method 'ictt'"),
+        (["--task", "no_such_task"], "unknown task"),
+        (["--learning-rate", "fast"], "learning_rate='fast'"),
+        (["--resume", "/no/such/run"], "no config.yaml"),
+    ],
+)
+def test_cli_bad_input_is_one_clear_line(argv, message, model_dir, tmp_path, capsys):
+    base = ["train", "--output-dir", str(tmp_path / "r"), *FAST]
+    if "--model" not in argv:
+        base += ["--model", str(model_dir)]
+    assert main([*base, *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]  # after any loading progress bars
+    assert err.startswith("error: ") and message in err and "Traceback" not in err
+
+
+def test_cli_unknown_yaml_key(tmp_path, capsys):
+    path = tmp_path / "c.yaml"
+    path.write_text("rollout:\n  num_generation: 4\n")
+    assert main(["train", "--config", str(path)]) == 2
+    assert "did you mean num_generations" in capsys.readouterr().err
+
+
+def _cli(*args):
+    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
+    launcher = "import sys; from ict.cli import main; sys.exit(main())"
+    return [sys.executable, "-c", launcher, "train", *map(str, args)], env
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_matches_uninterrupted(model_dir, task_file, tmp_path):
+    common = ["--model", model_dir, "--task", task_file, *FAST, "--max-steps", "30", "--save-every", "3"]
+    cmd, env = _cli(*common, "--output-dir", tmp_path / "full")
+    subprocess.run(cmd, env=env, check=True, capture_output=True)
+
+    run = tmp_path / "killed"
+    cmd, env = _cli(*common, "--output-dir", run)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not (run / "checkpoints" / "latest").exists() and time.time() < deadline:
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    rows_before = (run / "metrics.jsonl").read_text().splitlines()
+    assert len(rows_before) < 30, "the run finished before it could be killed; make it longer"
+
+    cmd, env = _cli("--resume", run)
+    subprocess.run(cmd, env=env, check=True, capture_output=True)
+
+    def load(path):
+        rows = [json.loads(line) for line in (path / "metrics.jsonl").read_text().splitlines()]
+        return [{k: v for k, v in r.items() if not k.startswith(("time/", "throughput/"))} for r in rows]
+
+    assert load(run) == load(tmp_path / "full")
+    assert json.loads((run / "summary.json").read_text())["steps"] == 30
