@@ -1,0 +1,356 @@
+"""The smallest version-checked patches that get old-policy token statistics to the loss.
+
+verl 0.9.1 computes entropy inside `FSDPEngineWithLMHead.prepare_model_outputs` and hands a
+registered policy loss nothing but log-probs, advantages and the mask. Four wrappers close the gap
+(each calls verl's original; nothing else of verl changes):
+
+worker  FSDPEngine.forward_backward_batch
+          old-policy pass (batch meta `ict_stats`): run verl's forward; the hook below adds H and
+          H2 per token and sums p over the valid positions; all-reduce the sum and the count over
+          the data-parallel group -> reference r (batch_mean); for `ict`, run the forward a second
+          time and add JS(p_t, r). Update pass: count the selected tokens of the mini-batch on all
+          DP ranks (the loss denominator, as verl does for `batch_num_tokens`).
+worker  FSDPEngineWithLMHead.prepare_model_outputs
+          scores the rows that predict valid response tokens from the logits verl built (chunked);
+          and hands the micro-batch's `ict_selected` to the registered loss (loss.micro_batch).
+driver  RayPPOTrainer._compute_old_log_prob
+          asks the workers for the statistics and keeps them in the batch (`ict_entropy`, ...).
+driver  RayPPOTrainer._update_actor
+          selects tokens over the whole rollout batch (all DP ranks' data, so the selection is
+          global) with ict.select, now that advantages exist (STAPO needs them), and logs metrics.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+
+from ict.errors import ConfigError
+
+from . import loss as ict_loss
+from .config import IctVerlConfig, from_verl_config
+from .stats import chunked_token_stats, response_rows, scatter_packed
+
+STATS_REQUEST_KEY = "ict_stats"  # batch meta-data: {"reference": "batch_mean" | None, "chunk_size": int}
+STAT_KEYS = ("ict_entropy", "ict_renyi2", "ict_js")
+_PATCHED_ATTR = "__ict_patched__"
+
+
+class _OldPolicyPass:
+    """State of one old-policy forward over a batch on one rank (set by forward_backward_batch)."""
+
+    def __init__(self, chunk_size: int, reference: torch.Tensor | None = None):
+        self.chunk_size = chunk_size
+        self.reference = reference  # None: first pass (H, H2, sum of p); tensor: JS pass
+        self.prob_sum: torch.Tensor | None = None
+        self.count = 0
+
+
+_active_pass: _OldPolicyPass | None = None
+
+
+def _non_tensor(data: Any, key: str, default: Any = None) -> Any:
+    from verl.utils import tensordict_utils as tu
+
+    return tu.get_non_tensor_data(data=data, key=key, default=default)
+
+
+def _sequence_layout(micro_batch: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(seq_lens [B], response_lens [B], response_mask [B, R]) of a micro-batch, as verl's
+    `no_padding_2_padding` reads them."""
+    input_ids = micro_batch["input_ids"]
+    seq_lens = input_ids.offsets().diff()
+    responses = micro_batch["responses"]
+    if responses.is_nested:
+        response_lens = responses.offsets().diff()
+    else:
+        prompt_width = micro_batch["prompts"].shape[1]
+        response_lens = micro_batch["attention_mask"][:, prompt_width:].sum(dim=1)
+    response_mask = micro_batch["response_mask"]
+    if response_mask.is_nested:
+        response_mask = response_mask.to_padded_tensor(0)
+    return seq_lens, response_lens, response_mask
+
+
+def _temperature_per_row(micro_batch: Any, batch_index: torch.Tensor) -> torch.Tensor:
+    temperature = micro_batch["temperature"]
+    if isinstance(temperature, torch.Tensor) and temperature.numel() > 1:
+        return temperature.float().to(batch_index.device)[batch_index]
+    value = float(temperature.item() if isinstance(temperature, torch.Tensor) else temperature)
+    return torch.full(batch_index.shape, value, dtype=torch.float32, device=batch_index.device)
+
+
+def score_micro_batch(state: _OldPolicyPass, logits: torch.Tensor, micro_batch: Any) -> dict[str, torch.Tensor]:
+    """Statistics of one micro-batch as packed vectors [nnz] (verl's layout for `log_probs`).
+
+    logits: [1, nnz(+pad), V] (remove-padding path) or [B, L, V] (padded path), unscaled.
+    """
+    seq_lens, response_lens, response_mask = _sequence_layout(micro_batch)
+    device = logits.device
+    padded_width = logits.shape[1] if logits.shape[0] > 1 or not bool(
+        _non_tensor(micro_batch, "use_remove_padding", True)
+    ) else None
+    rows = response_rows(
+        seq_lens.to(device), response_lens.to(device), response_mask.to(device), padded_width=padded_width
+    )
+    temperature = _temperature_per_row(micro_batch, rows.batch)
+    flat_logits = logits.reshape(-1, logits.shape[-1])
+    stats = chunked_token_stats(
+        flat_logits, rows.flat, temperature, reference=state.reference, chunk_size=state.chunk_size
+    )
+    total = int(seq_lens.sum())
+    out = {}
+    if state.reference is None:
+        state.prob_sum = stats["prob_sum"] if state.prob_sum is None else state.prob_sum + stats["prob_sum"]
+        state.count += rows.flat.numel()
+        out["ict_entropy"] = scatter_packed(stats["entropy"], rows, total)
+        out["ict_renyi2"] = scatter_packed(stats["renyi2"], rows, total)
+    else:
+        out["ict_js"] = scatter_packed(stats["js"], rows, total)
+    return out
+
+
+def _nested_like(values: torch.Tensor, micro_batch: Any) -> torch.Tensor:
+    offsets = micro_batch["input_ids"].offsets()
+    return torch.nested.nested_tensor_from_jagged(values, offsets.to(values.device))
+
+
+# ----------------------------------------------------------------------------- worker side
+def _wrap_prepare_model_outputs(original):
+    @functools.wraps(original)
+    def prepare_model_outputs(self, output, output_args, micro_batch, logits_processor_func):
+        selected = micro_batch.get(ict_loss.SELECTED_KEY, None) if hasattr(micro_batch, "get") else None
+        if selected is not None:
+            if selected.is_nested:
+                selected = selected.to_padded_tensor(0)
+            ict_loss.set_current(
+                ict_loss.MicroBatchSelection(
+                    selected=selected.bool(),
+                    normalize_by=_non_tensor(micro_batch, ict_loss.NORMALIZE_KEY, "selected"),
+                    num_selected=_non_tensor(micro_batch, ict_loss.NUM_SELECTED_KEY, None),
+                    num_rows=_non_tensor(micro_batch, ict_loss.NUM_ROWS_KEY, None),
+                )
+            )
+        else:
+            ict_loss.set_current(None)
+        model_output = original(self, output, output_args, micro_batch, logits_processor_func)
+        state = _active_pass
+        if state is not None:
+            logits = getattr(output, "logits", None)
+            if logits is None or _non_tensor(micro_batch, "use_fused_kernels", False):
+                raise ConfigError(
+                    "the ict losses need the logits, which fused kernels never build: "
+                    "set actor_rollout_ref.model.use_fused_kernels=False"
+                )
+            if getattr(self, "use_ulysses_sp", False):
+                raise ConfigError(
+                    "the ict losses do not support Ulysses sequence parallelism yet: "
+                    "set actor_rollout_ref.actor.ulysses_sequence_parallel_size=1"
+                )
+            if hasattr(logits, "full_tensor"):  # tensor parallel: DTensor sharded on vocab
+                logits = logits.full_tensor()
+            for key, values in score_micro_batch(state, logits.detach(), micro_batch).items():
+                model_output[key] = _nested_like(values, micro_batch)
+        return model_output
+
+    setattr(prepare_model_outputs, _PATCHED_ATTR, True)
+    return prepare_model_outputs
+
+
+def _all_reduce(tensor: torch.Tensor, group) -> torch.Tensor:
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.all_reduce(tensor, op=torch.distributed.ReduceOp.SUM, group=group)
+    return tensor
+
+
+def _wrap_forward_backward_batch(original):
+    @functools.wraps(original)
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        global _active_pass
+        request = _non_tensor(data, STATS_REQUEST_KEY, None)
+        if forward_only and request:
+            chunk_size = int(request.get("chunk_size", 1024))
+            first = _OldPolicyPass(chunk_size)
+            _active_pass = first
+            try:
+                output = original(self, data, loss_function, forward_only)
+            finally:
+                _active_pass = None
+            if request.get("reference") is None:
+                return output
+            group = self.get_data_parallel_group()
+            device = first.prob_sum.device if first.prob_sum is not None else torch.device("cpu")
+            prob_sum = first.prob_sum if first.prob_sum is not None else torch.zeros(1, device=device)
+            count = torch.tensor([float(first.count)], device=device)
+            _all_reduce(prob_sum, group)
+            _all_reduce(count, group)
+            reference = prob_sum / count.clamp_min(1.0)
+            _active_pass = _OldPolicyPass(chunk_size, reference=reference)
+            try:
+                second = original(self, data, None, forward_only)
+            finally:
+                _active_pass = None
+            output["model_output"]["ict_js"] = second["model_output"]["ict_js"]
+            return output
+        if not forward_only and ict_loss.SELECTED_KEY in data.keys():
+            from verl.utils import tensordict_utils as tu
+
+            selected = data[ict_loss.SELECTED_KEY]
+            valid = data["response_mask"]
+            if selected.is_nested:
+                selected = selected.to_padded_tensor(0)
+            if valid.is_nested:
+                valid = valid.to_padded_tensor(0)
+            from verl.workers.engine.fsdp import transformer_impl
+
+            normalize_by = _non_tensor(data, ict_loss.NORMALIZE_KEY, "selected")
+            counts = torch.tensor(ict_loss.local_counts(selected, valid, normalize_by))
+            counts = _all_reduce(counts.to(transformer_impl.get_device_id()), self.get_data_parallel_group())
+            tu.assign_non_tensor(
+                data,
+                **{ict_loss.NUM_SELECTED_KEY: int(counts[0]), ict_loss.NUM_ROWS_KEY: int(counts[1])},
+            )
+        return original(self, data, loss_function, forward_only)
+
+    setattr(forward_backward_batch, _PATCHED_ATTR, True)
+    return forward_backward_batch
+
+
+# ----------------------------------------------------------------------------- driver side
+def _padded(values, batch_td):
+    from verl.workers.utils.padding import no_padding_2_padding
+
+    return no_padding_2_padding(values, batch_td).float()
+
+
+def _wrap_compute_old_log_prob(original):
+    @functools.wraps(original)
+    def _compute_old_log_prob(self, batch):
+        spec = from_verl_config(self.config)
+        if spec is None:
+            return original(self, batch)
+        worker_group = self.actor_rollout_wg
+        call = worker_group.compute_log_prob
+        captured = {}
+
+        def compute_log_prob(batch_td, *args, **kwargs):
+            captured["input"] = batch_td
+            captured["output"] = call(batch_td, *args, **kwargs)
+            return captured["output"]
+
+        batch.meta_info[STATS_REQUEST_KEY] = spec.stats_request()
+        worker_group.compute_log_prob = compute_log_prob
+        try:
+            old_log_prob, mfu = original(self, batch)
+        finally:
+            worker_group.compute_log_prob = call
+            batch.meta_info.pop(STATS_REQUEST_KEY, None)
+        output = captured["output"]
+        wanted = ["ict_entropy", "ict_renyi2"] + (["ict_js"] if spec.needs_js else [])
+        missing = [key for key in wanted if key not in output.keys()]
+        if missing:
+            raise ConfigError(
+                f"the actor workers returned no {missing}: the ict plugin is not loaded in the Ray "
+                "workers or the actor engine is not FSDP. Install ict in the verl environment "
+                "(its `verl.plugins` entry point loads it everywhere) and use strategy fsdp/fsdp2"
+            )
+        for key in wanted:
+            old_log_prob.batch[key] = _padded(output[key], captured["input"])
+        return old_log_prob, mfu
+
+    setattr(_compute_old_log_prob, _PATCHED_ATTR, True)
+    return _compute_old_log_prob
+
+
+def select_batch(batch_tensors: dict[str, torch.Tensor], spec: IctVerlConfig, step: int) -> tuple[torch.Tensor, dict[str, float]]:
+    """Select tokens over the whole rollout batch; returns (selected [B, R] bool, metrics).
+
+    batch_tensors: response_mask, advantages, old_log_probs, responses, ict_entropy, ict_renyi2
+    (and ict_js for ICT), all [B, R] in verl's padded response layout.
+    """
+    from ict.select import select_tokens
+    from ict.stats import TokenStats
+
+    mask = batch_tensors["response_mask"].bool()
+    zeros = torch.zeros_like(batch_tensors["ict_entropy"])
+    stats = TokenStats(
+        entropy=batch_tensors["ict_entropy"] * mask,
+        renyi2=batch_tensors["ict_renyi2"] * mask,
+        logprob=batch_tensors["old_log_probs"].float() * mask,
+        js=batch_tensors.get("ict_js", zeros) * mask,
+    )
+    selected = select_tokens(
+        spec.selector,
+        mask,
+        stats=stats,
+        advantages=batch_tensors["advantages"],
+        tokens=batch_tensors.get("responses"),
+        ratio=spec.ratio,
+        scope=spec.scope,
+        granularity=spec.granularity,
+        seed=spec.seed + step,
+        **spec.selector_options,
+    )
+    selected = selected.bool() & mask
+    metrics = _selection_metrics(stats, mask, selected)
+    return selected, metrics
+
+
+def _selection_metrics(stats, mask: torch.Tensor, selected: torch.Tensor) -> dict[str, float]:
+    out = {"ict/selected_fraction_batch": float(selected.sum() / mask.sum().clamp_min(1))}
+    for prefix, m in (("ict/valid", mask), ("ict/selected", selected)):
+        n = m.sum().clamp_min(1)
+        out[f"{prefix}/entropy"] = float((stats.entropy * m).sum() / n)
+        out[f"{prefix}/renyi2"] = float((stats.renyi2 * m).sum() / n)
+        out[f"{prefix}/js"] = float((stats.js * m).sum() / n)
+        out[f"{prefix}/prob"] = float((stats.logprob.exp() * m).sum() / n)
+    return out
+
+
+def _wrap_update_actor(original):
+    @functools.wraps(original)
+    def _update_actor(self, batch):
+        spec = from_verl_config(self.config)
+        if spec is None:
+            return original(self, batch)
+        if "ict_entropy" not in batch.batch.keys():
+            raise ConfigError(
+                "no old-policy token statistics in the batch: the ict losses need the old log-probs "
+                "recomputed by the actor (algorithm.rollout_correction.bypass_mode=false)"
+            )
+        tensors = {k: batch.batch[k] for k in batch.batch.keys()}
+        selected, metrics = select_batch(tensors, spec, int(getattr(self, "global_steps", 0)))
+        for key in STAT_KEYS:
+            if key in batch.batch.keys():
+                batch.batch.pop(key)
+        batch.batch[ict_loss.SELECTED_KEY] = selected
+        batch.meta_info[ict_loss.NORMALIZE_KEY] = spec.normalize_by
+        try:
+            actor_output = original(self, batch)
+        finally:
+            batch.meta_info.pop(ict_loss.NORMALIZE_KEY, None)
+        actor_output.meta_info.setdefault("metrics", {}).update(metrics)
+        return actor_output
+
+    setattr(_update_actor, _PATCHED_ATTR, True)
+    return _update_actor
+
+
+def _patch(owner, name: str, wrapper) -> None:
+    original = getattr(owner, name)
+    if getattr(original, _PATCHED_ATTR, False):
+        return
+    setattr(owner, name, wrapper(original))
+
+
+def apply_patches() -> None:
+    """Install the four wrappers (idempotent)."""
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+    from verl.workers.engine.fsdp.transformer_impl import FSDPEngine, FSDPEngineWithLMHead
+
+    _patch(FSDPEngineWithLMHead, "prepare_model_outputs", _wrap_prepare_model_outputs)
+    _patch(FSDPEngine, "forward_backward_batch", _wrap_forward_backward_batch)
+    _patch(RayPPOTrainer, "_compute_old_log_prob", _wrap_compute_old_log_prob)
+    _patch(RayPPOTrainer, "_update_actor", _wrap_update_actor)

@@ -1,0 +1,182 @@
+"""The registered policy losses: ICT selection + METHOD.md's clipped loss through verl's agg_loss.
+
+verl 0.9.1 calls a registered policy loss with log-probs, advantages and the response mask only.
+The selection mask travels with the batch (`ict_selected`, chosen on the driver from the old
+policy's statistics); the engine hook puts the current micro-batch's mask here (`micro_batch`)
+just before verl calls the loss, and the loss reads it back.
+
+Per token (METHOD.md): rho = exp(logp - logp_old), l = -min(rho A, clip(rho, 1-eps_low,
+1+eps_high) A), dual clip for A < 0: l = min(l, -c A) (verl's `clip_ratio_c`, default 3).
+Loss mask M = valid * selected. `normalize_by=selected`: verl's agg_loss over M with the global
+number of selected tokens as `batch_num_tokens`; `normalize_by=valid`: agg_loss over the valid
+mask of l * selected (denominator = valid tokens, as verl counts them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ict.errors import ConfigError
+
+SELECTED_KEY = "ict_selected"  # bool [B, R] in the batch: the selection of each response token
+NUM_SELECTED_KEY = "ict_num_selected"  # int, global (all DP ranks) count in the mini-batch
+NUM_ROWS_KEY = "ict_num_rows"  # int, global count of responses with a non-empty denominator
+NORMALIZE_KEY = "ict_normalize_by"  # "selected" | "valid"
+
+
+@dataclass
+class MicroBatchSelection:
+    """The current micro-batch's selection, as the loss needs it.
+
+    selected:     BoolTensor[b, R] (padded like verl's response_mask)
+    normalize_by: "selected" or "valid"
+    num_selected: global (mini-batch, all DP ranks) count of selected valid tokens
+    num_rows:     global count of responses whose denominator is not empty (>= 1 selected token
+                  for normalize_by="selected", >= 1 valid token for "valid")
+    None counts: use this micro-batch's own counts (only right with one micro-batch and one rank).
+    """
+
+    selected: Tensor
+    normalize_by: str = "selected"
+    num_selected: int | None = None
+    num_rows: int | None = None
+
+
+def local_counts(selected: Tensor, valid: Tensor, normalize_by: str) -> tuple[int, int]:
+    """(selected valid tokens, responses with a non-empty denominator) of [B, R] masks; summed
+    over DP ranks these are the mini-batch normalisers of token-mean and seq-mean-token-mean."""
+    mask = selected.bool() & valid.bool()
+    denominator = mask if normalize_by == "selected" else valid.bool()
+    return int(mask.sum()), int((denominator.sum(-1) > 0).sum())
+
+
+_local = threading.local()
+
+
+@contextlib.contextmanager
+def micro_batch(selection: MicroBatchSelection | None):
+    """Make `selection` the one the next loss call reads (used by the engine hook and tests)."""
+    previous = getattr(_local, "selection", None)
+    _local.selection = selection
+    try:
+        yield
+    finally:
+        _local.selection = previous
+
+
+def set_current(selection: MicroBatchSelection | None) -> None:
+    """Set the current micro-batch selection until the next call (the engine hook's form)."""
+    _local.selection = selection
+
+
+def current() -> MicroBatchSelection | None:
+    return getattr(_local, "selection", None)
+
+
+def clipped_token_loss(
+    old_log_prob: Tensor, log_prob: Tensor, advantages: Tensor, eps_low: float, eps_high: float, clip_c: float | None
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Per-token clipped surrogate loss [B, R] and the clip indicators (upper/lower, dual).
+
+    Identical in form to verl's `vanilla` loss (its log-ratio clamp to [-20, 20] included) so that
+    `ict_grpo` reproduces verl's own GRPO exactly.
+    """
+    log_ratio = torch.clamp(log_prob - old_log_prob, min=-20.0, max=20.0)
+    ratio = torch.exp(log_ratio)
+    loss_unclipped = -advantages * ratio
+    loss_clipped = -advantages * torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high)
+    loss = torch.maximum(loss_unclipped, loss_clipped)
+    clipped = loss_clipped > loss_unclipped
+    dual = torch.zeros_like(clipped)
+    if clip_c is not None:
+        bound = -advantages * clip_c
+        dual = (loss > bound) & (advantages < 0)
+        loss = torch.where(advantages < 0, torch.minimum(loss, bound), loss)
+    return loss, clipped, dual
+
+
+def _masked_mean(x: Tensor, mask: Tensor) -> Tensor:
+    return (x * mask).sum() / mask.sum().clamp_min(1)
+
+
+def ict_policy_loss(
+    old_log_prob: Tensor,
+    log_prob: Tensor,
+    advantages: Tensor,
+    response_mask: Tensor,
+    loss_agg_mode: str = "token-mean",
+    config: Any = None,
+    rollout_is_weights: Tensor | None = None,
+) -> tuple[Tensor, dict[str, Any]]:
+    """verl PolicyLossFn: the clipped loss on the selected tokens only. Tensors are [B, R]."""
+    from verl.trainer.ppo.core_algos import agg_loss
+
+    if config is None:
+        raise ConfigError("the ict policy losses need verl's actor config (clip ratios, batch info)")
+    selection = current()
+    if selection is None:
+        raise ConfigError(
+            "the ict policy loss found no token selection for this micro-batch: the batch has no "
+            f"'{SELECTED_KEY}' field. Load the plugin in every process (pip install ict in the verl "
+            "environment, or VERL_USE_EXTERNAL_MODULES=ict.integrations.verl) and keep "
+            "algorithm.rollout_correction.bypass_mode=false"
+        )
+    valid = response_mask.bool()
+    selected = selection.selected.to(device=valid.device).bool()
+    if selected.shape != valid.shape:
+        raise ValueError(f"ict selection shape {tuple(selected.shape)} != response mask {tuple(valid.shape)}")
+    mask = valid & selected
+
+    eps = config.clip_ratio
+    eps_low = config.clip_ratio_low if config.clip_ratio_low is not None else eps
+    eps_high = config.clip_ratio_high if config.clip_ratio_high is not None else eps
+    clip_c = config.get("clip_ratio_c", 3.0)
+    token_loss, clipped, dual = clipped_token_loss(old_log_prob, log_prob, advantages, eps_low, eps_high, clip_c)
+    if rollout_is_weights is not None:
+        token_loss = token_loss * rollout_is_weights
+
+    if selection.normalize_by not in ("selected", "valid"):
+        raise ConfigError(f"ict.normalize_by={selection.normalize_by!r}: use 'selected' or 'valid'")
+    # verl's agg_loss with METHOD.md's normalisers: the global number of selected (or valid)
+    # tokens for token-mean, of responses with a non-empty denominator for seq-mean-token-mean;
+    # seq-mean-token-sum-norm keeps verl's (global responses x horizon).
+    batch_info = dict(config.global_batch_info)
+    num_selected, num_rows = selection.num_selected, selection.num_rows
+    if num_selected is None or num_rows is None:
+        if batch_info.get("dp_size", 1) not in (1, None):
+            raise ConfigError("ict: the global selected-token counts are missing (engine hook not applied)")
+        num_selected, num_rows = local_counts(selected, valid, selection.normalize_by)
+    if loss_agg_mode == "token-mean" and selection.normalize_by == "selected":
+        batch_info["batch_num_tokens"] = max(int(num_selected), 1)
+    elif loss_agg_mode == "seq-mean-token-mean":
+        batch_info["global_batch_size"] = max(int(num_rows), 1)
+    denominator_mask = mask if selection.normalize_by == "selected" else valid
+    loss = agg_loss(
+        loss_mat=torch.where(mask, token_loss, 0.0), loss_mask=denominator_mask, loss_agg_mode=loss_agg_mode, **batch_info
+    )
+
+    maskf = mask.float()
+    metrics = {
+        "actor/pg_clipfrac": _masked_mean(clipped.float(), maskf).item(),
+        "actor/pg_clipfrac_lower": _masked_mean(dual.float(), maskf).item(),
+        "actor/ppo_kl": _masked_mean(-(log_prob - old_log_prob).detach(), maskf).item(),
+        "ict/selected_fraction": (maskf.sum() / valid.sum().clamp_min(1)).item(),
+    }
+    return loss, metrics
+
+
+def register_losses() -> list[str]:
+    """Register every name in config.LOSS_MODES with verl's policy-loss registry (idempotent)."""
+    from verl.trainer.ppo.core_algos import register_policy_loss
+
+    from .config import LOSS_MODES
+
+    for name in LOSS_MODES:
+        register_policy_loss(name)(ict_policy_loss)
+    return list(LOSS_MODES)

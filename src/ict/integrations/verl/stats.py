@@ -1,0 +1,118 @@
+"""Per-token statistics of the old policy, computed from the logits verl already materialises.
+
+verl 0.9.1 packs a micro-batch without padding: the logits are `[N, V]` rows (or `[B, L, V]` when
+`use_remove_padding=False`), row `cu[b] + t` predicting token `t + 1` of sequence `b`. Only the
+rows that predict a valid response token are scored. Everything here is pure and works in chunks of
+`chunk_size` rows, so at most `chunk_size x V` float32 values exist at once (never `[N, V]`).
+
+Math (METHOD.md): p = softmax(z / T) in float32; H = -sum p log p; H2 = -log sum p^2;
+JS(p, r) = H((p + r) / 2) - H(p) / 2 - H(r) / 2, all in nats.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+LOG2 = float(torch.log(torch.tensor(2.0)))
+
+
+@dataclass
+class ResponseRows:
+    """Where the valid response positions of a packed micro-batch sit.
+
+    flat:   LongTensor[n]  row of the flattened logits `[rows, V]` that predicts the token
+    packed: LongTensor[n]  the same position in verl's packed (nested) layout, `cu[b] + t`
+    batch:  LongTensor[n]  sequence index b
+    column: LongTensor[n]  response column j (0-based), for the padded `[B, R]` layout
+    """
+
+    flat: Tensor
+    packed: Tensor
+    batch: Tensor
+    column: Tensor
+
+
+def response_rows(
+    seq_lens: Tensor, response_lens: Tensor, response_mask: Tensor, *, padded_width: int | None = None
+) -> ResponseRows:
+    """Rows that predict valid response tokens, without a Python loop over tokens.
+
+    seq_lens:      LongTensor[B] prompt + response length of each (unpadded) sequence.
+    response_lens: LongTensor[B] response length of each sequence.
+    response_mask: Tensor[B, R]  1 on valid response tokens (verl's padded `response_mask`).
+    padded_width:  None for packed logits `[N, V]`; L for padded logits `[B, L, V]`.
+    Response token j of sequence b is predicted at position t = seq_len - resp_len - 1 + j,
+    the same slice verl's `no_padding_2_padding` takes.
+    """
+    seq_lens = seq_lens.long()
+    response_lens = response_lens.long().to(seq_lens.device)
+    mask = response_mask.to(seq_lens.device).bool()
+    width = mask.shape[1]
+    offsets = torch.cumsum(seq_lens, 0) - seq_lens  # cu[b]
+    first = seq_lens - response_lens - 1  # position predicting response token 0
+    if bool((first < 0).any()):
+        raise ValueError("every sequence needs a prompt of at least one token before its response")
+    cols = torch.arange(width, device=seq_lens.device)
+    valid = mask & (cols[None, :] < response_lens[:, None])
+    b, j = valid.nonzero(as_tuple=True)
+    t = first[b] + j
+    packed = offsets[b] + t
+    flat = packed if padded_width is None else b * padded_width + t
+    return ResponseRows(flat=flat, packed=packed, batch=b, column=j)
+
+
+def chunked_token_stats(
+    logits: Tensor,
+    rows: Tensor,
+    temperature: Tensor,
+    *,
+    reference: Tensor | None = None,
+    chunk_size: int = 1024,
+) -> dict[str, Tensor]:
+    """H, H2 and (with `reference`) JS for selected rows, plus the sum of p over them.
+
+    logits:      Tensor[N, V] any float dtype (rows of the flattened logits, unscaled).
+    rows:        LongTensor[n] which rows to score.
+    temperature: Tensor[n] sampling temperature of each scored row.
+    reference:   Tensor[V] float32 distribution r (sums to 1) or None.
+    Returns float32 tensors: entropy [n], renyi2 [n], prob_sum [V] (sum of p over the rows),
+    and js [n] when a reference is given (nats, clamped to [0, log 2]).
+    """
+    n, vocab = rows.numel(), logits.shape[-1]
+    dev = logits.device
+    entropy = torch.zeros(n, dtype=torch.float32, device=dev)
+    renyi2 = torch.zeros(n, dtype=torch.float32, device=dev)
+    prob_sum = torch.zeros(vocab, dtype=torch.float32, device=dev)
+    js = torch.zeros(n, dtype=torch.float32, device=dev) if reference is not None else None
+    if reference is not None:
+        reference = reference.to(device=dev, dtype=torch.float32)
+        h_ref = -torch.special.xlogy(reference, reference).sum()
+    temperature = temperature.to(device=dev, dtype=torch.float32)
+    with torch.no_grad():
+        for start in range(0, n, chunk_size):
+            idx = rows[start : start + chunk_size].to(dev)
+            z = logits[idx].float() / temperature[start : start + chunk_size, None].clamp_min(1e-8)
+            logp = torch.log_softmax(z, dim=-1)
+            p = logp.exp()
+            entropy[start : start + idx.numel()] = -(p * logp).sum(-1)
+            renyi2[start : start + idx.numel()] = -torch.log((p * p).sum(-1))
+            prob_sum += p.sum(0)
+            if js is not None:
+                m = 0.5 * (p + reference)
+                h_m = -torch.special.xlogy(m, m).sum(-1)
+                js_chunk = h_m - 0.5 * entropy[start : start + idx.numel()] - 0.5 * h_ref
+                js[start : start + idx.numel()] = js_chunk.clamp(0.0, LOG2)
+    out = {"entropy": entropy, "renyi2": renyi2.clamp_min(0.0), "prob_sum": prob_sum}
+    if js is not None:
+        out["js"] = js
+    return out
+
+
+def scatter_packed(values: Tensor, rows: ResponseRows, total: int) -> Tensor:
+    """Place per-row values [n] into a packed vector [total] (0 elsewhere), verl's nested layout."""
+    out = torch.zeros(total, dtype=values.dtype, device=values.device)
+    out[rows.packed.to(values.device)] = values
+    return out
