@@ -1,0 +1,133 @@
+"""`ict inspect`: token maps of a run's saved samples or of a model's responses to a few prompts."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ict.errors import DataError, UserError
+
+EXAMPLES = """\
+examples:
+  ict inspect runs/my-run                      # samples.jsonl of a run, last logged step
+  ict inspect runs/my-run --step 10 --metric entropy
+  ict inspect --model runs/my-run --prompt "What is 17+25?" --num-samples 2
+  ict inspect runs/my-run --no-color --html map.html
+"""
+
+
+def add_parser(subparsers, summary: str) -> None:
+    p = subparsers.add_parser(
+        "inspect",
+        help=summary,
+        description=summary,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("run", nargs="?", help="run directory (reads its samples.jsonl)")
+    p.add_argument(
+        "--model",
+        help="instead of saved samples: a model (run dir, checkpoint, HF id/dir; "
+        "'default' = the embedded SmolLM2) to sample from --prompt",
+    )
+    p.add_argument("--prompt", action="append", default=[], help="prompt for --model (repeatable)")
+    p.add_argument(
+        "--num-samples", type=int, default=1, help="responses per prompt with --model (default 1)"
+    )
+    p.add_argument(
+        "--max-new-tokens", type=int, default=64, help="response length limit with --model"
+    )
+    p.add_argument(
+        "--temperature", type=float, default=1.0, help="sampling temperature with --model"
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--step", type=int, help="training step to show (default: the last logged one)")
+    p.add_argument("--all-steps", action="store_true", help="show every logged step")
+    p.add_argument("--max-responses", type=int, default=8, help="responses shown (default 8)")
+    p.add_argument(
+        "--metric",
+        choices=["js", "entropy", "renyi2"],
+        default="js",
+        help="colour tokens by JS score, Shannon entropy H or Renyi-2 entropy H2 (default js)",
+    )
+    p.add_argument(
+        "--selector", default="ict", help="selector marked in the terminal (default ict)"
+    )
+    p.add_argument(
+        "--html",
+        help="write the HTML token map here (default RUN/token_map.html or ./token_map.html)",
+    )
+    p.add_argument("--no-html", action="store_true", help="terminal output only")
+    p.add_argument("--no-terminal", action="store_true", help="HTML only")
+    p.add_argument("--no-color", action="store_true", help="terminal output without ANSI colours")
+    p.set_defaults(func=run)
+
+
+def pick_records(records: list[dict], step: int | None, all_steps: bool, limit: int) -> list[dict]:
+    """Records of one step (default the last), or of all steps; at most `limit`."""
+    if not records:
+        return []
+    if not all_steps:
+        steps = sorted({r.get("step", 0) for r in records})
+        wanted = steps[-1] if step is None else step
+        if wanted not in steps:
+            raise DataError(
+                f"no samples at step {wanted}; logged steps: {', '.join(map(str, steps))}"
+            )
+        records = [r for r in records if r.get("step", 0) == wanted]
+    return records[:limit]
+
+
+def run(args) -> int:
+    from ict.report.tokenmap import render_html, render_terminal
+
+    if args.model:
+        if not args.prompt:
+            raise UserError('--model needs at least one --prompt "..."')
+        from ict.models import load_model_and_tokenizer
+        from ict.report.from_model import records_from_model
+
+        model, tokenizer = load_model_and_tokenizer(None if args.model == "default" else args.model)
+        records = records_from_model(
+            model,
+            tokenizer,
+            args.prompt,
+            num_samples=args.num_samples,
+            temperature=args.temperature,
+            max_new_tokens=args.max_new_tokens,
+            seed=args.seed,
+        )
+        title = f"ict token map - {args.model}"
+        default_html = Path("token_map.html")
+    else:
+        if not args.run:
+            raise UserError(
+                'give a run directory (ict inspect RUN_DIR) or --model M --prompt "..."'
+            )
+        from ict.report.runs import read_jsonl
+
+        path = Path(args.run)
+        samples = path / "samples.jsonl" if path.is_dir() else path
+        if not samples.exists():
+            raise DataError(
+                f"{samples} not found; train with log_samples_every > 0, or use --model and --prompt"
+            )
+        records = pick_records(read_jsonl(samples), args.step, args.all_steps, args.max_responses)
+        if not records:
+            raise DataError(f"{samples} holds no samples yet")
+        title = f"ict token map - {path.name}"
+        default_html = (path if path.is_dir() else path.parent) / "token_map.html"
+    records = records[: args.max_responses]
+    if not args.no_terminal:
+        sys.stdout.write(
+            render_terminal(
+                records, metric=args.metric, selector=args.selector, color=not args.no_color
+            )
+        )
+    if not args.no_html:
+        out = Path(args.html) if args.html else default_html
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(render_html(records, title=title, metric=args.metric), encoding="utf-8")
+        print(f"token map: {out}")
+    return 0

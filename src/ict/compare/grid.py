@@ -1,0 +1,201 @@
+"""Run a grid of methods x seeds with identical data, budget and evaluation; resumable.
+
+Cell RUN = OUT/runs/<method>_seed<seed>. A cell's state is read from its files:
+  done     final_eval.json exists                       -> never rerun
+  trained  summary.json says max_steps were done        -> only the final evaluation runs
+  partial  metrics.jsonl exists (interrupted)           -> resumed from its latest checkpoint
+  new      nothing yet                                  -> trained from the shared start
+Every cell of a seed sees the same prompts in the same order (same data_seed and seed); every
+cell starts from the same weights and is evaluated on the same held-out problems and samples.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ict.compare.presets import EvalSpec, Preset
+from ict.errors import ConfigError
+
+logger = logging.getLogger("ict.compare")
+
+
+def cell_dir(out_dir: Path, method: str, seed: int) -> Path:
+    return Path(out_dir) / "runs" / f"{method}_seed{seed}"
+
+
+def cell_state(run_dir: Path, max_steps: int) -> str:
+    """'done', 'trained', 'partial' or 'new' (see the module docstring)."""
+    if (run_dir / "final_eval.json").exists():
+        return "done"
+    summary = run_dir / "summary.json"
+    if summary.exists() and int(json.loads(summary.read_text()).get("steps", 0)) >= max_steps:
+        return "trained"
+    if (run_dir / "metrics.jsonl").exists():
+        return "partial"
+    return "new"
+
+
+def evaluate_toy(model, tokenizer, preset: Preset) -> dict:
+    """pass@k on the toy task's held-out pairs, with a bootstrap interval over problems."""
+    import torch
+
+    from ict.compare import toy
+    from ict.eval.metrics import bootstrap_ci, pass_at_k_per_problem
+    from ict.generation import generate
+
+    spec: EvalSpec = preset.eval
+    pairs = preset.toy.split("test", spec.size)
+    model.eval()
+    with torch.no_grad():
+        rollout = generate(
+            model,
+            tokenizer,
+            [toy.prompt(a, b) for a, b in pairs],
+            num_samples=spec.n,
+            temperature=spec.temperature,
+            max_new_tokens=preset.train["max_new_tokens"],
+            batch_size=256,
+            seed=spec.seed,
+        )
+    correct = np.zeros(len(pairs), dtype=int)
+    for i, text in zip(rollout.prompt_index.tolist(), rollout.texts, strict=True):
+        correct[i] += int(toy.score(text, *pairs[i]))
+    metrics, intervals = {}, {}
+    for k in spec.ks:
+        per_problem = pass_at_k_per_problem([spec.n] * len(pairs), correct, k)
+        metrics[f"eval/toy_add/pass@{k}"] = float(per_problem.mean())
+        intervals[f"eval/toy_add/pass@{k}"] = bootstrap_ci(per_problem, seed=spec.seed)
+    return {"metrics": metrics, "bootstrap_95": intervals}
+
+
+def evaluate_task(run_dir: Path, preset: Preset) -> dict:
+    """pass@k of a finished cell's checkpoint on its task via ict.eval."""
+    from ict.eval import evaluate
+    from ict.models import load_model_and_tokenizer
+
+    model, tokenizer = load_model_and_tokenizer(str(run_dir))
+    spec = preset.eval
+    task = preset.train.get("task", "rg:chain_sum")
+    metrics = evaluate(
+        model,
+        tokenizer,
+        [task],
+        n=spec.n,
+        k=spec.ks,
+        temperature=spec.temperature,
+        seed=spec.seed,
+        limit=spec.size,
+    )
+    return {"metrics": {k: v for k, v in metrics.items() if isinstance(v, (int, float))}}
+
+
+def run_grid(
+    preset: Preset,
+    out_dir: str | Path,
+    *,
+    methods: Sequence[str] | None = None,
+    seeds: Sequence[int] | None = None,
+    overrides: dict | None = None,
+    stop_after: int | None = None,
+    log: Callable[[str], None] = print,
+) -> list[Path]:
+    """Train and evaluate every (method, seed) cell not yet done; returns the cell directories.
+
+    `overrides`: TrainConfig fields applied to every cell (e.g. max_steps). `stop_after`: train at
+    most this many steps per cell in this call (simulates an interruption; used by tests)."""
+    from ict.train import TrainConfig, train
+
+    out = Path(out_dir)
+    methods = list(preset.methods if methods is None else methods)
+    seeds = list(range(preset.seeds)) if seeds is None else list(seeds)
+    if not methods or not seeds:
+        raise ConfigError("the grid needs at least one method and one seed")
+    settings = {**preset.train, **(overrides or {})}
+    configs = {
+        (m, s): TrainConfig(**{**settings, "method": m, "seed": s}) for m in methods for s in seeds
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "grid.json").write_text(
+        json.dumps(
+            {
+                "preset": preset.name,
+                "methods": methods,
+                "seeds": seeds,
+                "train": settings,
+                "eval": preset.eval.__dict__,
+            },
+            indent=2,
+            default=str,
+        )
+    )
+
+    base = tokenizer = problems = None
+    if preset.toy is not None:
+        from ict.compare import toy
+
+        t0 = time.perf_counter()
+        base, tokenizer, info = toy.warm_start(preset.toy, preset.warm)
+        log(
+            f"toy warm start: {'cached' if info['cached'] else 'trained'} ({info['steps']} steps, "
+            f"sampled accuracy {info['accuracy']:.2f}, {time.perf_counter() - t0:.0f} s) {info['path']}"
+        )
+        (out / "warm_start.json").write_text(json.dumps(info, indent=2))
+        problems = toy.problems(preset.toy, "train", configs[methods[0], seeds[0]].train_size)
+
+    dirs = []
+    for (method, seed), config in configs.items():
+        run_dir = cell_dir(out, method, seed)
+        dirs.append(run_dir)
+        state = cell_state(run_dir, config.max_steps)
+        if state == "done":
+            log(f"[{method} seed {seed}] done, skipped")
+            continue
+        t0 = time.perf_counter()
+        model = copy.deepcopy(base) if base is not None else None
+        if state in ("new", "partial"):
+            log(
+                f"[{method} seed {seed}] {'resuming' if state == 'partial' else 'training'} -> {run_dir}"
+            )
+            summary = train(
+                config.replace(output_dir=str(run_dir)),
+                run_dir=run_dir,
+                resume=state == "partial",
+                model=model,
+                tokenizer=tokenizer if model is not None else None,
+                problems=problems,
+                stop_after=stop_after,
+            )
+            if not summary:
+                log(
+                    f"[{method} seed {seed}] stopped early (stop_after={stop_after}); rerun to resume"
+                )
+                continue
+        if base is not None:
+            from transformers import LlamaForCausalLM
+
+            from ict.train.checkpoint import latest_checkpoint
+
+            trained = LlamaForCausalLM.from_pretrained(latest_checkpoint(run_dir))
+            result = evaluate_toy(trained, tokenizer, preset)
+        else:
+            result = evaluate_task(run_dir, preset)
+        result["settings"] = {
+            "problems": preset.eval.size,
+            "samples_per_problem": preset.eval.n,
+            "temperature": preset.eval.temperature,
+            "seed": preset.eval.seed,
+        }
+        (run_dir / "final_eval.json").write_text(json.dumps(result, indent=2))
+        log(
+            f"[{method} seed {seed}] "
+            + ", ".join(f"{k.split('/')[-1]} {v:.3f}" for k, v in result["metrics"].items())
+            + f" ({time.perf_counter() - t0:.0f} s)"
+        )
+    return dirs

@@ -1,0 +1,215 @@
+"""The toy preset's task and model: two-number addition with a verifier, and a tiny transformer
+that ict trains from scratch by supervised learning until it is competent but imperfect.
+
+Prompt "Q:47+35\nA:", target response "47+35=82" then EOS. The copied operands are easy
+(low-entropy tokens); the sum digits are the branching points. The warm start is seeded and cached
+under ~/.cache/ict/toy (or $ICT_CACHE) keyed by its settings, so every grid cell starts from the same
+weights and a second grid skips it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+logger = logging.getLogger("ict.compare")
+
+_ANSWER = re.compile(r"=\s*(-?\d+)")
+
+
+@dataclass(frozen=True)
+class ToyTask:
+    """Addition a + b with a in [0, max_a], b in [0, max_b]; train and held-out pairs are disjoint."""
+
+    max_a: int = 99
+    max_b: int = 99
+    seed: int = 0
+
+    def split(self, split: str, size: int) -> list[tuple[int, int]]:
+        """`size` distinct (a, b) pairs of the split ("train" or "test"); the test split is the
+        first 20% of one seeded permutation of all pairs, train the rest (cycled if size is larger)."""
+        pairs = np.array([(a, b) for a in range(self.max_a + 1) for b in range(self.max_b + 1)])
+        order = np.random.default_rng(self.seed).permutation(len(pairs))
+        cut = max(1, len(pairs) // 5)
+        pool = order[:cut] if split == "test" else order[cut:]
+        idx = pool[np.arange(size) % len(pool)]
+        return [(int(a), int(b)) for a, b in pairs[idx]]
+
+
+def prompt(a: int, b: int) -> str:
+    return f"Q:{a}+{b}\nA:"
+
+
+def target(a: int, b: int) -> str:
+    return f"{a}+{b}={a + b}"
+
+
+def score(response: str, a: int, b: int) -> float:
+    """1.0 when the number after the first '=' is a + b, else 0.0."""
+    match = _ANSWER.search(response)
+    return float(match is not None and int(match.group(1)) == a + b)
+
+
+class _Scorer:
+    """Picklable score(response) for one problem."""
+
+    def __init__(self, a: int, b: int):
+        self.a, self.b = a, b
+
+    def __call__(self, response: str) -> float:
+        return score(response, self.a, self.b)
+
+
+def problems(task: ToyTask, split: str, size: int):
+    """Trainer problems: [ict.train.trainer.Problem(prompt, score)]."""
+    from ict.train.trainer import Problem
+
+    return [Problem(prompt(a, b), _Scorer(a, b)) for a, b in task.split(split, size)]
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    """Supervised warm start of the toy model (all fields enter the cache key)."""
+
+    hidden_size: int = 64
+    num_layers: int = 2
+    num_heads: int = 4
+    intermediate_size: int = 128
+    max_steps: int = 1500
+    batch_size: int = 64
+    learning_rate: float = 3e-3
+    target_accuracy: float = (
+        0.5  # stop once sampled (T = 1) accuracy on 200 training pairs reaches this
+    )
+    check_every: int = 50
+    seed: int = 0
+
+
+def cache_dir(task: ToyTask, warm: WarmStart) -> Path:
+    key = hashlib.sha256(
+        json.dumps([asdict(task), asdict(warm), 1], sort_keys=True).encode()
+    ).hexdigest()[:16]
+    root = Path(os.environ.get("ICT_CACHE", Path.home() / ".cache" / "ict"))
+    return root / "toy" / key
+
+
+def _batch(tokenizer, pairs, device):
+    """Right-padded SFT batch: input_ids, attention_mask, labels (-100 on prompt and padding)."""
+    import torch
+
+    rows, labels = [], []
+    for a, b in pairs:
+        p = tokenizer(prompt(a, b))["input_ids"]
+        r = tokenizer(target(a, b), add_special_tokens=False)["input_ids"] + [
+            tokenizer.eos_token_id
+        ]
+        rows.append(p + r)
+        labels.append([-100] * len(p) + r)
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), tokenizer.pad_token_id)
+    lab = torch.full((len(rows), width), -100)
+    att = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, (r, lb) in enumerate(zip(rows, labels, strict=True)):
+        ids[i, : len(r)] = torch.tensor(r)
+        lab[i, : len(lb)] = torch.tensor(lb)
+        att[i, : len(r)] = 1
+    return ids.to(device), att.to(device), lab.to(device)
+
+
+def sampled_accuracy(model, tokenizer, pairs, *, seed: int = 0, temperature: float = 1.0) -> float:
+    """Fraction of held-out pairs answered correctly by one sample each."""
+    import torch
+
+    from ict.generation import generate
+
+    with torch.no_grad():
+        rollout = generate(
+            model,
+            tokenizer,
+            [prompt(a, b) for a, b in pairs],
+            temperature=temperature,
+            max_new_tokens=12,
+            batch_size=256,
+            seed=seed,
+        )
+    return float(np.mean([score(t, a, b) for t, (a, b) in zip(rollout.texts, pairs, strict=True)]))
+
+
+def warm_start(task: ToyTask = ToyTask(), warm: WarmStart = WarmStart(), *, refresh: bool = False):
+    """(model, tokenizer, info): the toy model after supervised warm start, from cache if present.
+
+    info: {"path", "steps", "accuracy", "seconds", "cached"}."""
+    import torch
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    from ict.testing import tiny_model_and_tokenizer
+
+    path = cache_dir(task, warm)
+    if (path / "info.json").exists() and not refresh:
+        info = json.loads((path / "info.json").read_text())
+        model = LlamaForCausalLM.from_pretrained(path)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        return model, tokenizer, {**info, "cached": True}
+
+    t0 = time.perf_counter()
+    model, tokenizer = tiny_model_and_tokenizer(
+        seed=warm.seed,
+        hidden_size=warm.hidden_size,
+        num_layers=warm.num_layers,
+        num_heads=warm.num_heads,
+        intermediate_size=warm.intermediate_size,
+        max_positions=64,
+    )
+    train_pairs = task.split("train", (task.max_a + 1) * (task.max_b + 1))
+    check_pairs = task.split("train", 200)  # held-out pairs stay unseen until the final evaluation
+    rng = np.random.default_rng(warm.seed)
+    torch.manual_seed(warm.seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=warm.learning_rate, weight_decay=0.0)
+    accuracy, step = 0.0, 0
+    for step in range(1, warm.max_steps + 1):
+        model.train()
+        batch = [train_pairs[i] for i in rng.integers(0, len(train_pairs), warm.batch_size)]
+        ids, att, lab = _batch(tokenizer, batch, model.device)
+        loss = model(input_ids=ids, attention_mask=att, labels=lab).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if step % warm.check_every == 0 or step == warm.max_steps:
+            model.eval()
+            accuracy = sampled_accuracy(model, tokenizer, check_pairs, seed=step)
+            logger.info(
+                "toy warm start: step %d loss %.3f sampled accuracy %.2f",
+                step,
+                loss.item(),
+                accuracy,
+            )
+            if accuracy >= warm.target_accuracy:
+                break
+    model.eval()
+    info = {
+        "path": str(path),
+        "steps": step,
+        "accuracy": accuracy,
+        "seconds": round(time.perf_counter() - t0, 1),
+        "task": asdict(task),
+        "warm_start": asdict(warm),
+    }
+    tmp = path.with_name(path.name + ".tmp")
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    (tmp / "info.json").write_text(json.dumps(info, indent=2))
+    if path.exists():
+        import shutil
+
+        shutil.rmtree(path)
+    tmp.rename(path)
+    return model, tokenizer, {**info, "cached": False}
