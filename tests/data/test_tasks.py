@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from ict.data import EVAL_SEED_OFFSET, DEFAULT_TASK, load_task, parse_spec, render_messages
+from ict.data import DEFAULT_TASK, EVAL_SEED_OFFSET, load_task, parse_spec, render_messages
 from ict.errors import DataError
 
 
@@ -17,8 +17,12 @@ def test_parse_spec_values():
 
 
 def test_rg_config_and_seed_ranges_are_disjoint():
-    train = load_task("rg:chain_sum?min_terms=2&max_terms=2&min_digits=1&max_digits=2", "train", seed=3, size=20)
-    held = load_task("rg:chain_sum?min_terms=2&max_terms=2&min_digits=1&max_digits=2", "eval", seed=3, size=20)
+    train = load_task(
+        "rg:chain_sum?min_terms=2&max_terms=2&min_digits=1&max_digits=2", "train", seed=3, size=20
+    )
+    held = load_task(
+        "rg:chain_sum?min_terms=2&max_terms=2&min_digits=1&max_digits=2", "eval", seed=3, size=20
+    )
     train_seeds = {i.metadata["rg_seed"] for i in train}
     held_seeds = {i.metadata["rg_seed"] for i in held}
     assert train_seeds == set(range(3, 23))
@@ -29,7 +33,9 @@ def test_rg_config_and_seed_ranges_are_disjoint():
         assert all(len(t) <= 2 for t in expression.split()[::2])
         assert int(problem.answer) == eval(expression)  # independent check of the gold answer
     # Deterministic: the same seed gives the same problems.
-    again = load_task("rg:chain_sum?min_terms=2&max_terms=2&min_digits=1&max_digits=2", "train", seed=3, size=20)
+    again = load_task(
+        "rg:chain_sum?min_terms=2&max_terms=2&min_digits=1&max_digits=2", "train", seed=3, size=20
+    )
     assert [p.question for p in again] == [p.question for p in train]
 
 
@@ -65,8 +71,14 @@ def test_unknown_name_lists_close_matches():
 def test_local_file_with_column_mapping_dotted_paths(tmp_path):
     path = tmp_path / "dapo.jsonl"
     rows = [
-        {"prompt": [{"role": "user", "content": "What is 2+2?"}], "reward_model": {"ground_truth": "4"}},
-        {"prompt": [{"role": "user", "content": "What is 3+3?"}], "reward_model": {"ground_truth": "6"}},
+        {
+            "prompt": [{"role": "user", "content": "What is 2+2?"}],
+            "reward_model": {"ground_truth": "4"},
+        },
+        {
+            "prompt": [{"role": "user", "content": "What is 3+3?"}],
+            "reward_model": {"ground_truth": "6"},
+        },
     ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     items = load_task(f"{path}?question=prompt&answer=reward_model.ground_truth&template=raw")

@@ -38,7 +38,13 @@ def test_boxed_nested_braces(text, expected):
 
 @pytest.mark.parametrize(
     "text, expected",
-    [("a 3 then 1,234.", "1234"), ("it is -12", "-12"), ("x = 0.25", "0.25"), ("ratio 3/4", "3/4"), ("none", None)],
+    [
+        ("a 3 then 1,234.", "1234"),
+        ("it is -12", "-12"),
+        ("x = 0.25", "0.25"),
+        ("ratio 3/4", "3/4"),
+        ("none", None),
+    ],
 )
 def test_last_number(text, expected):
     assert extract_last_number(text) == expected

@@ -86,7 +86,7 @@ def test_adversarial_power_tower_hits_the_time_limit():
     verdict = v.score_one(item("5"), r"\boxed{10^{10^{10^{10}}}}")
     elapsed = time.monotonic() - start
     assert verdict.timed_out and verdict.reward == 0.0
-    assert elapsed < 3.0
+    assert elapsed < 4.0  # limit 1 s; math-verify alone would take >= 5 s or never return
     assert v.score_one(item("5"), r"\boxed{5.0}").correct  # the verifier still works afterwards
     v.close()
 

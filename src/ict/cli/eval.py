@@ -21,7 +21,9 @@ def _int_list(text: str) -> list[int]:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError as err:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from err
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}"
+        ) from err
     if not values:
         raise argparse.ArgumentTypeError("expected at least one integer")
     return values
@@ -52,22 +54,64 @@ def add_parser(subparsers, summary: str) -> None:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--model", default=None, help="HF id, local dir, run dir or checkpoint dir (default: embedded SmolLM2-135M-Instruct)")
-    p.add_argument("--benchmarks", default=DEFAULT_BENCHMARKS, help="comma-separated benchmark specs (default: held-out 2-term chain sums)")
+    p.add_argument(
+        "--model",
+        default=None,
+        help="HF id, local dir, run dir or checkpoint dir (default: embedded SmolLM2-135M-Instruct)",
+    )
+    p.add_argument(
+        "--benchmarks",
+        default=DEFAULT_BENCHMARKS,
+        help="comma-separated benchmark specs (default: held-out 2-term chain sums)",
+    )
     p.add_argument("--n", type=int, default=16, help="samples per problem (default 16)")
-    p.add_argument("--k", type=_int_list, default=[1, 4, 8], help="pass@k values, comma-separated (default 1,4,8)")
-    p.add_argument("--out", default=None, help="output dir (default: <run dir>/eval or eval_out/<model>)")
+    p.add_argument(
+        "--k",
+        type=_int_list,
+        default=[1, 4, 8],
+        help="pass@k values, comma-separated (default 1,4,8)",
+    )
+    p.add_argument(
+        "--out", default=None, help="output dir (default: <run dir>/eval or eval_out/<model>)"
+    )
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--max-new-tokens", type=int, default=256)
     p.add_argument("--batch-size", type=int, default=32, help="sequences generated at once")
     p.add_argument("--seed", type=int, default=0, help="sampling and bootstrap seed")
-    p.add_argument("--limit", type=int, default=None, help="first N problems per benchmark (reasoning-gym default: 100)")
-    p.add_argument("--data-dir", default=None, help="directory with <benchmark>.jsonl/.parquet files (or env ICT_DATA_DIR)")
-    p.add_argument("--backend", choices=["hf", "vllm"], default="hf", help="generation backend (vllm: GPU, pip install vllm)")
-    p.add_argument("--device", default=None, help="torch device for --backend hf (default: cuda if available, else cpu)")
-    p.add_argument("--verify-timeout", type=float, default=5.0, help="seconds per math-verify call (hard limit)")
-    p.add_argument("--overwrite", action="store_true", help="discard cached samples in --out made with other settings")
+    p.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        help="first N problems per benchmark (reasoning-gym default: 100)",
+    )
+    p.add_argument(
+        "--data-dir",
+        default=None,
+        help="directory with <benchmark>.jsonl/.parquet files (or env ICT_DATA_DIR)",
+    )
+    p.add_argument(
+        "--backend",
+        choices=["hf", "vllm"],
+        default="hf",
+        help="generation backend (vllm: GPU, pip install vllm)",
+    )
+    p.add_argument(
+        "--device",
+        default=None,
+        help="torch device for --backend hf (default: cuda if available, else cpu)",
+    )
+    p.add_argument(
+        "--verify-timeout",
+        type=float,
+        default=5.0,
+        help="seconds per math-verify call (hard limit)",
+    )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="discard cached samples in --out made with other settings",
+    )
     p.set_defaults(func=run)
 
 
@@ -84,7 +128,13 @@ def default_out_dir(model: str | None) -> str:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from ict.eval.runner import EMBEDDED_MODEL_LABEL, EvalSettings, results_table, run_eval
+    from ict.eval.runner import (
+        EMBEDDED_MODEL_LABEL,
+        EvalSettings,
+        load_all_eval_items,
+        results_table,
+        run_eval,
+    )
     from ict.rewards import Verifier
 
     settings = EvalSettings(
@@ -102,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
     settings.validate()
     benchmarks = split_benchmarks(args.benchmarks)
     out = args.out or default_out_dir(args.model)
+    items = load_all_eval_items(benchmarks, settings.limit, args.data_dir)  # data errors first
     sampler = make_sampler(args, settings)
     verifier = Verifier(timeout_s=args.verify_timeout)
     try:
@@ -113,6 +164,7 @@ def run(args: argparse.Namespace) -> int:
             data_dir=args.data_dir,
             verifier=verifier,
             overwrite=args.overwrite,
+            items=items,
             progress=lambda msg: print(msg, file=sys.stderr, flush=True),
         )
     finally:
@@ -136,8 +188,11 @@ def make_sampler(args: argparse.Namespace, settings):
 
             raise ConfigError("--backend vllm needs --model (an HF id or a local HF model dir)")
         return VLLMSampler(
-            _vllm_model_path(args.model), temperature=settings.temperature, top_p=settings.top_p,
-            max_new_tokens=settings.max_new_tokens, stop=settings.stop,
+            _vllm_model_path(args.model),
+            temperature=settings.temperature,
+            top_p=settings.top_p,
+            max_new_tokens=settings.max_new_tokens,
+            stop=settings.stop,
         )
     import torch
 
@@ -147,8 +202,13 @@ def make_sampler(args: argparse.Namespace, settings):
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     model, tokenizer = load_model_and_tokenizer(args.model, device=device)
     return HFSampler(
-        model, tokenizer, temperature=settings.temperature, top_p=settings.top_p,
-        max_new_tokens=settings.max_new_tokens, batch_size=settings.batch_size, stop=settings.stop,
+        model,
+        tokenizer,
+        temperature=settings.temperature,
+        top_p=settings.top_p,
+        max_new_tokens=settings.max_new_tokens,
+        batch_size=settings.batch_size,
+        stop=settings.stop,
     )
 
 

@@ -151,10 +151,14 @@ def get_benchmark(name: str) -> Benchmark:
 
 def benchmark_rows(bench: Benchmark, *, split: str | None = None, data_dir=None) -> list[dict]:
     """Rows from the local file if present, else from the hub; DataError saying where to put them."""
-    path = find_local_file(bench.name if split in (None, bench.split) else f"{bench.name}_{split}", data_dir)
+    path = find_local_file(
+        bench.name if split in (None, bench.split) else f"{bench.name}_{split}", data_dir
+    )
     if path is not None:
         return read_rows(path)
-    return load_hub_rows(bench.hub_id, bench.config, split or bench.split, hint=bench.where(data_dir))
+    return load_hub_rows(
+        bench.hub_id, bench.config, split or bench.split, hint=bench.where(data_dir)
+    )
 
 
 def rows_to_items(bench: Benchmark, rows: list[dict], *, template: str | None = None) -> list[Item]:
@@ -170,7 +174,11 @@ def rows_to_items(bench: Benchmark, rows: list[dict], *, template: str | None = 
                 f"{bench.name}: row {index} lacks what is needed ({type(err).__name__}: {err}); "
                 f"expected columns: {bench.columns}"
             ) from err
-        metadata = {k: v for k, v in row.items() if isinstance(v, (str, int, float, bool)) and k not in ("question", "problem")}
+        metadata = {
+            k: v
+            for k, v in row.items()
+            if isinstance(v, (str, int, float, bool)) and k not in ("question", "problem")
+        }
         if options is not None:
             metadata["options"] = options
         items.append(
@@ -188,7 +196,12 @@ def rows_to_items(bench: Benchmark, rows: list[dict], *, template: str | None = 
 
 
 def load_benchmark(
-    name: str, *, data_dir=None, limit: int | None = None, split: str | None = None, template: str | None = None
+    name: str,
+    *,
+    data_dir=None,
+    limit: int | None = None,
+    split: str | None = None,
+    template: str | None = None,
 ) -> list[Item]:
     """The items of a registered benchmark (first `limit` rows when given)."""
     bench = get_benchmark(name)

@@ -23,7 +23,7 @@ CHOICE_INSTRUCTION = (
 )
 CHAIN_SUM_EXAMPLES = [
     ("State the final answer to the following arithmetic problem: 23 + 19 =", "23 + 19 = 42", "42"),
-    ("State the final answer to the following arithmetic problem: 7 - 15 =", "7 - 15 = -8", "-8"),
+    ("State the final answer to the following arithmetic problem: 58 - 21 =", "58 - 21 = 37", "37"),
 ]
 CHAIN_SUM_INSTRUCTION = "Give the final answer inside <answer></answer> tags."
 
@@ -78,7 +78,9 @@ PROMPT_TEMPLATES: dict[str, Callable[..., list[dict]]] = {
 }
 
 
-def render_messages(template: str, question: str, options: Sequence[str] | None = None) -> list[dict]:
+def render_messages(
+    template: str, question: str, options: Sequence[str] | None = None
+) -> list[dict]:
     """Apply the named template; unknown names raise a ValueError listing the known ones."""
     if template not in PROMPT_TEMPLATES:
         raise ValueError(

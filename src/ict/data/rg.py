@@ -22,7 +22,6 @@ DEFAULT_TEMPLATES = {"chain_sum": "chain_sum_2shot"}
 def rg_task_names() -> list[str]:
     """All registered reasoning-gym task names."""
     import reasoning_gym  # noqa: F401 - registers the tasks
-
     from reasoning_gym.factory import DATASETS
 
     return sorted(DATASETS)
@@ -36,7 +35,7 @@ def check_rg_task(task: str) -> None:
         hint = f" Did you mean: {', '.join(close)}?" if close else ""
         raise DataError(
             f"unknown reasoning-gym task {task!r}.{hint} "
-            f"All {len(names)} tasks: python -c \"import reasoning_gym.factory as f; print(sorted(f.DATASETS))\""
+            f'All {len(names)} tasks: python -c "import reasoning_gym.factory as f; print(sorted(f.DATASETS))"'
         )
 
 

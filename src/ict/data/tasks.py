@@ -35,7 +35,7 @@ ANSWER_FORMATS = ("plain", "gsm8k", "boxed")
 
 
 def parse_value(text: str) -> Any:
-    """"2" -> 2, "0.5" -> 0.5, "true" -> True, "[1,2]" -> [1, 2], anything else stays a string."""
+    """ "2" -> 2, "0.5" -> 0.5, "true" -> True, "[1,2]" -> [1, 2], anything else stays a string."""
     if text.lower() in ("true", "false"):
         return text.lower() == "true"
     try:
@@ -81,7 +81,9 @@ def unknown_task_error(name: str) -> DataError:
 def _pop_template(options: dict) -> str | None:
     template = options.pop("template", None)
     if template is not None and template not in PROMPT_TEMPLATES:
-        raise DataError(f"unknown template {template!r}; known: {', '.join(sorted(PROMPT_TEMPLATES))}")
+        raise DataError(
+            f"unknown template {template!r}; known: {', '.join(sorted(PROMPT_TEMPLATES))}"
+        )
     return template
 
 
@@ -106,7 +108,9 @@ def rows_to_items_mapped(rows: list[dict], name: str, options: dict[str, Any]) -
         raise DataError(f"answer_format must be one of {ANSWER_FORMATS}, got {answer_format!r}")
     if not rows:
         raise DataError(f"{name}: no rows")
-    q_col = options.pop("question", None) or next((c for c in QUESTION_COLUMNS if c in rows[0]), None)
+    q_col = options.pop("question", None) or next(
+        (c for c in QUESTION_COLUMNS if c in rows[0]), None
+    )
     a_col = options.pop("answer", None) or next((c for c in ANSWER_COLUMNS if c in rows[0]), None)
     if q_col is None or a_col is None:
         raise DataError(
@@ -181,7 +185,9 @@ def load_task(
         config = options.pop("config", None)
         hub_split = options.pop("split", "train" if split == "train" else "test")
         rows = load_hub_rows(
-            hub_id, config, hub_split,
+            hub_id,
+            config,
+            hub_split,
             hint="Download it where the hub is reachable and pass a local file path as the spec.",
         )
         return rows_to_items_mapped(rows[:size] if size else rows, name, options)

@@ -18,7 +18,9 @@ Messages = list[dict]
 class Sampler(Protocol):
     """Samples `n` responses for each prompt; returns, per prompt, n (text, token count) pairs."""
 
-    def sample(self, prompts: list[Messages], *, n: int, seed: int) -> list[list[tuple[str, int]]]: ...
+    def sample(
+        self, prompts: list[Messages], *, n: int, seed: int
+    ) -> list[list[tuple[str, int]]]: ...
 
 
 @dataclass
@@ -69,8 +71,16 @@ def vllm_available() -> bool:
 class VLLMSampler:
     """vLLM generation (`--backend vllm`); same output as `HFSampler`. Needs `pip install vllm`."""
 
-    def __init__(self, model_path: str, *, temperature=1.0, top_p=1.0, max_new_tokens=256,
-                 stop: list[str] | None = None, **llm_kwargs):
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        temperature=1.0,
+        top_p=1.0,
+        max_new_tokens=256,
+        stop: list[str] | None = None,
+        **llm_kwargs,
+    ):
         if not vllm_available():
             raise ConfigError(
                 "--backend vllm needs vLLM, which is not installed: pip install vllm "

@@ -26,7 +26,9 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 def pass_at_k_per_problem(n: Sequence[int], c: Sequence[int], k: int) -> np.ndarray:
     """[P] float64: pass@k of each problem (numbers of samples `n` and correct `c`, each [P])."""
-    return np.array([pass_at_k(int(ni), int(ci), k) for ni, ci in zip(n, c)], dtype=np.float64)
+    return np.array(
+        [pass_at_k(int(ni), int(ci), k) for ni, ci in zip(n, c, strict=True)], dtype=np.float64
+    )
 
 
 def bootstrap_ci(

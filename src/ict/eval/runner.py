@@ -55,7 +55,9 @@ class EvalSettings:
             raise ConfigError(f"--n must be >= 1, got {self.n}")
         bad = [k for k in self.k if not 1 <= k <= self.n]
         if bad:
-            raise ConfigError(f"every k must be in 1..n={self.n}; got {bad}: raise --n or lower --k")
+            raise ConfigError(
+                f"every k must be in 1..n={self.n}; got {bad}: raise --n or lower --k"
+            )
         if self.temperature < 0 or not 0 < self.top_p <= 1:
             raise ConfigError("need --temperature >= 0 and 0 < --top-p <= 1")
         if self.temperature == 0 and self.n > 1:
@@ -65,7 +67,17 @@ class EvalSettings:
 
     def fingerprint(self, label: str) -> str:
         """Hash of the settings that determine a benchmark's samples (not limit/k/bootstrap)."""
-        keys = ("model", "n", "temperature", "top_p", "max_new_tokens", "batch_size", "seed", "backend", "stop")
+        keys = (
+            "model",
+            "n",
+            "temperature",
+            "top_p",
+            "max_new_tokens",
+            "batch_size",
+            "seed",
+            "backend",
+            "stop",
+        )
         payload = json.dumps([label] + [getattr(self, key) for key in keys])
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
@@ -81,11 +93,23 @@ def load_eval_items(spec: str, *, limit: int | None = None, data_dir=None) -> li
     return load_task(spec, split="eval", size=limit, data_dir=data_dir)
 
 
-def problem_record(index: int, item: Item, samples: list[tuple[str, int]], verdicts, fingerprint: str) -> dict:
+def load_all_eval_items(
+    benchmarks: Sequence[str], limit: int | None, data_dir=None
+) -> dict[str, list[Item]]:
+    """{label: items} for each benchmark spec (load before the model to fail fast on data)."""
+    return {
+        task_label(spec): load_eval_items(spec, limit=limit, data_dir=data_dir)
+        for spec in benchmarks
+    }
+
+
+def problem_record(
+    index: int, item: Item, samples: list[tuple[str, int]], verdicts, fingerprint: str
+) -> dict:
     """One JSON line of the samples file: the problem, each sample with its verdict, the counts."""
     rows = [
         {"text": text, "length": length, **verdict.to_dict()}
-        for (text, length), verdict in zip(samples, verdicts)
+        for (text, length), verdict in zip(samples, verdicts, strict=True)
     ]
     return {
         "index": index,
@@ -108,10 +132,14 @@ def summarise(records: list[dict], settings: EvalSettings) -> dict[str, Any]:
     for k in settings.k:
         per_problem = pass_at_k_per_problem(n, c, k)
         out[f"pass@{k}"] = float(per_problem.mean())
-        out[f"pass@{k}_ci95"] = list(bootstrap_ci(per_problem, num_resamples=settings.num_bootstrap, seed=settings.seed))
+        out[f"pass@{k}_ci95"] = list(
+            bootstrap_ci(per_problem, num_resamples=settings.num_bootstrap, seed=settings.seed)
+        )
     accuracy = c / n
     out["accuracy"] = float(accuracy.mean())
-    out["accuracy_ci95"] = list(bootstrap_ci(accuracy, num_resamples=settings.num_bootstrap, seed=settings.seed))
+    out["accuracy_ci95"] = list(
+        bootstrap_ci(accuracy, num_resamples=settings.num_bootstrap, seed=settings.seed)
+    )
     out["format_rate"] = float(np.mean([s["format_ok"] for s in samples]))
     out["response_length_mean"] = float(np.mean([s["length"] for s in samples]))
     out["verifier_errors"] = sum(s["error"] is not None and not s["timed_out"] for s in samples)
@@ -147,9 +175,11 @@ def evaluate_benchmark(
             continue
         chunk_items = [items[i] for i in indices]
         outputs = sampler.sample(
-            [item.messages for item in chunk_items], n=settings.n, seed=chunk_seed(settings.seed, label, start // per_chunk)
+            [item.messages for item in chunk_items],
+            n=settings.n,
+            seed=chunk_seed(settings.seed, label, start // per_chunk),
         )
-        for index, item, samples in zip(indices, chunk_items, outputs):
+        for index, item, samples in zip(indices, chunk_items, outputs, strict=True):
             if index in done:
                 continue
             verdicts = verifier.score([(item, text) for text, _ in samples])
@@ -182,9 +212,11 @@ def run_eval(
     verifier=None,
     overwrite: bool = False,
     progress: Callable[[str], None] | None = None,
+    items: dict[str, list[Item]] | None = None,
 ) -> dict[str, Any]:
     """Evaluate on each benchmark spec; write OUT/samples/*.jsonl, summary.json, summary.md.
 
+    `items` may hold already loaded problems by label (`load_all_eval_items`); else they are loaded.
     Returns the summary: {"model", "date", "settings", "benchmarks": {label: metrics}, "metrics"}.
     """
     from ict.rewards import default_verifier
@@ -192,13 +224,17 @@ def run_eval(
     settings.validate()
     verifier = verifier or default_verifier()
     out = Path(out_dir) if out_dir is not None else None
-    loaded = {task_label(spec): load_eval_items(spec, limit=settings.limit, data_dir=data_dir) for spec in benchmarks}
+    loaded = (
+        items if items is not None else load_all_eval_items(benchmarks, settings.limit, data_dir)
+    )
     results = {}
     for label, items in loaded.items():
         cache = out / "samples" / f"{file_stem(label)}.jsonl" if out is not None else None
         if cache is not None and overwrite and cache.exists():
             cache.unlink()
-        records = evaluate_benchmark(label, items, sampler, verifier, settings, cache_path=cache, progress=progress)
+        records = evaluate_benchmark(
+            label, items, sampler, verifier, settings, cache_path=cache, progress=progress
+        )
         if cache is not None:
             write_jsonl_atomic(cache, records)
         results[label] = summarise(records, settings)
@@ -222,7 +258,11 @@ def _pct(value: float) -> str:
 def results_table(summary: dict[str, Any]) -> str:
     """A Markdown table: one row per benchmark, pass@k with 95% intervals, accuracy, format, length."""
     ks = summary["settings"]["k"]
-    head = ["benchmark", "problems"] + [f"pass@{k} (95% CI)" for k in ks] + ["accuracy", "format", "length"]
+    head = (
+        ["benchmark", "problems"]
+        + [f"pass@{k} (95% CI)" for k in ks]
+        + ["accuracy", "format", "length"]
+    )
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for label, m in summary["benchmarks"].items():
         cells = [label.replace("|", "\\|"), str(m["problems"])]
@@ -267,8 +307,15 @@ def evaluate(
     """Training hook: metrics {"eval/<bench>/pass@k", "eval/<bench>/accuracy", ...} of an in-memory
     model on held-out problems (no files written). Call it every N steps from the trainer."""
     settings = EvalSettings(
-        model=type(model).__name__, n=n, k=list(k), temperature=temperature, top_p=top_p,
-        max_new_tokens=max_new_tokens, batch_size=batch_size, seed=seed, limit=limit,
+        model=type(model).__name__,
+        n=n,
+        k=list(k),
+        temperature=temperature,
+        top_p=top_p,
+        max_new_tokens=max_new_tokens,
+        batch_size=batch_size,
+        seed=seed,
+        limit=limit,
         num_bootstrap=num_bootstrap,
     )
     sampler = _hf_sampler(model, tokenizer, settings)
@@ -280,6 +327,11 @@ def _hf_sampler(model, tokenizer, settings: EvalSettings):
     from ict.eval.backends import HFSampler
 
     return HFSampler(
-        model, tokenizer, temperature=settings.temperature, top_p=settings.top_p,
-        max_new_tokens=settings.max_new_tokens, batch_size=settings.batch_size, stop=settings.stop,
+        model,
+        tokenizer,
+        temperature=settings.temperature,
+        top_p=settings.top_p,
+        max_new_tokens=settings.max_new_tokens,
+        batch_size=settings.batch_size,
+        stop=settings.stop,
     )

@@ -104,7 +104,9 @@ class Verifier:
             try:
                 reward = min(max(rg_score(found.answer, item), 0.0), 1.0)
             except Exception as err:  # noqa: BLE001 - a failing scorer is reward 0, counted
-                return Verdict(0.0, False, found.answer, found.format_ok, f"{type(err).__name__}: {err}")
+                return Verdict(
+                    0.0, False, found.answer, found.format_ok, f"{type(err).__name__}: {err}"
+                )
             return Verdict(reward, reward >= 1.0, found.answer, found.format_ok)
         if kind == "exact":
             ok = _normalise(found.answer) == _normalise(gold)

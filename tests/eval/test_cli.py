@@ -1,0 +1,145 @@
+"""End to end: `ict eval` of the tiny offline model on fixture files and a reasoning-gym task."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ict.cli import main
+from ict.cli.eval import split_benchmarks
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    from ict.testing import save_tiny_model
+
+    return save_tiny_model(tmp_path_factory.mktemp("tiny"))
+
+
+def test_split_benchmarks_keeps_list_values_together():
+    assert split_benchmarks("gsm8k, rg:x?a=[1,2]&b=3,math500") == [
+        "gsm8k",
+        "rg:x?a=[1,2]&b=3",
+        "math500",
+    ]
+
+
+def test_ict_eval_end_to_end_and_rerun_uses_the_cache(tiny_dir, tmp_path, capsys):
+    out = tmp_path / "out"
+    argv = [
+        "eval",
+        "--model",
+        str(tiny_dir),
+        "--benchmarks",
+        "gsm8k,commonsenseqa,rg:chain_sum?min_terms=2&max_terms=2",
+        "--data-dir",
+        str(FIXTURES),
+        "--n",
+        "2",
+        "--k",
+        "1,2",
+        "--limit",
+        "2",
+        "--max-new-tokens",
+        "6",
+        "--batch-size",
+        "4",
+        "--out",
+        str(out),
+        "--seed",
+        "1",
+    ]
+    assert main(argv) == 0
+    table = capsys.readouterr().out
+    assert "pass@2 (95% CI)" in table and "| gsm8k | 2 |" in table and "commonsenseqa" in table
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["benchmarks"]) == {
+        "gsm8k",
+        "commonsenseqa",
+        "rg:chain_sum?min_terms=2&max_terms=2",
+    }
+    assert summary["settings"]["max_new_tokens"] == 6 and summary["model"] == str(tiny_dir)
+    for m in summary["benchmarks"].values():
+        assert m["problems"] == 2 and 0.0 <= m["pass@1"] <= m["pass@2"] <= 1.0
+        assert 0 < m["response_length_mean"] <= 6
+    lines = (out / "samples" / "gsm8k.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    assert len(lines) == 2 and len(first["samples"]) == 2
+    assert {
+        "text",
+        "answer",
+        "correct",
+        "reward",
+        "format_ok",
+        "length",
+        "timed_out",
+        "error",
+    } <= set(first["samples"][0])
+    # A rerun finds every problem cached and reproduces the summary.
+    assert main(argv) == 0
+    again = json.loads((out / "summary.json").read_text())
+    assert again["benchmarks"] == summary["benchmarks"]
+
+
+def test_evaluate_hook_returns_flat_metrics():
+    from ict.eval import evaluate
+    from ict.testing import tiny_model_and_tokenizer
+
+    model, tokenizer = tiny_model_and_tokenizer()
+    metrics = evaluate(
+        model,
+        tokenizer,
+        ["rg:chain_sum?min_terms=2&max_terms=2"],
+        n=2,
+        k=[1, 2],
+        limit=2,
+        max_new_tokens=4,
+    )
+    prefix = "eval/rg:chain_sum?min_terms=2&max_terms=2/"
+    assert {
+        prefix + "pass@1",
+        prefix + "pass@2",
+        prefix + "accuracy",
+        prefix + "format_rate",
+    } <= set(metrics)
+    assert all(isinstance(v, float) for v in metrics.values())
+
+
+def test_missing_benchmark_file_is_a_one_line_error(tiny_dir, tmp_path, capsys):
+    code = main(
+        [
+            "eval",
+            "--model",
+            str(tiny_dir),
+            "--benchmarks",
+            "aime24",
+            "--data-dir",
+            str(tmp_path),
+            "--n",
+            "1",
+            "--k",
+            "1",
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "aime24.jsonl" in err and "HuggingFaceH4/aime_2024" in err
+
+
+def test_k_larger_than_n_is_rejected(capsys):
+    assert main(["eval", "--n", "2", "--k", "1,4"]) == 2
+    assert "raise --n" in capsys.readouterr().err
+
+
+def test_vllm_backend_missing_is_a_clear_error(tmp_path, capsys):
+    pytest.importorskip("torch")
+    from ict.eval.backends import vllm_available
+
+    if vllm_available():
+        pytest.skip("vLLM is installed")
+    assert main(["eval", "--backend", "vllm", "--model", "x/y", "--out", str(tmp_path)]) == 2
+    assert "pip install vllm" in capsys.readouterr().err
