@@ -97,13 +97,21 @@ def top_tokens(
     return [(tok, count, seen[tok]) for tok, count in picked.most_common(top)]
 
 
-def _scale(records: Sequence[dict], metric: str) -> float:
-    """Colour scale top for a metric: the page's 99th percentile value (robust to outliers)."""
+def _scale(records: Sequence[dict], metric: str) -> tuple[float, float]:
+    """Colour range of a metric: the page's 1st to 99th percentile (robust to outliers; a range
+    that starts above 0 shows contrast when every token scores high, as JS often does)."""
     values = sorted(v for rec in records for v in rec.get(metric, []))
     if not values:
-        return 1.0
-    top = values[min(len(values) - 1, int(0.99 * len(values)))]
-    return top if top > 0 else 1.0
+        return 0.0, 1.0
+    lo = values[int(0.01 * (len(values) - 1))]
+    hi = values[min(len(values) - 1, int(0.99 * len(values)))]
+    if hi <= lo:
+        lo, hi = min(0.0, lo), max(hi, lo + 1e-6) if hi > 0 else 1.0
+    return lo, hi
+
+
+def _unit(value: float, scale: tuple[float, float]) -> float:
+    return (value - scale[0]) / (scale[1] - scale[0])
 
 
 def heat(x: float) -> tuple[int, int, int]:
@@ -140,7 +148,7 @@ h1{font-size:1.4em} h2{font-size:1.1em;margin:0 0 .3em}
  background:linear-gradient(to right,rgb(255,255,255),rgb(255,255,100),rgb(240,80,40))}
 .resp{border:1px solid #ddd;border-radius:6px;padding:.7em .9em;margin:1em 0}
 .prompt{color:#555;font-size:.9em;white-space:pre-wrap;margin-bottom:.4em}
-.text{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.95em;line-height:2.1;white-space:pre-wrap}
+.text{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:1.15em;line-height:2.1;white-space:pre-wrap}
 .tok{padding:1px 0;border-radius:2px}
 .summary{font-size:.85em;color:#444;margin-top:.4em}
 .m-ict.on-ict{box-shadow:inset 0 -3px 0 #1f4fd1;font-weight:600}
@@ -158,8 +166,9 @@ function heat(x){x=Math.min(1,Math.max(0,x));
  const f=(x-0.5)/0.5;return [Math.round(255-15*f),Math.round(255-175*f),Math.round(100-60*f)];}
 function colour(metric){
  document.querySelectorAll('.tok').forEach(el=>{const v=parseFloat(el.dataset[metric]);
-  const c=heat(v/scales[metric]);el.style.backgroundColor='rgb('+c.join(',')+')';});
- document.getElementById('scale-max').textContent=scales[metric].toFixed(2);
+  const s=scales[metric];const c=heat((v-s[0])/(s[1]-s[0]));el.style.backgroundColor='rgb('+c.join(',')+')';});
+ document.getElementById('scale-min').textContent=scales[metric][0].toFixed(2);
+ document.getElementById('scale-max').textContent=scales[metric][1].toFixed(2);
  document.getElementById('scale-name').textContent=document.querySelector('input[value='+metric+']').dataset.label;}
 document.querySelectorAll('input[name=metric]').forEach(r=>r.addEventListener('change',e=>colour(e.target.value)));
 document.querySelectorAll('input.mark').forEach(cb=>cb.addEventListener('change',()=>{
@@ -180,7 +189,7 @@ def _token_span(rec: dict, t: int, metric: str, scales: dict, marks: dict[str, l
             classes.append(MARKS[name][0])
             classes.append(f"on-{name}")
             picked_by.append(MARKS[name][1])
-    r, g, b = heat(values.get(metric, 0.0) / scales[metric])
+    r, g, b = heat(_unit(values.get(metric, 0.0), scales[metric]))
     data = " ".join(f'data-{m}="{v:.4f}"' for m, v in values.items())
     tip = f"{token!r} | " + " ".join(f"{m}={v:.3f}" for m, v in values.items())
     if picked_by:
@@ -229,8 +238,8 @@ def render_html(
             f'<label><input type="checkbox" class="mark" value="{name}" checked> <span class="tok {MARKS[name][0]} on-{name}">abc</span> {MARKS[name][1]}</label>'
         )
     out.append(
-        f'<div class="legend"><span>0</span><span class="bar"></span><span id="scale-max">{scales[metric]:.2f}</span>'
-        f'<span>(<span id="scale-name">{html.escape(METRICS[metric])}</span>; colour saturates at the page\'s 99th percentile; hover a token for its values)</span></div></div>'
+        f'<div class="legend"><span id="scale-min">{scales[metric][0]:.2f}</span><span class="bar"></span><span id="scale-max">{scales[metric][1]:.2f}</span>'
+        f'<span>(<span id="scale-name">{html.escape(METRICS[metric])}</span>; colour spans the page\'s 1st to 99th percentile; hover a token for its values)</span></div></div>'
     )
     for i, rec in enumerate(records):
         marks = {
@@ -292,7 +301,7 @@ def render_terminal(
     lines = []
     if color:
         lines.append(
-            f"colour: {METRICS[metric]} (light = 0, red >= {scale:.2f}); underlined bold = picked by {selector}"
+            f"colour: {METRICS[metric]} (light <= {scale[0]:.2f}, red >= {scale[1]:.2f}); underlined bold = picked by {selector}"
         )
     else:
         lines.append(f"«token» = picked by {selector}")
@@ -303,7 +312,7 @@ def render_terminal(
         for t, tok in enumerate(rec["tokens"]):
             shown = tok.replace("\t", "→")
             if color:
-                v = float(rec[metric][t]) / scale if metric in rec else 0.0
+                v = _unit(float(rec[metric][t]), scale) if metric in rec else 0.0
                 shade = ANSI_HEAT[
                     min(len(ANSI_HEAT) - 1, max(0, int(v * (len(ANSI_HEAT) - 1) + 0.5)))
                 ]
