@@ -164,3 +164,22 @@ def test_works_under_no_grad_and_with_requires_grad_inputs():
     b = token_stats(logits, tokens, mask)
     assert not b.js.requires_grad
     torch.testing.assert_close(a.js, b.js)
+
+
+def test_default_chunk_is_bounded_and_scales_with_n():
+    from ict.stats.compute import MAX_CHUNK_BYTES, MIN_CHUNK_BYTES, _plan
+
+    cpu, V = torch.device("cpu"), 151936
+    for n in (1, 100, 1024, 4096, 10**6):
+        fill, block = _plan(None, V, torch.float32, cpu, False, n)
+        assert 1 <= block <= fill and fill * V * 4 <= max(MAX_CHUNK_BYTES, V * 4)
+        assert fill * V * 4 >= min(MIN_CHUNK_BYTES, n * V * 4) or fill >= n // 16
+    assert _plan(None, V, torch.float32, cpu, False, 4096)[0] == 256  # N/16
+    assert (
+        _plan(None, V, torch.float32, cpu, True, 4096)[0]
+        == _plan(None, V, torch.float32, cpu, True, 4096)[1]
+    )
+    assert _plan(5, V, torch.float32, torch.device("meta"), False, 4096) == (
+        5,
+        5,
+    )  # non-CPU: block = chunk
