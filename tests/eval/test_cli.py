@@ -88,16 +88,9 @@ def test_evaluate_hook_returns_flat_metrics():
     from ict.testing import tiny_model_and_tokenizer
 
     model, tokenizer = tiny_model_and_tokenizer()
-    metrics = evaluate(
-        model,
-        tokenizer,
-        ["rg:chain_sum?min_terms=2&max_terms=2"],
-        n=2,
-        k=[1, 2],
-        limit=2,
-        max_new_tokens=4,
-    )
-    prefix = "eval/rg:chain_sum?min_terms=2&max_terms=2/"
+    spec = "rg:chain_sum?min_terms=2&max_terms=2"
+    metrics = evaluate(model, tokenizer, [spec], n=2, k=[1, 2], limit=2, max_new_tokens=4)
+    prefix = f"eval/{spec}/"
     assert {
         prefix + "pass@1",
         prefix + "pass@2",
@@ -105,6 +98,10 @@ def test_evaluate_hook_returns_flat_metrics():
         prefix + "format_rate",
     } <= set(metrics)
     assert all(isinstance(v, float) for v in metrics.values())
+    assert 0.0 <= metrics[prefix + "pass@1"] <= metrics[prefix + "pass@2"] <= 1.0
+    # One spec as a string, default k = powers of two up to n.
+    single = evaluate(model, tokenizer, spec, n=4, limit=1, max_new_tokens=2)
+    assert {prefix + f"pass@{k}" for k in (1, 2, 4)} <= set(single)
 
 
 def test_missing_benchmark_file_is_a_one_line_error(tiny_dir, tmp_path, capsys):

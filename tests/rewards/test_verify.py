@@ -106,3 +106,17 @@ def test_sandbox_kills_an_uninterruptible_call():
 def test_unknown_verifier_is_rejected(verifier):
     with pytest.raises(ValueError, match="unknown verifier"):
         verifier.score_one(item("1", verifier="llm-judge"), "1")
+
+
+def test_interpreter_exit_with_a_live_child_is_clean():
+    import subprocess
+    import sys
+
+    code = (
+        "from types import SimpleNamespace as S\n"
+        "from ict.rewards import score_response\n"
+        "print(score_response(S(answer='1/2', verifier='math', metadata={}), '<answer>0.5</answer>').correct)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True" and "Fatal" not in done.stderr

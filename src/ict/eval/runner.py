@@ -290,10 +290,10 @@ def summary_markdown(summary: dict[str, Any]) -> str:
 def evaluate(
     model,
     tokenizer,
-    benchmarks: Sequence[str],
+    benchmarks: str | Sequence[str],
     *,
     n: int = 4,
-    k: Sequence[int] = (1, 4),
+    k: Sequence[int] | None = None,
     temperature: float = 1.0,
     top_p: float = 1.0,
     max_new_tokens: int = 128,
@@ -305,7 +305,15 @@ def evaluate(
     num_bootstrap: int = 200,
 ) -> dict[str, float]:
     """Training hook: metrics {"eval/<bench>/pass@k", "eval/<bench>/accuracy", ...} of an in-memory
-    model on held-out problems (no files written). Call it every N steps from the trainer."""
+    model on held-out problems (no files written). Call it every N steps from the trainer.
+
+    `benchmarks`: one spec or a list (see ict.data.load_task); `k` defaults to 1, 2, 4, ... <= n;
+    `limit`: problems per benchmark.
+    """
+    if isinstance(benchmarks, str):
+        benchmarks = [benchmarks]
+    if k is None:
+        k = [2**i for i in range(n.bit_length()) if 2**i <= n]
     settings = EvalSettings(
         model=type(model).__name__,
         n=n,

@@ -13,14 +13,24 @@ hanging call. Kinds: "math" (answer equivalence, see `_child.math_equal_unsafe`)
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import queue
 import subprocess
 import sys
 import threading
+import weakref
 
 STARTUP_S = 120.0  # start-up and imports of the child, not counted in the per-call limit
+_LIVE: weakref.WeakSet = weakref.WeakSet()  # sandboxes to stop before interpreter shutdown
+
+
+@atexit.register
+def _close_all() -> None:
+    """Stop every child (and its reader thread) before the interpreter finalises its streams."""
+    for sandbox in list(_LIVE):
+        sandbox.close()
 
 
 class Sandbox:
@@ -37,7 +47,9 @@ class Sandbox:
         self.restarts = 0
         self._process: subprocess.Popen | None = None
         self._lines: queue.Queue = queue.Queue()
+        self._reader: threading.Thread | None = None
         self._lock = threading.Lock()
+        _LIVE.add(self)
 
     def _start(self) -> None:
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
@@ -50,9 +62,10 @@ class Sandbox:
             env=env,
         )
         self._lines = queue.Queue()
-        threading.Thread(
+        self._reader = threading.Thread(
             target=_pump, args=(self._process.stdout, self._lines), daemon=True
-        ).start()
+        )
+        self._reader.start()
         ready = self._receive(STARTUP_S)
         if ready is None or ready.get("status") != "ready":
             self._kill()
@@ -72,6 +85,8 @@ class Sandbox:
         if self._process is not None:
             self._process.kill()
             self._process.wait(timeout=10)
+            if self._reader is not None:
+                self._reader.join(timeout=10)  # it ends at the child's end of stream
             for stream in (self._process.stdin, self._process.stdout):
                 try:
                     stream.close()
