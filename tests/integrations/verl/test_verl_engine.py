@@ -1,0 +1,152 @@
+"""verl's own FSDPEngineWithLMHead code path, with the plugin's wrappers, on CPU.
+
+A bare engine (no FSDP, no GPU: a one-layer token -> logits table stands in for the model) runs
+verl's real forward_backward_batch / prepare_model_inputs / prepare_model_outputs / ppo_loss in a
+one-process gloo group. Checked: the old-policy pass returns the two-pass statistics equal to
+ict.stats (batch_mean); the update pass back-propagates exactly ict.loss's gradient.
+"""
+
+import functools
+import os
+import types
+
+import pytest
+import torch
+
+pytest.importorskip("verl")
+from verl_helpers import actor_config, verl_batch  # noqa: E402
+
+import ict.integrations.verl  # noqa: E402,F401  (registers + patches)
+from ict.integrations.verl import loss as verl_loss  # noqa: E402
+
+pytestmark = [pytest.mark.verl, pytest.mark.slow]
+
+V, T_SAMPLE = 13, 0.9
+
+
+class TokenTable(torch.nn.Module):
+    """logits at a position depend on that position's input token only."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = torch.nn.Parameter(torch.randn(V, V, generator=torch.Generator().manual_seed(0)) * 2)
+
+    def forward(self, input_ids, attention_mask=None, position_ids=None, use_cache=False, **_):
+        return types.SimpleNamespace(logits=self.table[input_ids])
+
+
+@pytest.fixture(scope="module")
+def gloo():
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", "29533")
+        dist.init_process_group("gloo", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def _engine(monkeypatch):
+    from verl.workers.engine.fsdp import transformer_impl
+
+    monkeypatch.setattr(transformer_impl, "get_device_id", lambda: "cpu")
+    monkeypatch.setattr(transformer_impl, "get_device_name", lambda: "cpu")
+    engine = object.__new__(transformer_impl.FSDPEngineWithLMHead)
+    engine.module = TokenTable()
+    engine.engine_config = types.SimpleNamespace(
+        entropy_checkpointing=False, entropy_from_logits_with_chunking=False,
+        use_no_sync_for_gradient_accumulation=False,
+    )  # fmt: skip
+    engine.compute_entropy_from_logits = transformer_impl.verl_F.entropy_from_logits
+    engine.use_ulysses_sp, engine.ulysses_sequence_parallel_size = False, 1
+    engine.pad_to_length, engine._autocast_dtype, engine.scaler = False, torch.float32, None
+    engine.get_data_parallel_group = lambda: None
+    engine.get_data_parallel_size = lambda: 1
+    return engine
+
+
+def _data(remove_padding):
+    from verl.utils import tensordict_utils as tu
+
+    g = torch.Generator().manual_seed(1)
+    B, R = 6, 5
+    tokens = torch.randint(0, V, (B, R), generator=g)
+    lengths = torch.tensor([5, 2, 4, 1, 5, 3])
+    mask = torch.arange(R)[None, :] < lengths[:, None]
+    td = verl_batch([2, 1, 3, 2, 1, 2], tokens, mask, vocab=V)
+    tu.assign_non_tensor(td, use_remove_padding=remove_padding, use_dynamic_bsz=False,
+                         micro_batch_size_per_gpu=2, temperature=T_SAMPLE, use_fused_kernels=False)  # fmt: skip
+    return td, tokens, mask
+
+
+def _response_logits(engine, td, mask):
+    """[B, R, V] logits that predict each response token (input token at the previous position)."""
+    seq = td["input_ids"]
+    prompt_lens = seq.offsets().diff() - mask.sum(-1)
+    out = torch.zeros(*mask.shape, V)
+    for b, ids in enumerate(seq.unbind()):
+        for j in range(int(mask[b].sum())):
+            out[b, j] = engine.module.table[ids[prompt_lens[b] - 1 + j]].detach()
+    return out
+
+
+@pytest.mark.parametrize("remove_padding", [True, False])
+def test_old_policy_pass_and_update_through_verls_engine(monkeypatch, gloo, remove_padding):
+    from verl.utils import tensordict_utils as tu
+    from verl.workers.utils.losses import ppo_loss
+    from verl.workers.utils.padding import no_padding_2_padding
+
+    from ict.loss import policy_loss
+    from ict.stats import token_stats
+
+    engine = _engine(monkeypatch)
+    td, tokens, mask = _data(remove_padding)
+
+    # old-policy pass, as compute_log_prob runs it
+    tu.assign_non_tensor(td, calculate_entropy=True, ict_stats={"reference": "batch_mean", "chunk_size": 4})
+    out = engine.infer_batch(td)
+    got = {k: no_padding_2_padding(out["model_output"][k], td) for k in ("ict_entropy", "ict_renyi2", "ict_js")}
+    old_log_probs = no_padding_2_padding(out["model_output"]["log_probs"], td).detach()
+    want = token_stats(_response_logits(engine, td, mask), tokens, mask, temperature=T_SAMPLE)
+    torch.testing.assert_close(got["ict_entropy"], want.entropy, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got["ict_renyi2"], want.renyi2, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got["ict_js"], want.js, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(old_log_probs, want.logprob, atol=1e-5, rtol=1e-5)
+
+    # update pass: perturb the policy, select the top-JS third, train one mini-batch
+    with torch.no_grad():
+        engine.module.table.add_(0.3 * torch.randn(V, V, generator=torch.Generator().manual_seed(2)))
+    selected = torch.zeros_like(mask)
+    flat = torch.where(mask, want.js, -1.0).flatten()
+    selected.view(-1)[flat.topk(int(mask.sum()) // 3).indices] = True
+    adv = torch.linspace(-1, 1, mask.shape[0])[:, None] * mask
+    train, _, _ = _data(remove_padding)
+    train["old_log_probs"], train["advantages"] = old_log_probs, adv
+    train[verl_loss.SELECTED_KEY] = selected
+    tu.assign_non_tensor(train, calculate_entropy=False, global_batch_size=mask.shape[0],
+                         **{verl_loss.NORMALIZE_KEY: "selected"})  # fmt: skip
+    from verl.workers.config import PolicyLossConfig
+
+    config = actor_config(policy_loss=PolicyLossConfig(loss_mode="ict"))
+    engine.module.zero_grad()
+    engine.forward_backward_batch(train, functools.partial(ppo_loss, config=config), forward_only=False)
+    got_grad = engine.module.table.grad.clone()
+
+    engine.module.zero_grad()
+    logp = torch.log_softmax(_response_logits_grad(engine, td, mask) / T_SAMPLE, -1)
+    logp = logp.gather(-1, tokens[..., None]).squeeze(-1)
+    loss, _ = policy_loss(logp, old_log_probs, adv, mask, selected, dual_clip=3.0)
+    loss.backward()
+    torch.testing.assert_close(got_grad, engine.module.table.grad, atol=1e-6, rtol=1e-5)
+    assert got_grad.abs().sum() > 0
+
+
+def _response_logits_grad(engine, td, mask):
+    seq = td["input_ids"]
+    prompt_lens = seq.offsets().diff() - mask.sum(-1)
+    index = torch.zeros(mask.shape, dtype=torch.long)
+    for b, ids in enumerate(seq.unbind()):
+        n = int(mask[b].sum())
+        index[b, :n] = ids[prompt_lens[b] - 1 : prompt_lens[b] - 1 + n]
+    return engine.module.table[index]

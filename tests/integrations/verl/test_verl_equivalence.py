@@ -1,0 +1,100 @@
+"""Cross-engine equivalence: the verl path turns ict.integrations.cases into the native selection
+and loss. The verl path is the plugin's own code on verl's layouts: old-policy statistics from
+packed logits on two simulated DP ranks (sum and count of p added, as the all-reduce does), the
+driver's global selection, then the registered loss over two micro-batches with global counts.
+"""
+
+import pytest
+import torch
+
+pytest.importorskip("verl")
+from verl_helpers import actor_config, packed_logits, verl_batch  # noqa: E402
+
+from ict.errors import ConfigError  # noqa: E402
+from ict.integrations.cases import assert_matches_native, equivalence_cases, selector_options  # noqa: E402
+from ict.integrations.verl import loss as verl_loss  # noqa: E402
+from ict.integrations.verl.config import IctVerlConfig, validate  # noqa: E402
+from ict.integrations.verl.hooks import _OldPolicyPass, score_micro_batch, select_batch  # noqa: E402
+
+pytestmark = pytest.mark.verl
+
+CASES = equivalence_cases()
+AGG = {"token_mean": "token-mean", "seq_mean_token_mean": "seq-mean-token-mean",
+       "seq_mean_token_sum_norm": "seq-mean-token-sum-norm"}  # fmt: skip
+UNSUPPORTED = {"group_mean", "sequence_mean", "previous_token", "reference_policy"}
+
+
+def _spec(o):
+    return IctVerlConfig(
+        selector=o["method"], ratio=o["ratio"], scope=o["scope"], granularity=o["granularity"],
+        reference=o["reference"], normalize_by=o["normalize_by"], seed=o["seed"],
+        selector_options=selector_options(o),
+    )  # fmt: skip
+
+
+def verl_path(case, ranks=2, micro_batches=2):
+    from verl.utils import tensordict_utils as tu
+    from verl.workers.utils.padding import no_padding_2_padding
+
+    o = case.options
+    spec = _spec(o)
+    validate(spec)
+    B, T = case.mask.shape
+    V = case.lm_head_weight.shape[0]
+    prompt_lens = [1 + (b % 3) for b in range(B)]
+    shards = torch.arange(B).chunk(ranks)
+
+    # worker side, pass 1 on every rank, then the all-reduce of sum p and count
+    batches, passes = [], []
+    for rows in shards:
+        td = verl_batch([prompt_lens[i] for i in rows], case.tokens[rows], case.mask[rows], vocab=V)
+        tu.assign_non_tensor(td, temperature=o["temperature"])
+        logits = packed_logits(td, case.logits[rows])
+        state = _OldPolicyPass(chunk_size=5)
+        batches.append((td, logits, score_micro_batch(state, logits, td)))
+        passes.append(state)
+    reference = sum(s.prob_sum for s in passes) / sum(s.count for s in passes)
+    stats = {"ict_entropy": [], "ict_renyi2": [], "ict_js": []}
+    for td, logits, first in batches:
+        second = score_micro_batch(_OldPolicyPass(chunk_size=5, reference=reference), logits, td)
+        offsets = td["input_ids"].offsets()
+        for key, values in {**first, **second}.items():
+            nested = torch.nested.nested_tensor_from_jagged(values, offsets)
+            stats[key].append(no_padding_2_padding(nested, td))
+    tensors = {k: torch.cat(v) for k, v in stats.items()}
+
+    # driver side: global selection over the whole batch
+    tensors.update(response_mask=case.mask.long(), advantages=case.advantages[:, None] * case.mask,
+                   old_log_probs=case.old_logprob, responses=case.tokens)  # fmt: skip
+    selected, _ = select_batch(tensors, spec, step=0)
+
+    # worker update: micro-batches, global counts, verl's agg_loss
+    from verl.trainer.ppo.core_algos import get_policy_loss_fn
+
+    config = actor_config(clip_ratio_low=o["eps_low"], clip_ratio_high=o["eps_high"],
+                          clip_ratio_c=o["dual_clip"] or 3.0)  # fmt: skip
+    config.global_batch_info.update(dp_size=1, batch_num_tokens=int(case.mask.sum()),
+                                    global_batch_size=B, loss_scale_factor=None)  # fmt: skip
+    n_sel, n_rows = verl_loss.local_counts(selected, case.mask, spec.normalize_by)
+    fn = get_policy_loss_fn("ict")
+    loss = torch.zeros(())
+    for rows in torch.arange(B).chunk(micro_batches):
+        sel = verl_loss.MicroBatchSelection(selected[rows], spec.normalize_by, n_sel, n_rows)
+        with verl_loss.micro_batch(sel):
+            part, _ = fn(case.old_logprob[rows], case.logprob[rows], tensors["advantages"][rows],
+                         case.mask[rows].long(), AGG[o["loss_agg"]], config)  # fmt: skip
+        loss = loss + part
+    return selected, loss
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.options["reference"] not in UNSUPPORTED],
+                         ids=lambda c: c.name)  # fmt: skip
+def test_same_selection_and_loss_as_native(case):
+    assert_matches_native(case, *verl_path(case))
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.options["reference"] in UNSUPPORTED],
+                         ids=lambda c: c.name)  # fmt: skip
+def test_unsupported_reference_is_refused_clearly(case):
+    with pytest.raises(ConfigError, match="not supported on verl"):
+        verl_path(case)

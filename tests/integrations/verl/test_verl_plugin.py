@@ -1,0 +1,120 @@
+"""Loading through verl's plugin mechanisms (fresh processes), the version guard, the config."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from importlib.metadata import entry_points
+
+import pytest
+
+pytest.importorskip("verl")
+
+from ict.errors import ConfigError  # noqa: E402
+from ict.integrations.verl import SUPPORTED_VERL_VERSIONS, check_verl_version  # noqa: E402
+from ict.integrations.verl.config import LOSS_MODES, from_verl_config  # noqa: E402
+
+pytestmark = pytest.mark.verl
+
+PROBE = textwrap.dedent(
+    """
+    import json, verl
+    from verl.trainer.ppo.core_algos import POLICY_LOSS_REGISTRY
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+    from verl.workers.engine.fsdp.transformer_impl import FSDPEngine, FSDPEngineWithLMHead
+    patched = [getattr(f, "__ict_patched__", False) for f in (
+        FSDPEngineWithLMHead.prepare_model_outputs, FSDPEngine.forward_backward_batch,
+        RayPPOTrainer._compute_old_log_prob, RayPPOTrainer._update_actor)]
+    print(json.dumps({"losses": sorted(k for k in POLICY_LOSS_REGISTRY if k.startswith("ict")),
+                      "patched": patched}))
+    """
+)
+
+
+def _run(env_updates, code=PROBE, extra_path=None):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VERL_USE_EXTERNAL")}
+    env.update(OMP_NUM_THREADS="1", **env_updates)
+    if extra_path:
+        env["PYTHONPATH"] = os.pathsep.join([str(extra_path), env.get("PYTHONPATH", "")])
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+
+
+def _probe(proc):
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_env_var_loads_the_plugin_in_a_fresh_process():
+    out = _probe(_run({"VERL_USE_EXTERNAL_MODULES": "ict.integrations.verl",
+                       "VERL_USE_EXTERNAL_PLUGINS": "none"}))  # fmt: skip
+    assert out == {"losses": sorted(LOSS_MODES), "patched": [True] * 4}
+
+
+@pytest.mark.slow
+def test_without_the_plugin_nothing_is_registered():
+    out = _probe(_run({"VERL_USE_EXTERNAL_PLUGINS": "none"}))
+    assert out == {"losses": [], "patched": [False] * 4}
+
+
+@pytest.mark.slow
+def test_entry_point_group_verl_plugins_loads_the_plugin(tmp_path):
+    """The `verl.plugins` entry point (what pyproject declares) as a distribution on sys.path."""
+    dist = tmp_path / "ict_verl_probe-0.0.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: ict-verl-probe\nVersion: 0.0.0\n")
+    (dist / "entry_points.txt").write_text("[verl.plugins]\nict_probe = ict.integrations.verl\n")
+    out = _probe(_run({"VERL_USE_EXTERNAL_PLUGINS": "ict_probe"}, extra_path=tmp_path))
+    assert out == {"losses": sorted(LOSS_MODES), "patched": [True] * 4}
+
+
+@pytest.mark.slow
+def test_installed_ict_declares_the_verl_plugin_entry_point():
+    eps = [ep for ep in entry_points(group="verl.plugins") if ep.value == "ict.integrations.verl"]
+    if not eps:
+        pytest.skip('pyproject.toml lacks [project.entry-points."verl.plugins"] ict = "ict.integrations.verl"')
+    out = _probe(_run({"VERL_USE_EXTERNAL_PLUGINS": eps[0].name}))
+    assert out == {"losses": sorted(LOSS_MODES), "patched": [True] * 4}
+
+
+def test_version_guard_names_the_problem_and_the_fix(monkeypatch):
+    assert check_verl_version("0.9.1") == "0.9.1"
+    with pytest.raises(ConfigError, match=r"supports verl 0\.9\.1 but found verl 0\.8\.0.*verl==0\.9\.1"):
+        check_verl_version("0.8.0")
+    monkeypatch.setenv("ICT_VERL_SKIP_VERSION_CHECK", "1")
+    assert check_verl_version("0.10.0") == "0.10.0"
+    assert SUPPORTED_VERL_VERSIONS == ("0.9.1",)
+
+
+@pytest.mark.slow
+def test_fake_verl_version_fails_loudly_in_a_fresh_process():
+    code = "import verl; verl.__version__ = '0.10.0'\nimport ict.integrations.verl"
+    proc = _run({"VERL_USE_EXTERNAL_PLUGINS": "none"}, code=code)
+    assert proc.returncode != 0
+    assert "supports verl 0.9.1 but found verl 0.10.0" in proc.stderr
+    assert "ict verl plugin not loaded" in proc.stderr  # logged: verl hides plugin errors
+
+
+def test_config_section_is_read_and_checked():
+    from omegaconf import OmegaConf
+
+    base = {"actor_rollout_ref": {"actor": {"policy_loss": {"loss_mode": "ict_stapo"}, "strategy": "fsdp2"}}}
+    spec = from_verl_config(OmegaConf.create({**base, "ict": {"selector_options": {"prob_below": 0.02}}}))
+    assert spec.selector == "stapo" and spec.selector_options == {"prob_below": 0.02}
+    assert spec.ratio is None and spec.normalize_by == "selected" and not spec.needs_js
+    assert from_verl_config(OmegaConf.create({"actor_rollout_ref": {"actor": {}}})) is None  # vanilla
+    ict = from_verl_config(OmegaConf.create({**base, "ict": {"selector": "ict+stapo", "ratio": 0.2}}))
+    assert ict.needs_js and ict.stats_request() == {"reference": "batch_mean", "chunk_size": 1024}
+    with pytest.raises(ConfigError, match="unknown key"):
+        from_verl_config(OmegaConf.create({**base, "ict": {"ration": 0.1}}))
+    with pytest.raises(ConfigError, match="ratio"):
+        from_verl_config(OmegaConf.create({**base, "ict": {"ratio": 1.5}}))
+    fused = OmegaConf.create({**base, "actor_rollout_ref": {**base["actor_rollout_ref"],
+                                                            "model": {"use_fused_kernels": True}}})
+    with pytest.raises(ConfigError, match="use_fused_kernels=False"):
+        from_verl_config(fused)
+    sp = OmegaConf.create(base)
+    sp.actor_rollout_ref.actor.fsdp_config = {"ulysses_sequence_parallel_size": 2}
+    with pytest.raises(ConfigError, match="ulysses_sequence_parallel_size=1"):
+        from_verl_config(sp)
