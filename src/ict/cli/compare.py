@@ -96,6 +96,18 @@ def run(args) -> int:
             f"Supervised warm start: {info['steps']} steps, sampled accuracy {info['accuracy']:.2f} "
             "on 200 training problems before RL (every cell starts from these weights)."
         )
+        if "eval" in info:
+            ci = info["eval"].get("bootstrap_95", {})
+            parts = [
+                f"{k.split('/')[-1]} {v:.3f}"
+                + (f" [{ci[k][0]:.3f}, {ci[k][1]:.3f}]" if k in ci else "")
+                for k, v in info["eval"]["metrics"].items()
+            ]
+            notes.append(
+                "Before RL, the same held-out evaluation gives "
+                + ", ".join(parts)
+                + " (one model: 95% bootstrap intervals over problems)."
+            )
     md = build_report(
         dirs,
         out / "report",

@@ -146,6 +146,8 @@ def run_grid(
             f"toy warm start: {'cached' if info['cached'] else 'trained'} ({info['steps']} steps, "
             f"sampled accuracy {info['accuracy']:.2f}, {time.perf_counter() - t0:.0f} s) {info['path']}"
         )
+        if "eval" not in info:  # the start point's held-out pass@k, once per grid
+            info["eval"] = evaluate_toy(base, tokenizer, preset)
         (out / "warm_start.json").write_text(json.dumps(info, indent=2))
         problems = toy.problems(preset.toy, "train", configs[methods[0], seeds[0]].train_size)
 
