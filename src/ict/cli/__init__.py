@@ -1,6 +1,6 @@
 """The `ict` command: a thin dispatcher over one module per subcommand.
 
-Each subcommand module in `ict.cli` defines `add_parser(subparsers)` (which registers the
+Each subcommand module in `ict.cli` defines `add_parser(subparsers, summary)` (which registers the
 subcommand and sets `func`) and imports heavy libraries only inside its `run` function, so that
 `ict --help` is instant.
 """
