@@ -16,7 +16,7 @@ export TOKENIZERS_PARALLELISM ?= false
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 
-.PHONY: venv venv-verl run test test-core test-verl test-slow lint bench clean help
+.PHONY: browser venv venv-verl run test test-core test-verl test-slow lint bench clean help
 
 help:
 	@echo "make run        install into $(VENV) and train the embedded default (SmolLM2-135M, method ict)"
@@ -39,7 +39,14 @@ venv: $(VENV)/.installed
 run: venv
 	$(VENV)/bin/ict train
 
-test-core: venv
+# Chromium renders the token map in a browser test (skipped when it is missing); installed when
+# this runs as root with apt, best effort.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1; } || \
+	  echo "chromium not available: the browser test will be skipped"
+
+test-core: venv browser
 	$(VENV)/bin/python -m pytest -q -m "not slow and not verl"
 
 test: test-core test-verl
