@@ -196,3 +196,66 @@ def test_trl_loss_aggregations_match_native_over_micro_batches(tmp_path, loss_ag
             denominator=torch.as_tensor(denominator, dtype=torch.float32),
         )  # fmt: skip
         torch.testing.assert_close(rec["loss"], want.detach(), atol=1e-6, rtol=1e-5)
+
+
+def test_example_script_quick_runs(tmp_path):
+    """examples/trl/train_ict.py --quick: 3 offline steps, ICT metrics in TRL's log."""
+    import runpy
+    from pathlib import Path
+
+    script = Path(__file__).parents[2] / "examples" / "trl" / "train_ict.py"
+    main = runpy.run_path(str(script))["main"]
+    trainer = main(["--quick", "--output-dir", str(tmp_path)])
+    steps = [row for row in trainer.state.log_history if "selected_fraction" in row]
+    assert len(steps) == 3
+    assert all(0.1 <= row["selected_fraction"] < 0.2 for row in steps)  # ceil(0.1 N) / N, N ~ 64
+
+
+def _js(p, q):
+    def h(x):
+        return -(x * x.clamp_min(1e-30).log()).sum(-1)
+
+    return h((p + q) / 2) - h(p) / 2 - h(q) / 2
+
+
+def test_previous_token_reference_uses_the_last_prompt_position(tmp_path):
+    """JS of each response token to the distribution one position earlier, the first one compared
+    with the distribution that predicted the last prompt token; checked with full logits."""
+    trainer = run_tiny(tmp_path, method="ict", reference="previous_token", max_steps=1)
+    rec = trainer.records[0]["inputs"]
+    # the statistics were computed before the update: recompute them with the initial weights
+    from ict.testing import tiny_model_and_tokenizer
+
+    model, _ = tiny_model_and_tokenizer(seed=0)
+    ids = torch.cat([rec["prompt_ids"], rec["completion_ids"]], 1)
+    att = torch.cat([rec["prompt_mask"], rec["completion_mask"]], 1)
+    with torch.no_grad():
+        probs = torch.softmax(model(input_ids=ids, attention_mask=att).logits.float(), -1)
+    P, C = rec["prompt_ids"].size(1), rec["completion_ids"].size(1)
+    p = probs[:, P - 1 : P + C - 1]  # predicts completion token t
+    q = probs[:, P - 2 : P + C - 2]  # one position earlier
+    want = _js(p, q) * rec["completion_mask"]
+    torch.testing.assert_close(rec["ict_js"], want, atol=2e-5, rtol=1e-3)
+    assert (rec["ict_js"][:, 0] > 0).all()
+
+
+def test_reference_policy_reference_starts_at_zero(tmp_path):
+    """reference='reference_policy' (beta > 0): JS to TRL's frozen reference model is 0 before the
+    first update and positive after it."""
+    from ict.testing import tiny_model_and_tokenizer
+
+    model, tokenizer = tiny_model_and_tokenizer(seed=0)
+    model.save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    from _trl_helpers import tiny_config, toy_dataset, toy_reward
+
+    from ict.integrations.trl import ICTGRPOTrainer
+
+    cls = recording_trainer_class(ICTGRPOTrainer)
+    args = tiny_config(tmp_path / "run", reference="reference_policy", beta=0.04, max_steps=2)
+    trainer = cls(model=str(tmp_path / "model"), reward_funcs=toy_reward, args=args,
+                  train_dataset=toy_dataset(), processing_class=tokenizer)  # fmt: skip
+    trainer.train()
+    first, second = trainer.records[0]["inputs"], trainer.records[1]["inputs"]
+    assert first["ict_js"].abs().max() < 1e-6
+    assert second["ict_js"][second["completion_mask"].bool()].min() > 0

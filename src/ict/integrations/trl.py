@@ -199,7 +199,9 @@ class ICTGRPOTrainer(GRPOTrainer):
     def _ict_hidden(self, model, input_ids, attention_mask, first, last):
         """Final hidden states at positions [first, last) of every row: [B, last-first, D], model dtype."""
         base = model.get_base_model() if is_peft_model(model) else model
-        rows = self.args.per_device_train_batch_size if model is self.model else input_ids.size(0)
+        rows = (
+            self.args.per_device_train_batch_size
+        )  # the rows TRL itself runs through the model at once
         parts = []
         for start in range(0, input_ids.size(0), max(rows, 1)):
             with self.accelerator.autocast():
