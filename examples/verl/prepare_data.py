@@ -15,7 +15,13 @@ import datasets
 INSTRUCTION = "Let's think step by step and output the final answer within \\boxed{}."
 SOURCES = {
     # name: (hub id, config, question field, answer function, verl data_source)
-    "math": ("DigitalLearningGmbH/MATH-lighteval", None, "problem", None, "DigitalLearningGmbH/MATH-lighteval"),
+    "math": (
+        "DigitalLearningGmbH/MATH-lighteval",
+        None,
+        "problem",
+        None,
+        "DigitalLearningGmbH/MATH-lighteval",
+    ),
     "gsm8k": ("openai/gsm8k", "main", "question", None, "openai/gsm8k"),
 }
 
