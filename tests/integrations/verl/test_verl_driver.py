@@ -1,0 +1,140 @@
+"""The driver-side wrappers around verl's own RayPPOTrainer methods, with a fake worker group:
+statistics requested and kept in the batch, then a global selection sent with the update."""
+
+import types
+
+import pytest
+import torch
+
+pytest.importorskip("verl")
+from verl_helpers import packed_logits  # noqa: E402
+
+import ict.integrations.verl  # noqa: E402,F401
+from ict.integrations.verl import loss as verl_loss  # noqa: E402
+from ict.integrations.verl.hooks import _OldPolicyPass, score_micro_batch  # noqa: E402
+
+pytestmark = pytest.mark.verl
+
+V = 9
+
+
+def _config(loss_mode="ict"):
+    from omegaconf import OmegaConf
+
+    return OmegaConf.create({
+        "actor_rollout_ref": {
+            "actor": {"policy_loss": {"loss_mode": loss_mode}, "strategy": "fsdp", "calculate_entropy": False,
+                      "entropy_coeff": 0.0, "ppo_mini_batch_size": 2, "ppo_epochs": 1, "data_loader_seed": 1,
+                      "shuffle": False, "calculate_sum_pi_squared": False},
+            "rollout": {"n": 2, "temperature": 1.0, "multi_turn": {"enable": False}},
+        },
+        "ict": {"ratio": 0.25},
+    })  # fmt: skip
+
+
+class FakeWorkers:
+    """Plays the actor workers: the old-policy pass computes the plugin's statistics."""
+
+    def __init__(self, response_logits):
+        self.response_logits = response_logits
+        self.update_inputs = []
+
+    def compute_log_prob(self, td):
+        from verl.utils import tensordict_utils as tu
+
+        request = tu.get_non_tensor_data(td, "ict_stats", None)
+        assert request == {"reference": "batch_mean", "chunk_size": 1024}
+        logits = packed_logits(td, self.response_logits)
+        first = _OldPolicyPass(4)
+        out = score_micro_batch(first, logits, td)
+        out.update(
+            score_micro_batch(_OldPolicyPass(4, reference=first.prob_sum / first.count), logits, td)
+        )
+        offsets = td["input_ids"].offsets()
+        nested = {k: torch.nested.nested_tensor_from_jagged(v, offsets) for k, v in out.items()}
+        zeros = torch.nested.nested_tensor_from_jagged(torch.zeros(int(offsets[-1])), offsets)
+        nested.update(log_probs=zeros, entropy=zeros)
+        return tu.get_tensordict(tensor_dict=nested, non_tensor_dict={"metrics": {"mfu": 0.0}})
+
+    def update_actor(self, td):
+        from verl.utils import tensordict_utils as tu
+
+        self.update_inputs.append(td)
+        return tu.get_tensordict(
+            tensor_dict={}, non_tensor_dict={"metrics": {"mfu": 0.5, "pg_loss": [1.0]}}
+        )
+
+
+def _batch():
+    from verl import DataProto
+
+    g = torch.Generator().manual_seed(0)
+    B, P, R = 4, 2, 4
+    prompts = torch.randint(1, V, (B, P), generator=g)
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0], [1, 1, 1, 0], [1, 0, 0, 0]])
+    responses = torch.randint(1, V, (B, R), generator=g) * mask
+    attention = torch.cat([torch.ones(B, P, dtype=torch.long), mask], dim=1)
+    return DataProto.from_dict(meta_info={"temperature": 1.0}, tensors={
+        "prompts": prompts, "responses": responses, "input_ids": torch.cat([prompts, responses], 1),
+        "attention_mask": attention, "position_ids": (attention.cumsum(-1) - 1).clamp_min(0),
+        "response_mask": mask,
+    }), mask.bool()  # fmt: skip
+
+
+def test_old_log_prob_then_update_carry_stats_and_a_global_selection():
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    from ict.stats import token_stats
+
+    batch, mask = _batch()
+    logits = torch.randn(4, 4, V, generator=torch.Generator().manual_seed(1))
+    workers = FakeWorkers(logits)
+    trainer = types.SimpleNamespace(config=_config(), actor_rollout_wg=workers, global_steps=3)
+
+    old, _ = RayPPOTrainer._compute_old_log_prob(trainer, batch)
+    want = token_stats(logits, batch.batch["responses"], mask, reference="batch_mean")
+    torch.testing.assert_close(old.batch["ict_js"], want.js, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(old.batch["ict_entropy"], want.entropy, atol=1e-5, rtol=1e-5)
+    assert "ict_stats" not in batch.meta_info and workers.compute_log_prob.__self__ is workers
+
+    batch = batch.union(old)
+    batch.batch["advantages"] = torch.linspace(-1, 1, 4)[:, None] * mask
+    out = RayPPOTrainer._update_actor(trainer, batch)
+    (td,) = workers.update_inputs
+    from verl.utils import tensordict_utils as tu
+
+    selected = td[verl_loss.SELECTED_KEY].bool()
+    k = -(-int(mask.sum()) // 4)  # ceil(0.25 * N): global top-k by JS
+    assert int(selected.sum()) == k
+    assert torch.equal(
+        selected, (want.js * mask >= (want.js * mask).flatten().topk(k).values[-1]) & mask
+    )
+    assert tu.get_non_tensor_data(td, verl_loss.NORMALIZE_KEY, None) == "selected"
+    assert "ict_js" not in td.keys()  # statistics stay on the driver
+    metrics = out.meta_info["metrics"]
+    assert metrics["ict/selected_fraction_batch"] == pytest.approx(k / int(mask.sum()))
+    assert metrics["ict/selected/js"] > metrics["ict/valid/js"]
+
+
+def test_non_ict_loss_modes_leave_verl_untouched():
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    batch, _ = _batch()
+    calls = []
+
+    class Workers:
+        def compute_log_prob(self, td):
+            from verl.utils import tensordict_utils as tu
+
+            calls.append(tu.get_non_tensor_data(td, "ict_stats", None))
+            n = int(td["input_ids"].offsets()[-1])
+            z = torch.nested.nested_tensor_from_jagged(torch.zeros(n), td["input_ids"].offsets())
+            return tu.get_tensordict(
+                tensor_dict={"log_probs": z, "entropy": z}, non_tensor_dict={"metrics": {"mfu": 0}}
+            )
+
+    trainer = types.SimpleNamespace(
+        config=_config("vanilla"), actor_rollout_wg=Workers(), global_steps=1
+    )
+    old, _ = RayPPOTrainer._compute_old_log_prob(trainer, batch)
+    assert calls == [None] and set(old.batch.keys()) == {"old_log_probs", "entropys"}
