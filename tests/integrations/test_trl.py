@@ -50,6 +50,7 @@ def test_check_trl_version():
         (dict(method="ict2"), "method='ict2' is unknown"),
         (dict(ratio=1.5), r"ratio=1.5 must be in \(0, 1\]"),
         (dict(scope="rank"), "scope='rank' is unknown"),
+        (dict(method="grpo", ratio=0.1), "ratio does not apply"),
         (dict(normalize_by="valid", loss_agg="seq_mean_token_mean"), "normalize_by='valid' needs"),
         (dict(top_entropy_quantile=0.2), "top_entropy_quantile=0.2 is TRL's own entropy mask"),
         (dict(reference="reference_policy"), "set beta"),

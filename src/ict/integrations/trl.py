@@ -29,7 +29,6 @@ selected token, as in METHOD.md), seq_mean_token_sum_norm -> "dr_grpo" (see docs
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import torch
@@ -63,7 +62,7 @@ from accelerate.utils import is_peft_model  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 from trl.trainer.utils import maybe_gather_lm_head_ctx  # noqa: E402
 
-from ict.select import available_selectors, select_tokens  # noqa: E402
+from ict.select import SELECTORS, available_selectors, select_tokens  # noqa: E402
 from ict.stats import REFERENCES, TokenStats, token_stats_from_hidden  # noqa: E402
 
 LOSS_AGG_TO_TRL = {
@@ -140,6 +139,12 @@ class ICTGRPOConfig(GRPOConfig):
             )
         if self.ratio is not None and not 0.0 < self.ratio <= 1.0:
             raise ConfigError(f"ratio={self.ratio} must be in (0, 1], e.g. 0.1.")
+        if self.ratio is not None and all(
+            SELECTORS[p].default_ratio is None for p in self.method.split("+")
+        ):
+            raise ConfigError(
+                f"method={self.method!r} keeps no top fraction, so ratio does not apply: drop ratio."
+            )
         for name, value, allowed in (
             ("reference", self.reference, REFERENCES),
             ("scope", self.scope, SCOPES),
@@ -395,7 +400,7 @@ class ICTGRPOTrainer(GRPOTrainer):
                 self._metrics[mode][f"{prefix}/{name}"].append(t[5 * i + j] / n)
         self._metrics[mode]["selected_fraction"].append(t[9] / max(t[4], 1.0))
         self._metrics[mode]["overlap/ict_entropy_jaccard"].append(
-            t[10] / t[11] if t[11] > 0 else math.nan
+            t[10] / t[11] if t[11] > 0 else 1.0  # two empty sets are equal, as ict.select.jaccard
         )
 
     # ---- 3. TRL's loss on the selected tokens ----------------------------------------------------
