@@ -29,7 +29,9 @@ class TokenTable(torch.nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.table = torch.nn.Parameter(torch.randn(V, V, generator=torch.Generator().manual_seed(0)) * 2)
+        self.table = torch.nn.Parameter(
+            torch.randn(V, V, generator=torch.Generator().manual_seed(0)) * 2
+        )
 
     def forward(self, input_ids, attention_mask=None, position_ids=None, use_cache=False, **_):
         return types.SimpleNamespace(logits=self.table[input_ids])
@@ -104,9 +106,14 @@ def test_old_policy_pass_and_update_through_verls_engine(monkeypatch, gloo, remo
     td, tokens, mask = _data(remove_padding)
 
     # old-policy pass, as compute_log_prob runs it
-    tu.assign_non_tensor(td, calculate_entropy=True, ict_stats={"reference": "batch_mean", "chunk_size": 4})
+    tu.assign_non_tensor(
+        td, calculate_entropy=True, ict_stats={"reference": "batch_mean", "chunk_size": 4}
+    )
     out = engine.infer_batch(td)
-    got = {k: no_padding_2_padding(out["model_output"][k], td) for k in ("ict_entropy", "ict_renyi2", "ict_js")}
+    got = {
+        k: no_padding_2_padding(out["model_output"][k], td)
+        for k in ("ict_entropy", "ict_renyi2", "ict_js")
+    }
     old_log_probs = no_padding_2_padding(out["model_output"]["log_probs"], td).detach()
     want = token_stats(_response_logits(engine, td, mask), tokens, mask, temperature=T_SAMPLE)
     torch.testing.assert_close(got["ict_entropy"], want.entropy, atol=1e-5, rtol=1e-5)
@@ -116,7 +123,9 @@ def test_old_policy_pass_and_update_through_verls_engine(monkeypatch, gloo, remo
 
     # update pass: perturb the policy, select the top-JS third, train one mini-batch
     with torch.no_grad():
-        engine.module.table.add_(0.3 * torch.randn(V, V, generator=torch.Generator().manual_seed(2)))
+        engine.module.table.add_(
+            0.3 * torch.randn(V, V, generator=torch.Generator().manual_seed(2))
+        )
     selected = torch.zeros_like(mask)
     flat = torch.where(mask, want.js, -1.0).flatten()
     selected.view(-1)[flat.topk(int(mask.sum()) // 3).indices] = True
@@ -130,7 +139,9 @@ def test_old_policy_pass_and_update_through_verls_engine(monkeypatch, gloo, remo
 
     config = actor_config(policy_loss=PolicyLossConfig(loss_mode="ict"))
     engine.module.zero_grad()
-    engine.forward_backward_batch(train, functools.partial(ppo_loss, config=config), forward_only=False)
+    engine.forward_backward_batch(
+        train, functools.partial(ppo_loss, config=config), forward_only=False
+    )
     got_grad = engine.module.table.grad.clone()
 
     engine.module.zero_grad()

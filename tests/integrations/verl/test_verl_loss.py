@@ -28,8 +28,20 @@ def _inputs(B=6, R=5, seed=0):
     return old, new, adv, mask, selected
 
 
-def _verl_loss(name, old, new, adv, mask, selected, agg, normalize_by, *, micro_batches=1, dp_size=1,
-               config=None):
+def _verl_loss(
+    name,
+    old,
+    new,
+    adv,
+    mask,
+    selected,
+    agg,
+    normalize_by,
+    *,
+    micro_batches=1,
+    dp_size=1,
+    config=None,
+):
     """verl's way: the mini-batch split into micro-batches, each normalised by global counts."""
     from verl.trainer.ppo.core_algos import get_policy_loss_fn
 
@@ -38,7 +50,10 @@ def _verl_loss(name, old, new, adv, mask, selected, agg, normalize_by, *, micro_
     n_sel, n_rows = verl_loss.local_counts(selected, mask, normalize_by)
     B = mask.shape[0]
     config.global_batch_info.update(
-        dp_size=dp_size, batch_num_tokens=int(mask.sum()), global_batch_size=B, loss_scale_factor=None
+        dp_size=dp_size,
+        batch_num_tokens=int(mask.sum()),
+        global_batch_size=B,
+        loss_scale_factor=None,
     )
     total, metrics = 0.0, []
     for rows in torch.arange(B).chunk(micro_batches):
@@ -58,11 +73,23 @@ def _verl_loss(name, old, new, adv, mask, selected, agg, normalize_by, *, micro_
 @pytest.mark.parametrize("micro_batches", [1, 3])
 def test_matches_native_policy_loss_value_and_gradient(agg, normalize_by, micro_batches):
     old, new, adv, mask, selected = _inputs()
-    want, _ = policy_loss(new, old, adv, mask, selected, eps_low=0.2, eps_high=0.28, dual_clip=3.0,
-                          loss_agg=agg, normalize_by=normalize_by, max_response_length=mask.shape[1])
+    want, _ = policy_loss(
+        new,
+        old,
+        adv,
+        mask,
+        selected,
+        eps_low=0.2,
+        eps_high=0.28,
+        dual_clip=3.0,
+        loss_agg=agg,
+        normalize_by=normalize_by,
+        max_response_length=mask.shape[1],
+    )
     (want_grad,) = torch.autograd.grad(want, new)
-    got, _ = _verl_loss("ict", old, new, adv, mask, selected, agg, normalize_by,
-                        micro_batches=micro_batches)
+    got, _ = _verl_loss(
+        "ict", old, new, adv, mask, selected, agg, normalize_by, micro_batches=micro_batches
+    )
     (got_grad,) = torch.autograd.grad(got, new)
     torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-5)
     torch.testing.assert_close(got_grad, want_grad, atol=1e-6, rtol=1e-5)
@@ -76,13 +103,16 @@ def test_data_parallel_ranks_average_to_the_full_batch():
     want, _ = _verl_loss("ict", old, new, adv, mask, selected, "token_mean", "selected")
     n_sel, n_rows = verl_loss.local_counts(selected, mask, "selected")
     config = actor_config()
-    config.global_batch_info.update(dp_size=2, batch_num_tokens=int(mask.sum()), global_batch_size=6,
-                                    loss_scale_factor=None)
+    config.global_batch_info.update(
+        dp_size=2, batch_num_tokens=int(mask.sum()), global_batch_size=6, loss_scale_factor=None
+    )
     from verl.trainer.ppo.core_algos import get_policy_loss_fn
 
     parts = []
     for rows in (torch.arange(0, 3), torch.arange(3, 6)):
-        with verl_loss.micro_batch(verl_loss.MicroBatchSelection(selected[rows], "selected", n_sel, n_rows)):
+        with verl_loss.micro_batch(
+            verl_loss.MicroBatchSelection(selected[rows], "selected", n_sel, n_rows)
+        ):
             loss, _ = get_policy_loss_fn("ict_entropy")(
                 old[rows], new[rows], (adv[:, None] * mask)[rows], mask[rows], "token-mean", config
             )
@@ -110,11 +140,15 @@ def test_grpo_selection_reproduces_verls_vanilla_loss():
 
     old, new, adv, mask, _ = _inputs(seed=4)
     config = actor_config()
-    config.global_batch_info.update(dp_size=1, batch_num_tokens=int(mask.sum()), global_batch_size=6,
-                                    loss_scale_factor=None)
-    want, want_m = get_policy_loss_fn("vanilla")(old, new, adv[:, None] * mask, mask, "token-mean", config)
-    got, got_m = _verl_loss("ict_grpo", old, new, adv, mask, mask.clone(), "token_mean", "selected",
-                            config=config)
+    config.global_batch_info.update(
+        dp_size=1, batch_num_tokens=int(mask.sum()), global_batch_size=6, loss_scale_factor=None
+    )
+    want, want_m = get_policy_loss_fn("vanilla")(
+        old, new, adv[:, None] * mask, mask, "token-mean", config
+    )
+    got, got_m = _verl_loss(
+        "ict_grpo", old, new, adv, mask, mask.clone(), "token_mean", "selected", config=config
+    )
     torch.testing.assert_close(got, want)
     assert got_m[0]["actor/pg_clipfrac"] == pytest.approx(want_m["actor/pg_clipfrac"])
     assert got_m[0]["actor/pg_clipfrac_lower"] == pytest.approx(want_m["actor/pg_clipfrac_lower"])

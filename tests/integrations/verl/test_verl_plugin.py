@@ -37,7 +37,9 @@ def _run(env_updates, code=PROBE, extra_path=None):
     env.update(OMP_NUM_THREADS="1", **env_updates)
     if extra_path:
         env["PYTHONPATH"] = os.pathsep.join([str(extra_path), env.get("PYTHONPATH", "")])
-    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def _probe(proc):
@@ -73,14 +75,18 @@ def test_entry_point_group_verl_plugins_loads_the_plugin(tmp_path):
 def test_installed_ict_declares_the_verl_plugin_entry_point():
     eps = [ep for ep in entry_points(group="verl.plugins") if ep.value == "ict.integrations.verl"]
     if not eps:
-        pytest.skip('pyproject.toml lacks [project.entry-points."verl.plugins"] ict = "ict.integrations.verl"')
+        pytest.skip(
+            'pyproject.toml lacks [project.entry-points."verl.plugins"] ict = "ict.integrations.verl"'
+        )
     out = _probe(_run({"VERL_USE_EXTERNAL_PLUGINS": eps[0].name}))
     assert out == {"losses": sorted(LOSS_MODES), "patched": [True] * 4}
 
 
 def test_version_guard_names_the_problem_and_the_fix(monkeypatch):
     assert check_verl_version("0.9.1") == "0.9.1"
-    with pytest.raises(ConfigError, match=r"supports verl 0\.9\.1 but found verl 0\.8\.0.*verl==0\.9\.1"):
+    with pytest.raises(
+        ConfigError, match=r"supports verl 0\.9\.1 but found verl 0\.8\.0.*verl==0\.9\.1"
+    ):
         check_verl_version("0.8.0")
     monkeypatch.setenv("ICT_VERL_SKIP_VERSION_CHECK", "1")
     assert check_verl_version("0.10.0") == "0.10.0"
@@ -99,19 +105,36 @@ def test_fake_verl_version_fails_loudly_in_a_fresh_process():
 def test_config_section_is_read_and_checked():
     from omegaconf import OmegaConf
 
-    base = {"actor_rollout_ref": {"actor": {"policy_loss": {"loss_mode": "ict_stapo"}, "strategy": "fsdp2"}}}
-    spec = from_verl_config(OmegaConf.create({**base, "ict": {"selector_options": {"prob_below": 0.02}}}))
+    base = {
+        "actor_rollout_ref": {
+            "actor": {"policy_loss": {"loss_mode": "ict_stapo"}, "strategy": "fsdp2"}
+        }
+    }
+    spec = from_verl_config(
+        OmegaConf.create({**base, "ict": {"selector_options": {"prob_below": 0.02}}})
+    )
     assert spec.selector == "stapo" and spec.selector_options == {"prob_below": 0.02}
     assert spec.ratio is None and spec.normalize_by == "selected" and not spec.needs_js
-    assert from_verl_config(OmegaConf.create({"actor_rollout_ref": {"actor": {}}})) is None  # vanilla
-    ict = from_verl_config(OmegaConf.create({**base, "ict": {"selector": "ict+stapo", "ratio": 0.2}}))
+    assert (
+        from_verl_config(OmegaConf.create({"actor_rollout_ref": {"actor": {}}})) is None
+    )  # vanilla
+    ict = from_verl_config(
+        OmegaConf.create({**base, "ict": {"selector": "ict+stapo", "ratio": 0.2}})
+    )
     assert ict.needs_js and ict.stats_request() == {"reference": "batch_mean", "chunk_size": 1024}
     with pytest.raises(ConfigError, match="unknown key"):
         from_verl_config(OmegaConf.create({**base, "ict": {"ration": 0.1}}))
     with pytest.raises(ConfigError, match="ratio"):
         from_verl_config(OmegaConf.create({**base, "ict": {"ratio": 1.5}}))
-    fused = OmegaConf.create({**base, "actor_rollout_ref": {**base["actor_rollout_ref"],
-                                                            "model": {"use_fused_kernels": True}}})
+    fused = OmegaConf.create(
+        {
+            **base,
+            "actor_rollout_ref": {
+                **base["actor_rollout_ref"],
+                "model": {"use_fused_kernels": True},
+            },
+        }
+    )
     with pytest.raises(ConfigError, match="use_fused_kernels=False"):
         from_verl_config(fused)
     sp = OmegaConf.create(base)

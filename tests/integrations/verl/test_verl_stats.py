@@ -43,7 +43,9 @@ def test_rows_match_verls_no_padding_2_padding(padded):
     want = torch.where(mask, torch.arange(3)[:, None] * 100 + torch.arange(5)[None, :] + 1, 0)
     assert torch.equal(back, want.float())
     if padded:  # flat index into [B, L] is b * L + t
-        assert torch.equal(rows.flat, rows.batch * L + (rows.packed - (seq_lens.cumsum(0) - seq_lens)[rows.batch]))
+        assert torch.equal(
+            rows.flat, rows.batch * L + (rows.packed - (seq_lens.cumsum(0) - seq_lens)[rows.batch])
+        )
 
 
 def test_chunked_stats_match_scipy_and_are_chunk_invariant():
@@ -63,7 +65,9 @@ def test_chunked_stats_match_scipy_and_are_chunk_invariant():
         pi = p[i].numpy()
         assert first["entropy"][i].item() == pytest.approx(scipy_entropy(pi), abs=1e-5)
         assert first["renyi2"][i].item() == pytest.approx(-math.log((pi**2).sum()), abs=1e-5)
-        assert second["js"][i].item() == pytest.approx(jensenshannon(pi, r.double().numpy()) ** 2, abs=1e-5)
+        assert second["js"][i].item() == pytest.approx(
+            jensenshannon(pi, r.double().numpy()) ** 2, abs=1e-5
+        )
     assert torch.allclose(second["entropy"], first["entropy"])  # chunk size does not matter
 
 

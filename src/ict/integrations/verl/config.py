@@ -54,7 +54,10 @@ class IctVerlConfig:
 
     def stats_request(self) -> dict[str, Any]:
         """What the workers compute during the old-policy forward (sent as batch meta-data)."""
-        return {"reference": self.reference if self.needs_js else None, "chunk_size": self.chunk_size}
+        return {
+            "reference": self.reference if self.needs_js else None,
+            "chunk_size": self.chunk_size,
+        }
 
 
 def _get(cfg: Any, dotted: str, default: Any = None) -> Any:
@@ -96,7 +99,9 @@ def validate(spec: IctVerlConfig, cfg: Any = None) -> None:
             "use the native trainer (`ict train`) for the other references"
         )
     if spec.scope not in SCOPES:
-        raise ConfigError(f"ict.scope={spec.scope!r} is not supported on verl (supported: {SCOPES})")
+        raise ConfigError(
+            f"ict.scope={spec.scope!r} is not supported on verl (supported: {SCOPES})"
+        )
     if spec.granularity not in ("position", "token_id"):
         raise ConfigError(f"ict.granularity={spec.granularity!r}: use 'position' or 'token_id'")
     if spec.normalize_by not in NORMALIZE_BY:
@@ -115,7 +120,9 @@ def validate(spec: IctVerlConfig, cfg: Any = None) -> None:
             "the ict losses need the old-policy logits of whole sequences on one GPU: "
             "set actor_rollout_ref.actor.ulysses_sequence_parallel_size=1"
         )
-    if _get(actor, "use_fused_kernels", False) or _get(cfg, "actor_rollout_ref.model.use_fused_kernels", False):
+    if _get(actor, "use_fused_kernels", False) or _get(
+        cfg, "actor_rollout_ref.model.use_fused_kernels", False
+    ):
         raise ConfigError(
             "the ict losses need the logits, which fused kernels never build: "
             "set actor_rollout_ref.model.use_fused_kernels=False"

@@ -33,7 +33,9 @@ from . import loss as ict_loss
 from .config import IctVerlConfig, from_verl_config
 from .stats import chunked_token_stats, response_rows, scatter_packed
 
-STATS_REQUEST_KEY = "ict_stats"  # batch meta-data: {"reference": "batch_mean" | None, "chunk_size": int}
+STATS_REQUEST_KEY = (
+    "ict_stats"  # batch meta-data: {"reference": "batch_mean" | None, "chunk_size": int}
+)
 STAT_KEYS = ("ict_entropy", "ict_renyi2", "ict_js")
 _PATCHED_ATTR = "__ict_patched__"
 
@@ -82,18 +84,25 @@ def _temperature_per_row(micro_batch: Any, batch_index: torch.Tensor) -> torch.T
     return torch.full(batch_index.shape, value, dtype=torch.float32, device=batch_index.device)
 
 
-def score_micro_batch(state: _OldPolicyPass, logits: torch.Tensor, micro_batch: Any) -> dict[str, torch.Tensor]:
+def score_micro_batch(
+    state: _OldPolicyPass, logits: torch.Tensor, micro_batch: Any
+) -> dict[str, torch.Tensor]:
     """Statistics of one micro-batch as packed vectors [nnz] (verl's layout for `log_probs`).
 
     logits: [1, nnz(+pad), V] (remove-padding path) or [B, L, V] (padded path), unscaled.
     """
     seq_lens, response_lens, response_mask = _sequence_layout(micro_batch)
     device = logits.device
-    padded_width = logits.shape[1] if logits.shape[0] > 1 or not bool(
-        _non_tensor(micro_batch, "use_remove_padding", True)
-    ) else None
+    padded_width = (
+        logits.shape[1]
+        if logits.shape[0] > 1 or not bool(_non_tensor(micro_batch, "use_remove_padding", True))
+        else None
+    )
     rows = response_rows(
-        seq_lens.to(device), response_lens.to(device), response_mask.to(device), padded_width=padded_width
+        seq_lens.to(device),
+        response_lens.to(device),
+        response_mask.to(device),
+        padded_width=padded_width,
     )
     temperature = _temperature_per_row(micro_batch, rows.batch)
     flat_logits = logits.reshape(-1, logits.shape[-1])
@@ -103,7 +112,9 @@ def score_micro_batch(state: _OldPolicyPass, logits: torch.Tensor, micro_batch: 
     total = int(seq_lens.sum())
     out = {}
     if state.reference is None:
-        state.prob_sum = stats["prob_sum"] if state.prob_sum is None else state.prob_sum + stats["prob_sum"]
+        state.prob_sum = (
+            stats["prob_sum"] if state.prob_sum is None else state.prob_sum + stats["prob_sum"]
+        )
         state.count += rows.flat.numel()
         out["ict_entropy"] = scatter_packed(stats["entropy"], rows, total)
         out["ict_renyi2"] = scatter_packed(stats["renyi2"], rows, total)
@@ -121,7 +132,9 @@ def _nested_like(values: torch.Tensor, micro_batch: Any) -> torch.Tensor:
 def _wrap_prepare_model_outputs(original):
     @functools.wraps(original)
     def prepare_model_outputs(self, output, output_args, micro_batch, logits_processor_func):
-        selected = micro_batch.get(ict_loss.SELECTED_KEY, None) if hasattr(micro_batch, "get") else None
+        selected = (
+            micro_batch.get(ict_loss.SELECTED_KEY, None) if hasattr(micro_batch, "get") else None
+        )
         if selected is not None:
             if selected.is_nested:
                 selected = selected.to_padded_tensor(0)
@@ -182,7 +195,9 @@ def _wrap_forward_backward_batch(original):
                 return output
             group = self.get_data_parallel_group()
             device = first.prob_sum.device if first.prob_sum is not None else torch.device("cpu")
-            prob_sum = first.prob_sum if first.prob_sum is not None else torch.zeros(1, device=device)
+            prob_sum = (
+                first.prob_sum if first.prob_sum is not None else torch.zeros(1, device=device)
+            )
             count = torch.tensor([float(first.count)], device=device)
             _all_reduce(prob_sum, group)
             _all_reduce(count, group)
@@ -207,10 +222,15 @@ def _wrap_forward_backward_batch(original):
 
             normalize_by = _non_tensor(data, ict_loss.NORMALIZE_KEY, "selected")
             counts = torch.tensor(ict_loss.local_counts(selected, valid, normalize_by))
-            counts = _all_reduce(counts.to(transformer_impl.get_device_id()), self.get_data_parallel_group())
+            counts = _all_reduce(
+                counts.to(transformer_impl.get_device_id()), self.get_data_parallel_group()
+            )
             tu.assign_non_tensor(
                 data,
-                **{ict_loss.NUM_SELECTED_KEY: int(counts[0]), ict_loss.NUM_ROWS_KEY: int(counts[1])},
+                **{
+                    ict_loss.NUM_SELECTED_KEY: int(counts[0]),
+                    ict_loss.NUM_ROWS_KEY: int(counts[1]),
+                },
             )
         return original(self, data, loss_function, forward_only)
 
@@ -264,7 +284,9 @@ def _wrap_compute_old_log_prob(original):
     return _compute_old_log_prob
 
 
-def select_batch(batch_tensors: dict[str, torch.Tensor], spec: IctVerlConfig, step: int) -> tuple[torch.Tensor, dict[str, float]]:
+def select_batch(
+    batch_tensors: dict[str, torch.Tensor], spec: IctVerlConfig, step: int
+) -> tuple[torch.Tensor, dict[str, float]]:
     """Select tokens over the whole rollout batch; returns (selected [B, R] bool, metrics).
 
     batch_tensors: response_mask, advantages, old_log_probs, responses, ict_entropy, ict_renyi2

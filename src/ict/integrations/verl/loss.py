@@ -80,7 +80,12 @@ def current() -> MicroBatchSelection | None:
 
 
 def clipped_token_loss(
-    old_log_prob: Tensor, log_prob: Tensor, advantages: Tensor, eps_low: float, eps_high: float, clip_c: float | None
+    old_log_prob: Tensor,
+    log_prob: Tensor,
+    advantages: Tensor,
+    eps_low: float,
+    eps_high: float,
+    clip_c: float | None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Per-token clipped surrogate loss [B, R] and the clip indicators (upper/lower, dual).
 
@@ -118,7 +123,9 @@ def ict_policy_loss(
     from verl.trainer.ppo.core_algos import agg_loss
 
     if config is None:
-        raise ConfigError("the ict policy losses need verl's actor config (clip ratios, batch info)")
+        raise ConfigError(
+            "the ict policy losses need verl's actor config (clip ratios, batch info)"
+        )
     selection = current()
     if selection is None:
         raise ConfigError(
@@ -130,14 +137,18 @@ def ict_policy_loss(
     valid = response_mask.bool()
     selected = selection.selected.to(device=valid.device).bool()
     if selected.shape != valid.shape:
-        raise ValueError(f"ict selection shape {tuple(selected.shape)} != response mask {tuple(valid.shape)}")
+        raise ValueError(
+            f"ict selection shape {tuple(selected.shape)} != response mask {tuple(valid.shape)}"
+        )
     mask = valid & selected
 
     eps = config.clip_ratio
     eps_low = config.clip_ratio_low if config.clip_ratio_low is not None else eps
     eps_high = config.clip_ratio_high if config.clip_ratio_high is not None else eps
     clip_c = config.get("clip_ratio_c", 3.0)
-    token_loss, clipped, dual = clipped_token_loss(old_log_prob, log_prob, advantages, eps_low, eps_high, clip_c)
+    token_loss, clipped, dual = clipped_token_loss(
+        old_log_prob, log_prob, advantages, eps_low, eps_high, clip_c
+    )
     if rollout_is_weights is not None:
         token_loss = token_loss * rollout_is_weights
 
@@ -150,7 +161,9 @@ def ict_policy_loss(
     num_selected, num_rows = selection.num_selected, selection.num_rows
     if num_selected is None or num_rows is None:
         if batch_info.get("dp_size", 1) not in (1, None):
-            raise ConfigError("ict: the global selected-token counts are missing (engine hook not applied)")
+            raise ConfigError(
+                "ict: the global selected-token counts are missing (engine hook not applied)"
+            )
         num_selected, num_rows = local_counts(selected, valid, selection.normalize_by)
     if loss_agg_mode == "token-mean" and selection.normalize_by == "selected":
         batch_info["batch_num_tokens"] = max(int(num_selected), 1)
@@ -158,7 +171,10 @@ def ict_policy_loss(
         batch_info["global_batch_size"] = max(int(num_rows), 1)
     denominator_mask = mask if selection.normalize_by == "selected" else valid
     loss = agg_loss(
-        loss_mat=torch.where(mask, token_loss, 0.0), loss_mask=denominator_mask, loss_agg_mode=loss_agg_mode, **batch_info
+        loss_mat=torch.where(mask, token_loss, 0.0),
+        loss_mask=denominator_mask,
+        loss_agg_mode=loss_agg_mode,
+        **batch_info,
     )
 
     maskf = mask.float()

@@ -36,7 +36,11 @@ class ResponseRows:
 
 
 def response_rows(
-    seq_lens: Tensor, response_lens: Tensor, response_mask: Tensor, *, padded_width: int | None = None
+    seq_lens: Tensor,
+    response_lens: Tensor,
+    response_mask: Tensor,
+    *,
+    padded_width: int | None = None,
 ) -> ResponseRows:
     """Rows that predict valid response tokens, without a Python loop over tokens.
 
