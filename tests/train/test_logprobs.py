@@ -67,3 +67,29 @@ def test_policy_logprobs_match_model_logits():
         logits = model(input_ids=ids, attention_mask=attn, position_ids=position_ids_from_mask(attn)).logits
     ref = torch.log_softmax(logits[:, :-1].float(), -1).gather(-1, ids[:, 1:, None]).squeeze(-1)
     torch.testing.assert_close(lp[:, 1:][mask[:, 1:]], ref[mask[:, 1:]], atol=1e-5, rtol=1e-5)
+
+
+def test_shared_prompt_forward_equals_plain_forward_values_and_gradients():
+    """Groups of G rows with one left-padded prompt each: prompt computed once, same result."""
+    from ict.testing import tiny_model_and_tokenizer
+    from ict.train.logprobs import final_hidden, shared_prompt_hidden
+
+    model, _ = tiny_model_and_tokenizer(seed=0)
+    g = torch.Generator().manual_seed(0)
+    G, P, R = 3, 5, 4
+    prompts = torch.randint(10, 90, (2, P), generator=g)
+    prompt_attn = torch.ones(2, P, dtype=torch.long)
+    prompt_attn[1, :2] = 0  # the second prompt is shorter (left padding)
+    ids = torch.cat([prompts.repeat_interleave(G, 0), torch.randint(10, 90, (2 * G, R), generator=g)], 1)
+    attn = torch.cat([prompt_attn.repeat_interleave(G, 0), torch.ones(2 * G, R, dtype=torch.long)], 1)
+    attn[0, -2:] = 0  # a response that ended early (right padding)
+    weights = torch.randn(2 * G, P + R, 32, generator=g) * attn[..., None]
+    outs = []
+    for fn in (lambda: final_hidden(model, ids, attn), lambda: shared_prompt_hidden(model, ids, attn, P, G)):
+        model.zero_grad()
+        hidden = fn()
+        (hidden * weights).sum().backward()
+        grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+        outs.append((hidden.detach() * attn[..., None], grads))
+    torch.testing.assert_close(outs[0][0], outs[1][0], atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(outs[0][1], outs[1][1], atol=1e-5, rtol=1e-4)

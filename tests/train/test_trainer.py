@@ -95,18 +95,22 @@ def test_resume_matches_uninterrupted_run_step_for_step(digit_problems, tiny_con
     assert comparable(a) == comparable(b)
 
 
-def test_gradient_accumulation_matches_one_big_batch(tiny_config, digit_problems, tmp_path):
-    """Micro-batches of 2 with the shared denominator give the same update as one batch of 32."""
+def test_gradient_accumulation_and_prompt_sharing_match_one_big_batch(tiny_config, digit_problems, tmp_path):
+    """Micro-batches (shared denominator) and the shared-prompt forward give the same update as
+    one plain batch of 32 sequences."""
     from ict.testing import tiny_model_and_tokenizer
 
     params = []
-    for micro in (2, 32):
+    for micro, share in ((32, False), (2, False), (8, True), (32, True)):
         model, tok = tiny_model_and_tokenizer(seed=0)
-        config = tiny_config(max_steps=1, micro_batch_size=micro, autocast="off", method="ict", learning_rate=1e-3,
-                             output_dir=str(tmp_path / f"m{micro}"), max_grad_norm=0.0)
+        config = tiny_config(max_steps=1, micro_batch_size=micro, share_prompt=share, autocast="off", method="ict",
+                             learning_rate=1e-3, output_dir=str(tmp_path / f"m{micro}{share}"), max_grad_norm=0.0)
         train(config, model=model, tokenizer=tok, problems=digit_problems)
         params.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
-    torch.testing.assert_close(params[0], params[1], atol=1e-6, rtol=1e-5)
+    for other in params[1:]:
+        torch.testing.assert_close(other, params[0], atol=1e-6, rtol=1e-5)
+    model, _ = tiny_model_and_tokenizer(seed=0)
+    assert not torch.allclose(params[0], torch.cat([p.flatten() for p in model.parameters()]))
 
 
 def test_reward_errors_are_counted_not_fatal(tiny, tiny_config):

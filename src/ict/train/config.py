@@ -110,7 +110,8 @@ class TrainConfig:
     max_grad_norm: float = _f(1.0, "optim", "gradient clipping norm (0 = off)")
     num_epochs: int = _f(1, "optim", "optimisation epochs over each rollout batch")
     mini_batch_size: int | None = _f(None, "optim", "sequences per optimizer step (none = the whole batch: one step per epoch)")
-    micro_batch_size: int = _f(8, "optim", "sequences per forward/backward (gradient accumulation inside a mini-batch)")
+    micro_batch_size: int = _f(8, "optim", "sequences per forward/backward (gradient accumulation inside a mini-batch); with share_prompt, rounded to whole groups of G")
+    share_prompt: bool = _f(True, "optim", "run each prompt once per group of G samples (KV cache repeated G times): same values and gradients, several times cheaper")
     # run
     max_steps: int = _f(30, "run", "training steps (one rollout batch each)")
     seed: int = _f(0, "run", "seed of sampling, prompt order and the random selector")

@@ -8,6 +8,8 @@ off) so that the statistics pass and the update pass compute identical log-probs
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
@@ -29,6 +31,36 @@ def final_hidden(model, input_ids: torch.Tensor, attention_mask: torch.Tensor) -
     if base is not None:
         return base(**kwargs).last_hidden_state
     return model(**kwargs, output_hidden_states=True).hidden_states[-1]
+
+
+def shared_prompt_hidden(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, prompt_length: int,
+                         group_size: int) -> torch.Tensor:
+    """Final hidden states `[N, T, D]` of G-sample groups that share their prompt, prompt computed once.
+
+    Rows g*G .. g*G + G - 1 must hold the same (left-padded) prompt in columns [0, prompt_length).
+    The prompt runs once per group (batch N / G); its key/value cache is repeated G times and the
+    responses run on top of it. Gradients flow back through the cache, so values and gradients are
+    those of the plain forward (`final_hidden`) at about (P + G R) / (G (P + R)) of its cost.
+    """
+    from transformers import DynamicCache
+
+    n, width = input_ids.shape
+    if n % group_size or prompt_length >= width:
+        return final_hidden(model, input_ids, attention_mask)
+    base = model.base_model if model.base_model is not model else None
+    if base is None:
+        return final_hidden(model, input_ids, attention_mask)
+    positions = position_ids_from_mask(attention_mask)
+    heads = slice(None, None, group_size)
+    cache_arg = "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+    cache = DynamicCache(config=model.config)
+    prompt = base(input_ids=input_ids[heads, :prompt_length], attention_mask=attention_mask[heads, :prompt_length],
+                  position_ids=positions[heads, :prompt_length], use_cache=True, **{cache_arg: cache})
+    cache.batch_repeat_interleave(group_size)
+    response = base(input_ids=input_ids[:, prompt_length:], attention_mask=attention_mask,
+                    position_ids=positions[:, prompt_length:], use_cache=True, **{cache_arg: cache})
+    return torch.cat([prompt.last_hidden_state.repeat_interleave(group_size, dim=0),
+                      response.last_hidden_state], dim=1)
 
 
 def shifted_hidden(hidden: torch.Tensor) -> torch.Tensor:
@@ -100,9 +132,17 @@ def lm_head_params(model) -> tuple[torch.Tensor, torch.Tensor | None]:
 
 
 def policy_logprobs(model, input_ids, attention_mask, response_mask, *, temperature=1.0, chunk_size=1024,
-                    with_entropy=False):
-    """Forward pass -> (`[B, T]` log p(input_ids[:, t]) on response positions, entropy or None)."""
-    hidden = shifted_hidden(final_hidden(model, input_ids, attention_mask))
+                    with_entropy=False, prompt_length: int | None = None, group_size: int = 1):
+    """Forward pass -> (`[B, T]` log p(input_ids[:, t]) on response positions, entropy or None).
+
+    With `prompt_length` and `group_size` > 1, groups of G rows share their prompt computation
+    (see `shared_prompt_hidden`).
+    """
+    if prompt_length is not None and group_size > 1:
+        hidden = shared_prompt_hidden(model, input_ids, attention_mask, prompt_length, group_size)
+    else:
+        hidden = final_hidden(model, input_ids, attention_mask)
+    hidden = shifted_hidden(hidden)
     weight, bias = lm_head_params(model)
     return token_logprobs_from_hidden(hidden, weight, input_ids, response_mask, lm_head_bias=bias,
                                       temperature=temperature, chunk_size=chunk_size, with_entropy=with_entropy)

@@ -33,7 +33,7 @@ import torch
 from ict.errors import ConfigError, DataError, UserError
 from ict.train import checkpoint as ckpt
 from ict.train.config import TrainConfig
-from ict.train.logprobs import final_hidden, lm_head_params, policy_logprobs, shifted_hidden
+from ict.train.logprobs import final_hidden, lm_head_params, policy_logprobs, shared_prompt_hidden, shifted_hidden
 from ict.train.outputs import EntropyHealth, ExternalLogger, JsonlWriter, truncate_jsonl
 from ict.train.rewards import score_responses
 
@@ -330,13 +330,19 @@ class Trainer:
         mask = rollout.response_mask.to(self.device).bool()
         self.model.eval()
 
+        group, step_rows = self._grouping(ids.shape[0])
+
         def hidden_of(model):
             out = None
-            for start in range(0, ids.shape[0], cfg.micro_batch_size):
-                rows = slice(start, start + cfg.micro_batch_size)
+            for start in range(0, ids.shape[0], step_rows):
+                rows = slice(start, start + step_rows)
                 cols = _span(attn[rows])
                 with autocast_context(cfg, self.device):
-                    h = final_hidden(model, ids[rows, cols], attn[rows, cols])
+                    if group > 1:
+                        h = shared_prompt_hidden(model, ids[rows, cols], attn[rows, cols],
+                                                 rollout.prompt_length - cols.start, group)
+                    else:
+                        h = final_hidden(model, ids[rows, cols], attn[rows, cols])
                 if out is None:
                     out = h.new_zeros(ids.shape + (h.shape[-1],))
                 out[rows, cols] = h
@@ -356,14 +362,21 @@ class Trainer:
         ref_logprob = None
         if cfg.kl_coef > 0:
             ref_logprob = torch.zeros_like(stats.logprob)
-            for start in range(0, ids.shape[0], cfg.micro_batch_size):
-                rows = slice(start, start + cfg.micro_batch_size)
+            for start in range(0, ids.shape[0], step_rows):
+                rows = slice(start, start + step_rows)
                 cols = _span(attn[rows])
                 with autocast_context(cfg, self.device):
                     lp, _ = policy_logprobs(self.ref_model, ids[rows, cols], attn[rows, cols], mask[rows, cols],
-                                            temperature=cfg.temperature, chunk_size=cfg.stats_chunk_size)
+                                            temperature=cfg.temperature, chunk_size=cfg.stats_chunk_size,
+                                            prompt_length=rollout.prompt_length - cols.start, group_size=group)
                 ref_logprob[rows, cols] = lp
         return stats, ref_logprob
+
+    def _grouping(self, rows: int) -> tuple[int, int]:
+        """(G if prompts are shared else 1, rows per micro-batch: a multiple of G when shared)."""
+        cfg = self.config
+        group = cfg.num_generations if cfg.share_prompt and rows % cfg.num_generations == 0 else 1
+        return group, max(1, cfg.micro_batch_size // group) * group
 
     def select(self, method: str, mask, stats, advantages, tokens, step: int):
         """Step 6: bool [N, T] selection of `method` (config ratio/scope/options apply to it)."""
@@ -380,7 +393,8 @@ class Trainer:
         if method != cfg.method:
             options = {k: v for k, v in options.items() if k in known}
         return select_tokens(method, mask, stats=stats, advantages=advantages, tokens=tokens, ratio=ratio,
-                             scope=cfg.scope, granularity=cfg.granularity, micro_batch_size=cfg.micro_batch_size,
+                             scope=cfg.scope, granularity=cfg.granularity,
+                             micro_batch_size=self._grouping(mask.shape[0])[1],
                              seed=cfg.seed * 1_000_003 + step, **options)
 
     def update(self, rollout, old_logprob, advantages, selected, ref_logprob):
@@ -396,25 +410,29 @@ class Trainer:
         if rows_all.numel() == 0:
             return {"update/skipped": 1}
         self.model.train()
-        mini_size = cfg.mini_batch_size or rows_all.numel()
+        group, micro_rows = self._grouping(rows_all.numel())
+        units = rows_all.view(-1, group)  # whole groups of G rows when prompts are shared
+        mini_units = max(1, (cfg.mini_batch_size or rows_all.numel()) // group)
         gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + self.step)
         sums: dict[str, float] = {}
         weight_total = 0.0
         grad_norms, tokens_done = [], 0
         for _epoch in range(cfg.num_epochs):
-            order = rows_all[torch.randperm(rows_all.numel(), generator=gen)] if cfg.num_epochs > 1 or cfg.mini_batch_size else rows_all
-            for mini in order.split(mini_size):
+            shuffle = cfg.num_epochs > 1 or cfg.mini_batch_size
+            order = units[torch.randperm(units.shape[0], generator=gen)] if shuffle else units
+            for mini in (chunk.flatten() for chunk in order.split(mini_units)):
                 self.optimizer.zero_grad(set_to_none=True)
                 m_mask, m_sel = mask[mini], selected[mini]
                 denom_mask = m_sel & m_mask if cfg.normalize_by == "selected" else m_mask
                 denominator = float(denom_mask.sum().clamp(min=1))
-                for micro in mini.split(cfg.micro_batch_size):
+                for micro in mini.split(micro_rows):
                     cols = _span(attn[micro])
                     with autocast_context(cfg, self.device):
                         logprob, entropy = policy_logprobs(
                             self.model, ids[micro, cols], attn[micro, cols], mask[micro, cols],
                             temperature=cfg.temperature, chunk_size=cfg.stats_chunk_size,
-                            with_entropy=cfg.entropy_coef > 0)
+                            with_entropy=cfg.entropy_coef > 0, prompt_length=rollout.prompt_length - cols.start,
+                            group_size=group)
                     kwargs = dict(eps_low=cfg.eps_low, eps_high=cfg.eps_high, dual_clip=cfg.dual_clip,
                                   loss_agg=cfg.loss_agg, normalize_by=cfg.normalize_by,
                                   max_response_length=cfg.max_new_tokens, kl_coef=cfg.kl_coef,
