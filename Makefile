@@ -72,4 +72,4 @@ $(VERL_VENV)/.installed: pyproject.toml scripts/setup_verl_env.sh
 venv-verl: $(VERL_VENV)/.installed
 
 test-verl: venv-verl
-	$(VERL_VENV)/bin/python -m pytest -q -m verl tests/integrations/verl
+	$(VERL_VENV)/bin/python -m pytest -q -m verl tests/integrations/verl_plugin
