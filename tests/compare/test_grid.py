@@ -118,13 +118,14 @@ def test_grid_same_data_for_every_method(tmp_path, cache):
     assert cell_state(dirs[0], 2) == "done"
 
 
-def test_presets_and_bad_grid():
+def test_presets_and_bad_grid(tmp_path):
     assert [get_preset(n).name for n in ("toy", "quick", "smollm")] == ["toy", "quick", "smollm"]
     assert get_preset("toy").methods == ["grpo", "entropy", "stapo", "random", "ict"]
     with pytest.raises(ConfigError, match="unknown preset"):
         get_preset("huge")
     with pytest.raises(ConfigError, match="at least one method"):
-        run_grid(tiny_preset(), "unused", methods=[], seeds=[0])
+        run_grid(tiny_preset(), tmp_path / "grid", methods=[], seeds=[0])
+    assert not (tmp_path / "grid").exists()
 
 
 def test_cli_compare_from_runs_and_bad_flags(tmp_path, capsys):
