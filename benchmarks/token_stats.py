@@ -8,10 +8,11 @@ Cases (all start from hidden states [N, D] and the head weight, so they compare 
   (d) floor     LM-head matmul + one log_softmax (what any log-prob computation pays)
   (e) matmul    LM-head matmul alone
 Each case runs in its own subprocess. Time: best of --repeats after one warm-up. Peak extra
-memory: on CUDA, torch.cuda.max_memory_allocated minus the inputs; on CPU, the process's peak RSS
-(VmHWM, reset through /proc/self/clear_refs) minus its RSS before the call, in a separate cold run
+memory: after one warm-up call (steady state, as in a training loop), on CUDA
+torch.cuda.max_memory_allocated minus what is allocated before the call; on CPU the process's peak
+RSS (VmHWM, reset through /proc/self/clear_refs) minus its RSS before the call, in a separate run
 with glibc told to mmap every allocation >= 64 KiB (MALLOC_MMAP_THRESHOLD_) so that RSS follows the
-live tensors. Reported relative to the full float32 logits tensor, N x V x 4 bytes.
+live tensors (freed ones are returned at once). Reported relative to the full float32 logits tensor, N x V x 4 bytes.
 
     OMP_NUM_THREADS=2 python benchmarks/token_stats.py            # N in {1024, 4096}
     OMP_NUM_THREADS=2 python benchmarks/token_stats.py --n 1024 --dtype bfloat16
@@ -79,7 +80,9 @@ def _case_fn(case):
     if case == "c":
         return lambda h, w, tok, m: token_stats_from_hidden(h, w, tok, m)
     if case == "c1":
-        return lambda h, w, tok, m: token_stats_from_hidden(h, w, tok, m, reference="previous_token")
+        return lambda h, w, tok, m: token_stats_from_hidden(
+            h, w, tok, m, reference="previous_token"
+        )
     if case == "d":
         return lambda h, w, tok, m: torch.log_softmax((h @ w.T).float(), -1)
     if case == "e":
@@ -105,6 +108,7 @@ def _child(case, n, dtype_name, device, mode, repeats):
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     with torch.no_grad():
         if mode == "memory":
+            fn(hidden, weight, tokens, mask)  # warm-up: steady state, as in a training loop
             if device == "cuda":
                 sync()
                 torch.cuda.reset_peak_memory_stats()
@@ -146,7 +150,9 @@ def _run(case, n, dtype, device, mode, repeats):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--n", type=int, nargs="+", default=[1024, 4096], help="valid positions N")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     ap.add_argument("--device", default="cuda" if _cuda() else "cpu")
@@ -158,7 +164,9 @@ def main(argv=None):
     if args.child:
         return _child(args.child, args.n[0], args.dtype, args.device, args.mode, args.repeats)
 
-    print(f"# V={V} D={D} dtype={args.dtype} device={args.device} OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}")
+    print(
+        f"# V={V} D={D} dtype={args.dtype} device={args.device} OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}"
+    )
     for n in args.n:
         full = n * V * 4
         rows = {}
@@ -173,7 +181,9 @@ def main(argv=None):
         print("| case | time (s) | time / (d) | peak extra memory (MiB) | / full logits |")
         print("|---|---:|---:|---:|---:|")
         for case, (sec, extra) in rows.items():
-            print(f"| {CASES[case]} | {sec:.2f} | {sec / floor:.2f}x | {extra / 2**20:.0f} | {100 * extra / full:.1f}% |")
+            print(
+                f"| {CASES[case]} | {sec:.2f} | {sec / floor:.2f}x | {extra / 2**20:.0f} | {100 * extra / full:.1f}% |"
+            )
         sys.stdout.flush()
 
 
