@@ -160,3 +160,15 @@ def test_tokenizer_without_pad_token_uses_eos(tiny, digit_problems, tiny_config,
     tok.pad_token = None
     train(tiny_config(max_steps=1), model=model, tokenizer=tok, problems=digit_problems)
     assert tok.pad_token == tok.eos_token
+
+
+def test_periodic_evaluation_adds_eval_metrics(tiny, tiny_config, tmp_path):
+    """eval_every runs ict.eval.evaluate on held-out problems of the task (a local JSONL file)."""
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"question": f"{i}+0", "answer": str(i)}) + "\n" for i in range(4)))
+    config = tiny_config(max_steps=1, eval_every=1, eval_size=2, eval_num_samples=2, task=str(data), task_config={})
+    train(config, model=tiny[0], tokenizer=tiny[1])
+    row = read_jsonl(__import__("pathlib").Path(config.output_dir) / "metrics.jsonl")[0]
+    eval_keys = [k for k in row if k.startswith("eval/")]
+    assert any(k.endswith("pass@1") for k in eval_keys), row.keys()
+    assert all(0 <= row[k] <= 1 for k in eval_keys if "pass@" in k)

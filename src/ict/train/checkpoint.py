@@ -48,6 +48,17 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def drop_gguf_marker(model) -> None:
+    """A model loaded from GGUF holds dequantised float weights but still carries the GGUF
+    quantizer, which makes `save_pretrained` refuse; drop the marker (the weights are unchanged)."""
+    quantizer = getattr(model, "hf_quantizer", None)
+    method = getattr(getattr(quantizer, "quantization_config", None), "quant_method", "")
+    if quantizer is not None and "gguf" in str(getattr(method, "value", method)).lower():
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+
+
 def save_checkpoint(run_dir: Path, step: int, model, tokenizer, trainer_state: dict, *, keep_last: int = 2) -> Path:
     """Write checkpoint `step` atomically, point `latest` at it, keep the newest `keep_last`.
 
@@ -65,6 +76,7 @@ def save_checkpoint(run_dir: Path, step: int, model, tokenizer, trainer_state: d
         shutil.rmtree(tmp)
     from transformers.utils import logging as hf_logging
 
+    drop_gguf_marker(model)
     bar_was_enabled = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # no "Writing model shards" bar inside the training bar
     try:

@@ -100,7 +100,7 @@ class TrainConfig:
     kl_on: str = _f("selected", "loss", "KL over selected | valid tokens")
     entropy_coef: float = _f(0.0, "loss", "entropy bonus coefficient")
     # optim
-    learning_rate: float = _f(2e-6, "optim", "AdamW peak learning rate")
+    learning_rate: float = _f(1e-5, "optim", "AdamW peak learning rate")
     weight_decay: float = _f(0.0, "optim", "AdamW weight decay")
     adam_beta1: float = _f(0.9, "optim", "AdamW beta1")
     adam_beta2: float = _f(0.99, "optim", "AdamW beta2")
@@ -113,10 +113,10 @@ class TrainConfig:
     micro_batch_size: int = _f(8, "optim", "sequences per forward/backward (gradient accumulation inside a mini-batch); with share_prompt, rounded to whole groups of G")
     share_prompt: bool = _f(True, "optim", "run each prompt once per group of G samples (KV cache repeated G times): same values and gradients, several times cheaper")
     # run
-    max_steps: int = _f(30, "run", "training steps (one rollout batch each)")
+    max_steps: int = _f(15, "run", "training steps (one rollout batch each)")
     seed: int = _f(0, "run", "seed of sampling, prompt order and the random selector")
     output_dir: str | None = _f(None, "run", "run directory (default runs/<date>-<method>-<task>-seed<seed>)")
-    save_every: int = _f(10, "run", "checkpoint every N steps (and at the end); 0 = only at the end")
+    save_every: int = _f(5, "run", "checkpoint every N steps (and at the end); 0 = only at the end")
     keep_last: int = _f(2, "run", "checkpoints kept")
     log_samples_every: int = _f(5, "run", "write per-token samples every N steps (and step 1)")
     num_log_samples: int = _f(4, "run", "responses written to samples.jsonl per logged step")

@@ -574,19 +574,17 @@ class Trainer:
             return {}
         cfg = self.config
         try:
-            result = evaluate(self.model, self.tokenizer, cfg.task, size=cfg.eval_size,
-                              num_samples=cfg.eval_num_samples, temperature=cfg.temperature,
-                              top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, seed=cfg.seed,
-                              task_config=cfg.task_config)
+            result = evaluate(self.model, self.tokenizer, task_spec(cfg), n=cfg.eval_num_samples,
+                              temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens,
+                              batch_size=cfg.generation_batch_size, seed=cfg.seed, limit=cfg.eval_size)
         except UserError:
             raise
         except Exception as err:  # noqa: BLE001 - evaluation must not kill the run
             logger.warning("evaluation at step %d failed: %s", step, err)
             return {}
         self.model.eval()
-        flat = result if isinstance(result, dict) else getattr(result, "metrics", {})
-        return {f"eval/{cfg.task}/{k}" if not str(k).startswith("eval/") else k: v
-                for k, v in flat.items() if isinstance(v, (int, float))}
+        return {k if str(k).startswith("eval/") else f"eval/{k}": v
+                for k, v in result.items() if isinstance(v, (int, float))}
 
     # ---- the loop ---------------------------------------------------------------------------
     def train(self, *, stop_after: int | None = None) -> dict:
