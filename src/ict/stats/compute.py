@@ -37,8 +37,8 @@ from ict.stats.kernels import (
 from ict.stats.result import REFERENCES, TokenStats
 from ict.stats.sources import HiddenSource, LogitsSource
 
-MIN_CHUNK_BYTES = 32 << 20  # default chunk: N/16 rows, clamped to a 32..128 MiB logits buffer
-MAX_CHUNK_BYTES = 128 << 20  # (55..220 rows at V = 151936 in float32)
+MIN_CHUNK_BYTES = 32 << 20  # default chunk: 1/16 of the full logits' bytes, within 32..128 MiB
+MAX_CHUNK_BYTES = 128 << 20  # (N/16 rows, 55..220 rows at V = 151936 for float32 inputs)
 CPU_BLOCK_BYTES = 4 << 20  # elementwise blocks on CPU stay in cache (6 rows at V = 151936)
 
 
@@ -60,8 +60,8 @@ def token_stats(
     tokens: [B, T] long; mask: [B, T] bool, True on response tokens. temperature: the rollout's
     sampling temperature (p = softmax(logits / temperature)). reference: one of REFERENCES.
     group_ids: [B] long prompt index of each row (for "group_mean"). reference_logits: [B, T, V]
-    (for "reference_policy"). chunk_size: rows of [*, V] logits materialised at once (default: N/16
-    rows of the N valid positions, within a 32..128 MiB buffer). process_group: for "batch_mean" under torch.distributed (default: the world group
+    (for "reference_policy"). chunk_size: rows of [*, V] logits materialised at once (default: 1/16 of
+    the full float32 logits' bytes - N/16 rows - within 32..128 MiB). process_group: for "batch_mean" under torch.distributed (default: the world group
     if initialised). Returns TokenStats, fields [B, T] float32 and 0 where mask is False. No gradient.
     """
     if logits.dim() != 3:
@@ -190,17 +190,18 @@ def _check_common(bt, tokens, mask, temperature, reference, group_ids, device):
     return tokens.to(device=device, dtype=torch.long), mask.to(device=device, dtype=torch.bool)
 
 
-def _plan(chunk_size, vocab, dtype, device, gathers_rows, n_rows):
+def _plan(chunk_size, vocab, dtype, device, gathers_rows, n_rows, temp_row_bytes=0):
     """(rows per fill, rows per elementwise block).
 
-    Default chunk: N/16 rows (so the logits buffer is ~6% of what the full [N, V] logits would
-    take), at least a MIN_CHUNK_BYTES buffer and at most a MAX_CHUNK_BYTES one: few LM-head matmuls
-    (each streams the whole [V, D] weight once), bounded memory whatever N is.
+    Default chunk: its buffers (the logits chunk plus any matmul temporary, `temp_row_bytes` per row)
+    take 1/16 of what the full [N, V] logits would, clamped to MIN_CHUNK_BYTES..MAX_CHUNK_BYTES:
+    few LM-head matmuls (each streams the whole [V, D] weight), bounded memory whatever N is.
     """
     row_bytes = vocab * torch.finfo(dtype).bits // 8
     if chunk_size is None:
-        lo, hi = max(1, MIN_CHUNK_BYTES // row_bytes), max(1, MAX_CHUNK_BYTES // row_bytes)
-        chunk_size = min(hi, max(lo, -(-n_rows // 16)))
+        chunk_row_bytes = row_bytes + temp_row_bytes
+        lo, hi = (max(1, b // chunk_row_bytes) for b in (MIN_CHUNK_BYTES, MAX_CHUNK_BYTES))
+        chunk_size = min(hi, max(lo, -(-n_rows * row_bytes // (16 * chunk_row_bytes))))
     elif isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
         raise ConfigError(
             f"chunk_size must be a positive int (rows of [*, V] logits at once), got {chunk_size!r}"
@@ -247,7 +248,8 @@ def _token_stats(
 ) -> TokenStats:
     B, T = mask.shape
     V, dt, dev = policy.vocab, policy.dtype, policy.device
-    plan = _plan(chunk_size, V, dt, dev, policy.gathers_rows, int(mask.sum()) + B)
+    n_valid = int(mask.sum())
+    plan = _plan(chunk_size, V, dt, dev, policy.gathers_rows, n_valid, policy.temp_row_bytes)
     b, t = mask.nonzero(as_tuple=True)
     tok = tokens[b, t]
     bad_tok = (tok < 0) | (tok >= V)

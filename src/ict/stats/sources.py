@@ -21,6 +21,7 @@ class LogitsSource:
     """Blocks of `logits` [B, T, V] (any float dtype, any strides), divided by `temperature`."""
 
     gathers_rows = True  # cheap per row: the driver fills one small block at a time
+    temp_row_bytes = 0  # no chunk-sized temporary besides the output
 
     def __init__(self, logits: Tensor, temperature: float):
         self.logits = logits
@@ -64,6 +65,9 @@ class HiddenSource:
         self.vocab = weight.shape[0]
         self.dtype = compute_dtype(weight.dtype)
         self.device = hidden.device
+        same = hidden.dtype == weight.dtype == self.dtype
+        # a bf16/fp16 matmul returns its own [n, V] tensor before the cast into the output
+        self.temp_row_bytes = 0 if same else self.vocab * weight.element_size()
 
     def fill(self, rows: Tensor, positions: Tensor, out: Tensor) -> Tensor:
         z = out[: rows.numel()]
