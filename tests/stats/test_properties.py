@@ -177,7 +177,7 @@ def test_default_chunk_is_bounded_and_scales_with_n():
     assert _plan(None, V, torch.float32, cpu, False, 2048)[0] == 128  # N/16 inside the bounds
     assert _plan(None, V, torch.float32, cpu, False, 10**6)[0] == MAX_CHUNK_BYTES // (V * 4)
     # a bf16 LM head adds a [n, V] bf16 matmul result per row: fewer rows, same bytes (1/16 of full)
-    assert _plan(None, V, torch.float32, cpu, False, 4096, V * 2)[0] == math.ceil(4096 * 4 / 16 / 6)
+    assert _plan(None, V, torch.float32, cpu, False, 2048, V * 2)[0] == math.ceil(2048 * 4 / 16 / 6)
     assert (
         _plan(None, V, torch.float32, cpu, True, 4096)[0]
         == _plan(None, V, torch.float32, cpu, True, 4096)[1]
