@@ -5,6 +5,8 @@ processed in chunks of `chunk_size` rows (one LM-head matmul per chunk on the hi
 chunk in blocks of rows that fit the CPU cache (on GPU a block is the whole chunk). Working memory:
 one [chunk_size, V] logits buffer (two for `reference_policy`) plus two [block, V] scratch buffers,
 all in the compute dtype (float32; float64 for float64 inputs). The full [N, V] tensor never exists.
+The default chunk takes 1/16 of the full logits' bytes (N/16 rows), within 32..128 MiB.
+Precision: JS is a difference of entropies, so its absolute error in float32 is ~1e-6 nats.
 
 References r_t (docs/METHOD.md):
   batch_mean      mean of p over all valid positions (all ranks: sum and count are all-reduced).
