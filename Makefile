@@ -58,7 +58,8 @@ lint: venv
 	$(VENV)/bin/ruff check src tests benchmarks
 
 bench: venv
-	$(VENV)/bin/python benchmarks/token_stats.py
+	OMP_NUM_THREADS=1 $(VENV)/bin/python benchmarks/token_stats.py --n 1024
+	OMP_NUM_THREADS=$(THREADS) $(VENV)/bin/python benchmarks/train_step.py
 
 clean:
 	rm -rf $(VENV) $(VERL_VENV) .pytest_cache .ruff_cache
