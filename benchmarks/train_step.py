@@ -43,8 +43,12 @@ def timed(fn, device):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default=None, help="HF id / dir; default: embedded SmolLM2-135M-Instruct")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--model", default=None, help="HF id / dir; default: embedded SmolLM2-135M-Instruct"
+    )
     parser.add_argument("--tiny", action="store_true", help="use the offline tiny test model")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--prompts-per-step", type=int, default=8)
@@ -52,30 +56,50 @@ def main(argv=None) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--micro-batch-size", type=int, default=8)
     parser.add_argument("--autocast", default="auto")
-    parser.add_argument("--repeats", type=int, default=1, help="statistics/update repeats per method (median)")
+    parser.add_argument(
+        "--no-share-prompt", action="store_true", help="plain forward of every sequence"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=1, help="statistics/update repeats per method (median)"
+    )
     parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args(argv)
 
-    from ict.train import Trainer, TrainConfig
+    from ict.train import TrainConfig, Trainer
     from ict.train.trainer import Problem
 
-    config = TrainConfig(model=args.model, device=args.device, prompts_per_step=args.prompts_per_step,
-                         num_generations=args.num_generations, max_new_tokens=args.max_new_tokens,
-                         micro_batch_size=args.micro_batch_size, autocast=args.autocast, progress=False,
-                         plots=False, max_steps=1, output_dir=f"/tmp/ict_bench_{time.time_ns()}")
+    config = TrainConfig(
+        model=args.model,
+        device=args.device,
+        prompts_per_step=args.prompts_per_step,
+        num_generations=args.num_generations,
+        max_new_tokens=args.max_new_tokens,
+        micro_batch_size=args.micro_batch_size,
+        autocast=args.autocast,
+        progress=False,
+        share_prompt=not args.no_share_prompt,
+        plots=False,
+        max_steps=1,
+        output_dir=f"/tmp/ict_bench_{time.time_ns()}",
+    )
     kwargs = {}
     if args.tiny:
         from ict.testing import tiny_model_and_tokenizer
 
-        kwargs = dict(zip(("model", "tokenizer"), tiny_model_and_tokenizer(seed=0)))
-        kwargs["problems"] = [Problem(f"Say a digit {i}:", lambda t: float(t[:1].isdigit())) for i in range(16)]
+        model, tokenizer = tiny_model_and_tokenizer(seed=0)
+        kwargs = {"model": model, "tokenizer": tokenizer}
+        kwargs["problems"] = [
+            Problem(f"Say a digit {i}:", lambda t: float(t[:1].isdigit())) for i in range(16)
+        ]
         config = config.replace(stop=[], max_new_tokens=min(args.max_new_tokens, 8))
     trainer = Trainer(config, **kwargs)
     device = trainer.device
     initial = copy.deepcopy(trainer.model.state_dict())
     initial_opt = copy.deepcopy(trainer.optimizer.state_dict())
 
-    (rollout, rewards, rollout_metrics), rollout_s, rollout_mem = timed(lambda: trainer.rollout(1), device)
+    (rollout, rewards, rollout_metrics), rollout_s, rollout_mem = timed(
+        lambda: trainer.rollout(1), device
+    )
     from ict.loss import compute_advantages
     from ict.train.logprobs import policy_logprobs
     from ict.train.trainer import _span, autocast_context
@@ -89,18 +113,35 @@ def main(argv=None) -> int:
     def old_logprobs_only():  # what plain GRPO needs
         ids, attn = rollout.input_ids, rollout.attention_mask
         out = torch.zeros(ids.shape, device=device)
-        for start in range(0, ids.shape[0], config.micro_batch_size):
-            rows = slice(start, start + config.micro_batch_size)
+        group, step_rows = trainer._grouping(ids.shape[0])
+        for start in range(0, ids.shape[0], step_rows):
+            rows = slice(start, start + step_rows)
             cols = _span(attn[rows])
             with autocast_context(config, device):
-                lp, _ = policy_logprobs(trainer.model, ids[rows, cols], attn[rows, cols], mask[rows, cols],
-                                        temperature=config.temperature, chunk_size=config.stats_chunk_size)
+                lp, _ = policy_logprobs(
+                    trainer.model,
+                    ids[rows, cols],
+                    attn[rows, cols],
+                    mask[rows, cols],
+                    temperature=config.temperature,
+                    chunk_size=config.stats_chunk_size,
+                    prompt_length=rollout.prompt_length - cols.start,
+                    group_size=group,
+                )
             out[rows, cols] = lp
         return out
 
-    results = {"batch": {"sequences": len(rollout), "response_tokens": int(mask.sum()), "tokens": n_tokens,
-                         "rollout_s": rollout_s, "rollout_peak_mb": rollout_mem,
-                         "reward_mean": rollout_metrics["reward/mean"]}, "methods": {}}
+    results = {
+        "batch": {
+            "sequences": len(rollout),
+            "response_tokens": int(mask.sum()),
+            "tokens": n_tokens,
+            "rollout_s": rollout_s,
+            "rollout_peak_mb": rollout_mem,
+            "reward_mean": rollout_metrics["reward/mean"],
+        },
+        "methods": {},
+    }
     warmed: set[str] = set()
     for method in ("grpo", "ict", "grpo", "ict"):  # the first round warms up (allocator, kernels)
         warm = method not in warmed
@@ -112,19 +153,29 @@ def main(argv=None) -> int:
             trainer.optimizer.load_state_dict(initial_opt)
             _, lp_s, lp_mem = timed(old_logprobs_only, device)
 
-            def full_stats():
-                stats, ref = trainer.token_statistics(rollout)
-                sel = trainer.select(method, mask, stats, advantages, rollout.input_ids, 1)
-                return stats, sel
+            def full_stats(name=method):
+                stats, _ = trainer.token_statistics(rollout)
+                return stats, trainer.select(name, mask, stats, advantages, rollout.input_ids, 1)
+
+            def update(stats, selected):
+                return trainer.update(rollout, stats.logprob, advantages, selected, None)
 
             (stats, selected), stats_s, stats_mem = timed(full_stats, device)
-            _, update_s, update_mem = timed(
-                lambda: trainer.update(rollout, stats.logprob, advantages, selected, None), device)
-            rows.append(dict(logprob_only_s=lp_s, stats_full_s=stats_s, update_s=update_s,
-                             stats_peak_mb=stats_mem, update_peak_mb=update_mem,
-                             selected_fraction=float(selected.sum() / mask.sum())))
+            _, update_s, update_mem = timed(lambda s=stats, m=selected: update(s, m), device)
+            rows.append(
+                dict(
+                    logprob_only_s=lp_s,
+                    stats_full_s=stats_s,
+                    update_s=update_s,
+                    stats_peak_mb=stats_mem,
+                    update_peak_mb=update_mem,
+                    selected_fraction=float(selected.sum() / mask.sum()),
+                )
+            )
         if not warm:
-            results["methods"][method] = {k: sorted(r[k] for r in rows)[len(rows) // 2] for k in rows[0]}
+            results["methods"][method] = {
+                k: sorted(r[k] for r in rows)[len(rows) // 2] for k in rows[0]
+            }
     g, i = results["methods"]["grpo"], results["methods"]["ict"]
     results["ratios"] = {
         "update_ict_over_grpo": i["update_s"] / g["update_s"],
@@ -132,18 +183,28 @@ def main(argv=None) -> int:
         / (rollout_s + g["logprob_only_s"] + g["update_s"]),
     }
     b = results["batch"]
-    print(f"device {device}, model {args.model or ('tiny' if args.tiny else 'smollm2-135m-instruct')}, "
-          f"batch {b['sequences']} sequences, {b['response_tokens']} response / {b['tokens']} total tokens, "
-          f"autocast {config.autocast}, torch threads {torch.get_num_threads()}")
+    print(
+        f"device {device}, model {args.model or ('tiny' if args.tiny else 'smollm2-135m-instruct')}, "
+        f"batch {b['sequences']} sequences, {b['response_tokens']} response / {b['tokens']} total tokens, "
+        f"autocast {config.autocast}, share_prompt {config.share_prompt}, torch threads {torch.get_num_threads()}"
+    )
     print(f"rollout: {rollout_s:.2f} s (peak {rollout_mem:.0f} MB)")
-    print("| method | old log-probs only (s) | statistics + selection (s) | update (s) | selected | peak MB (stats / update) |")
+    print(
+        "| method | old log-probs only (s) | statistics + selection (s) | update (s) | selected | peak MB (stats / update) |"
+    )
     print("|---|---|---|---|---|---|")
     for method, r in results["methods"].items():
-        print(f"| {method} | {r['logprob_only_s']:.2f} | {r['stats_full_s']:.2f} | {r['update_s']:.2f} | "
-              f"{r['selected_fraction']:.3f} | {r['stats_peak_mb']:.0f} / {r['update_peak_mb']:.0f} |")
-    print(f"update phase ICT / GRPO: {results['ratios']['update_ict_over_grpo']:.3f} (target <= 1.10)")
-    print(f"whole step ICT (full stats) / minimal GRPO (log-probs only): "
-          f"{results['ratios']['step_ict_over_grpo_minimal']:.3f}")
+        print(
+            f"| {method} | {r['logprob_only_s']:.2f} | {r['stats_full_s']:.2f} | {r['update_s']:.2f} | "
+            f"{r['selected_fraction']:.3f} | {r['stats_peak_mb']:.0f} / {r['update_peak_mb']:.0f} |"
+        )
+    print(
+        f"update phase ICT / GRPO: {results['ratios']['update_ict_over_grpo']:.3f} (target <= 1.10)"
+    )
+    print(
+        f"whole step ICT (full stats) / minimal GRPO (log-probs only): "
+        f"{results['ratios']['step_ict_over_grpo_minimal']:.3f}"
+    )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)

@@ -27,9 +27,20 @@ def tiny_config(tmp_path):
     """A CI-sized config: 4 prompts x 8 samples, 3 new tokens, no plots/progress."""
 
     def make(**changes):
-        base = dict(max_steps=2, prompts_per_step=4, num_generations=8, max_new_tokens=3, stop=[],
-                    learning_rate=2e-2, warmup_steps=0, save_every=0, plots=False, progress=False,
-                    micro_batch_size=16, output_dir=str(tmp_path / "run"))
+        base = dict(
+            max_steps=2,
+            prompts_per_step=4,
+            num_generations=8,
+            max_new_tokens=3,
+            stop=[],
+            learning_rate=2e-2,
+            warmup_steps=0,
+            save_every=0,
+            plots=False,
+            progress=False,
+            micro_batch_size=16,
+            output_dir=str(tmp_path / "run"),
+        )
         return TrainConfig(**{**base, **changes})
 
     return make

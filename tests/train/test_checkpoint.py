@@ -15,7 +15,9 @@ def test_round_trip_keep_last_and_partial_dirs(tmp_path):
     model(torch.tensor([[5, 6, 7]])).logits.sum().backward()
     opt.step()
     for step in (1, 2, 3):
-        ckpt.save_checkpoint(tmp_path, step, model, tok, {"optimizer": opt.state_dict(), "extra": step}, keep_last=2)
+        ckpt.save_checkpoint(
+            tmp_path, step, model, tok, {"optimizer": opt.state_dict(), "extra": step}, keep_last=2
+        )
     names = [p.name for p in ckpt.list_checkpoints(tmp_path)]
     assert names == ["step_000002", "step_000003"]
     assert (tmp_path / "checkpoints" / "latest").read_text() == "step_000003"
@@ -27,7 +29,7 @@ def test_round_trip_keep_last_and_partial_dirs(tmp_path):
     random.random(), np.random.rand(), torch.rand(1)  # move the RNGs; restoring must undo this
     fresh, _ = tiny_model_and_tokenizer(seed=1, tie_word_embeddings=True)
     state = ckpt.load_checkpoint(ckpt.latest_checkpoint(tmp_path), fresh)
-    for (name, a), b in zip(model.state_dict().items(), fresh.state_dict().values()):
+    for (name, a), b in zip(model.state_dict().items(), fresh.state_dict().values(), strict=True):
         assert torch.equal(a, b), name
     assert fresh.get_output_embeddings().weight is fresh.get_input_embeddings().weight
     assert state["step"] == 3 and state["extra"] == 3

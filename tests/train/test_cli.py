@@ -6,14 +6,27 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from ict.cli import main
 
-FAST = ["--max-steps", "2", "--prompts-per-step", "2", "--num-generations", "4", "--max-new-tokens", "4",
-        "--no-progress", "--no-plots", "--stop", "[]", "--seed", "3"]
+FAST = [
+    "--max-steps",
+    "2",
+    "--prompts-per-step",
+    "2",
+    "--num-generations",
+    "4",
+    "--max-new-tokens",
+    "4",
+    "--no-progress",
+    "--no-plots",
+    "--stop",
+    "[]",
+    "--seed",
+    "3",
+]
 
 
 @pytest.fixture(scope="module")
@@ -30,18 +43,38 @@ def model_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def task_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("data") / "sums.jsonl"
-    path.write_text("".join(json.dumps({"q": f"{i} + {i} = ?", "a": str(2 * i)}) + "\n" for i in range(10)))
+    path.write_text(
+        "".join(json.dumps({"q": f"{i} + {i} = ?", "a": str(2 * i)}) + "\n" for i in range(10))
+    )
     return f"{path}?question=q&answer=a"
 
 
 def test_cli_trains_and_prints_where_outputs_went(model_dir, task_file, tmp_path, capsys):
     out_dir = tmp_path / "run"
-    rc = main(["train", "--model", str(model_dir), "--task", task_file, "--output-dir", str(out_dir),
-               "--method", "ict+stapo", *FAST])
+    rc = main(
+        [
+            "train",
+            "--model",
+            str(model_dir),
+            "--task",
+            task_file,
+            "--output-dir",
+            str(out_dir),
+            "--method",
+            "ict+stapo",
+            *FAST,
+        ]
+    )
     assert rc == 0
     printed = capsys.readouterr().out
     assert f"run directory: {out_dir}" in printed and "summary.json" in printed
-    for name in ("config.yaml", "metrics.jsonl", "samples.jsonl", "summary.json", "checkpoints/latest"):
+    for name in (
+        "config.yaml",
+        "metrics.jsonl",
+        "samples.jsonl",
+        "summary.json",
+        "checkpoints/latest",
+    ):
         assert (out_dir / name).exists(), name
     summary = json.loads((out_dir / "summary.json").read_text())
     assert summary["steps"] == 2 and summary["method"] == "ict+stapo"
@@ -85,7 +118,17 @@ def _cli(*args):
 
 @pytest.mark.slow
 def test_sigkill_then_resume_matches_uninterrupted(model_dir, task_file, tmp_path):
-    common = ["--model", model_dir, "--task", task_file, *FAST, "--max-steps", "30", "--save-every", "3"]
+    common = [
+        "--model",
+        model_dir,
+        "--task",
+        task_file,
+        *FAST,
+        "--max-steps",
+        "30",
+        "--save-every",
+        "3",
+    ]
     cmd, env = _cli(*common, "--output-dir", tmp_path / "full")
     subprocess.run(cmd, env=env, check=True, capture_output=True)
 
@@ -105,7 +148,9 @@ def test_sigkill_then_resume_matches_uninterrupted(model_dir, task_file, tmp_pat
 
     def load(path):
         rows = [json.loads(line) for line in (path / "metrics.jsonl").read_text().splitlines()]
-        return [{k: v for k, v in r.items() if not k.startswith(("time/", "throughput/"))} for r in rows]
+        return [
+            {k: v for k, v in r.items() if not k.startswith(("time/", "throughput/"))} for r in rows
+        ]
 
     assert load(run) == load(tmp_path / "full")
     assert json.loads((run / "summary.json").read_text())["steps"] == 30

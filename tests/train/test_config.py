@@ -23,9 +23,24 @@ def test_packaged_default_preset_equals_dataclass_defaults():
 
 def test_defaults_follow_method_md():
     c = TrainConfig()
-    assert (c.method, c.reference, c.scope, c.granularity) == ("ict", "batch_mean", "global", "position")
-    assert (c.eps_low, c.eps_high, c.loss_agg, c.normalize_by) == (0.2, 0.28, "token_mean", "selected")
-    assert (c.stapo_prob_below, c.stapo_entropy_quantile, c.kl_coef, c.advantage) == (0.01, 0.05, 0.0, "grpo")
+    assert (c.method, c.reference, c.scope, c.granularity) == (
+        "ict",
+        "batch_mean",
+        "global",
+        "position",
+    )
+    assert (c.eps_low, c.eps_high, c.loss_agg, c.normalize_by) == (
+        0.2,
+        0.28,
+        "token_mean",
+        "selected",
+    )
+    assert (c.stapo_prob_below, c.stapo_entropy_quantile, c.kl_coef, c.advantage) == (
+        0.01,
+        0.05,
+        0.0,
+        "grpo",
+    )
     assert c.model is None and c.task.startswith("rg:chain_sum")
 
 
@@ -33,10 +48,14 @@ def test_flat_and_grouped_yaml_agree(tmp_path):
     flat = tmp_path / "flat.yaml"
     flat.write_text("learning_rate: 1e-5\nmethod: grpo\nmax_steps: 3\n")
     grouped = tmp_path / "grouped.yaml"
-    grouped.write_text("optim:\n  learning_rate: 1.0e-5\nmethod:\n  method: grpo\nrun: {max_steps: 3}\n")
+    grouped.write_text(
+        "optim:\n  learning_rate: 1.0e-5\nmethod:\n  method: grpo\nrun: {max_steps: 3}\n"
+    )
     a, b = TrainConfig.from_yaml(flat), TrainConfig.from_yaml(grouped)
     assert a == b
-    assert a.learning_rate == 1e-5 and isinstance(a.learning_rate, float)  # YAML reads "1e-5" as a string
+    assert a.learning_rate == 1e-5 and isinstance(
+        a.learning_rate, float
+    )  # YAML reads "1e-5" as a string
 
 
 def test_saved_yaml_round_trips(tmp_path):
@@ -77,7 +96,9 @@ def test_invalid_values_raise_clear_errors(changes, pattern):
 def test_flags_override_yaml_override_defaults(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("method: entropy\nlearning_rate: 1e-5\nmax_steps: 7\n")
-    config, resume = parse(["--config", str(path), "--learning-rate", "3e-6", "--no-plots", "--dual-clip", "3"])
+    config, resume = parse(
+        ["--config", str(path), "--learning-rate", "3e-6", "--no-plots", "--dual-clip", "3"]
+    )
     assert resume is None
     assert config.method == "entropy"  # from YAML
     assert config.learning_rate == 3e-6  # flag beats YAML

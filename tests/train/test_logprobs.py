@@ -23,8 +23,16 @@ def test_matches_full_log_softmax_and_its_gradient(chunk_size):
     bias = torch.randn(V, generator=g)
     tokens = torch.randint(0, V, (B, T), generator=g)
     mask = torch.rand(B, T, generator=g) > 0.4
-    lp, ent = token_logprobs_from_hidden(hidden, weight, tokens, mask, lm_head_bias=bias, temperature=0.7,
-                                         chunk_size=chunk_size, with_entropy=True)
+    lp, ent = token_logprobs_from_hidden(
+        hidden,
+        weight,
+        tokens,
+        mask,
+        lm_head_bias=bias,
+        temperature=0.7,
+        chunk_size=chunk_size,
+        with_entropy=True,
+    )
     ref_lp, ref_ent = reference(hidden, weight, bias, tokens, mask, 0.7)
     torch.testing.assert_close(lp, ref_lp)
     torch.testing.assert_close(ent, ref_ent)
@@ -32,14 +40,18 @@ def test_matches_full_log_softmax_and_its_gradient(chunk_size):
     coeff = torch.randn(B, T, generator=g)
     grads = torch.autograd.grad((lp * coeff).sum() + ent.sum(), (hidden, weight))
     ref_grads = torch.autograd.grad((ref_lp * coeff).sum() + ref_ent.sum(), (hidden, weight))
-    for a, b in zip(grads, ref_grads):
+    for a, b in zip(grads, ref_grads, strict=True):
         torch.testing.assert_close(a, b)
 
 
 def test_empty_mask_gives_zeros():
     hidden = torch.randn(2, 3, 4)
-    out, ent = token_logprobs_from_hidden(hidden, torch.randn(7, 4), torch.zeros(2, 3, dtype=torch.long),
-                                          torch.zeros(2, 3, dtype=torch.bool))
+    out, ent = token_logprobs_from_hidden(
+        hidden,
+        torch.randn(7, 4),
+        torch.zeros(2, 3, dtype=torch.long),
+        torch.zeros(2, 3, dtype=torch.bool),
+    )
     assert out.shape == (2, 3) and (out == 0).all() and ent is None
 
 
@@ -64,7 +76,9 @@ def test_policy_logprobs_match_model_logits():
     mask[:, 3:] = True
     lp, _ = policy_logprobs(model, ids, attn, mask, temperature=1.0)
     with torch.no_grad():
-        logits = model(input_ids=ids, attention_mask=attn, position_ids=position_ids_from_mask(attn)).logits
+        logits = model(
+            input_ids=ids, attention_mask=attn, position_ids=position_ids_from_mask(attn)
+        ).logits
     ref = torch.log_softmax(logits[:, :-1].float(), -1).gather(-1, ids[:, 1:, None]).squeeze(-1)
     torch.testing.assert_close(lp[:, 1:][mask[:, 1:]], ref[mask[:, 1:]], atol=1e-5, rtol=1e-5)
 
@@ -80,12 +94,19 @@ def test_shared_prompt_forward_equals_plain_forward_values_and_gradients():
     prompts = torch.randint(10, 90, (2, P), generator=g)
     prompt_attn = torch.ones(2, P, dtype=torch.long)
     prompt_attn[1, :2] = 0  # the second prompt is shorter (left padding)
-    ids = torch.cat([prompts.repeat_interleave(G, 0), torch.randint(10, 90, (2 * G, R), generator=g)], 1)
-    attn = torch.cat([prompt_attn.repeat_interleave(G, 0), torch.ones(2 * G, R, dtype=torch.long)], 1)
+    ids = torch.cat(
+        [prompts.repeat_interleave(G, 0), torch.randint(10, 90, (2 * G, R), generator=g)], 1
+    )
+    attn = torch.cat(
+        [prompt_attn.repeat_interleave(G, 0), torch.ones(2 * G, R, dtype=torch.long)], 1
+    )
     attn[0, -2:] = 0  # a response that ended early (right padding)
     weights = torch.randn(2 * G, P + R, 32, generator=g) * attn[..., None]
     outs = []
-    for fn in (lambda: final_hidden(model, ids, attn), lambda: shared_prompt_hidden(model, ids, attn, P, G)):
+    for fn in (
+        lambda: final_hidden(model, ids, attn),
+        lambda: shared_prompt_hidden(model, ids, attn, P, G),
+    ):
         model.zero_grad()
         hidden = fn()
         (hidden * weights).sum().backward()

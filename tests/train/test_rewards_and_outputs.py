@@ -19,7 +19,9 @@ def test_raising_and_hanging_scorers_score_zero_and_are_counted():
         return 1.0
 
     start = time.perf_counter()
-    out = score_responses([good, boom, hang, good, lambda t: (1.0, True)], ["a", "a", "a", "b", "x"], timeout_s=0.2)
+    out = score_responses(
+        [good, boom, hang, good, lambda t: (1.0, True)], ["a", "a", "a", "b", "x"], timeout_s=0.2
+    )
     assert time.perf_counter() - start < 2
     assert out.rewards == [1.0, 0.0, 0.0, 0.0, 1.0]
     assert (out.errors, out.timeouts) == (2, 1)
@@ -29,9 +31,15 @@ def test_raising_and_hanging_scorers_score_zero_and_are_counted():
 def test_verdict_error_flags_count_as_errors():
     from ict.rewards.verify import Verdict
 
-    out = score_responses([lambda t: Verdict(0.0, False, None, False, error="bad"),
-                           lambda t: Verdict(0.0, False, None, False, timed_out=True),
-                           lambda t: Verdict(1.0, True, "3", True)], ["", "", ""], timeout_s=1)
+    out = score_responses(
+        [
+            lambda t: Verdict(0.0, False, None, False, error="bad"),
+            lambda t: Verdict(0.0, False, None, False, timed_out=True),
+            lambda t: Verdict(1.0, True, "3", True),
+        ],
+        ["", "", ""],
+        timeout_s=1,
+    )
     assert out.rewards == [0.0, 0.0, 1.0] and (out.errors, out.timeouts) == (2, 1)
     assert out.formatted[2] is True
 
@@ -51,14 +59,22 @@ def test_truncate_jsonl_keeps_steps_up_to_checkpoint_and_drops_torn_line(tmp_pat
 
 
 def test_entropy_health_flags():
-    health = EntropyHealth(window=2, collapse_fraction=0.5, explosion_multiple=2.0, format_drop_fraction=0.5)
-    assert health.update(1, 1.0, 0.8) == {"health/entropy_collapse": False, "health/entropy_explosion": False}
+    health = EntropyHealth(
+        window=2, collapse_fraction=0.5, explosion_multiple=2.0, format_drop_fraction=0.5
+    )
+    assert health.update(1, 1.0, 0.8) == {
+        "health/entropy_collapse": False,
+        "health/entropy_explosion": False,
+    }
     health.update(2, 1.0, 0.8)
     assert health.update(3, 0.6, 0.8)["health/entropy_collapse"] is False
     assert health.update(4, 0.4, 0.8)["health/entropy_collapse"] is True
     assert health.update(5, 2.5, 0.8)["health/entropy_explosion"] is True
     assert health.update(6, 1.0, 0.3)["health/entropy_explosion"] is True  # format rate fell
-    assert health.update(7, 1.0, 0.8) == {"health/entropy_collapse": False, "health/entropy_explosion": False}
+    assert health.update(7, 1.0, 0.8) == {
+        "health/entropy_collapse": False,
+        "health/entropy_explosion": False,
+    }
     assert health.ever_collapsed and health.ever_exploded
     clone = EntropyHealth(window=2)
     clone.load_state_dict(health.state_dict())

@@ -2,6 +2,7 @@
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -10,11 +11,32 @@ from ict.errors import DataError, ModelLoadError, UserError
 from ict.train import Problem, Trainer, train
 
 REQUIRED_KEYS = {
-    "step", "reward/mean", "accuracy", "response_length/mean", "clip_fraction", "valid/entropy",
-    "valid/renyi2", "valid/js", "valid/prob", "selected/entropy", "selected/renyi2", "selected/js",
-    "selected/prob", "selected_fraction", "overlap/ict_entropy_jaccard", "grad_norm", "lr",
-    "zero_variance_groups", "time/rollout_s", "time/stats_s", "time/update_s", "throughput/rollout_tok_s",
-    "throughput/update_tok_s", "health/entropy_collapse", "health/entropy_explosion", "reward/errors",
+    "step",
+    "reward/mean",
+    "accuracy",
+    "response_length/mean",
+    "clip_fraction",
+    "valid/entropy",
+    "valid/renyi2",
+    "valid/js",
+    "valid/prob",
+    "selected/entropy",
+    "selected/renyi2",
+    "selected/js",
+    "selected/prob",
+    "selected_fraction",
+    "overlap/ict_entropy_jaccard",
+    "grad_norm",
+    "lr",
+    "zero_variance_groups",
+    "time/rollout_s",
+    "time/stats_s",
+    "time/update_s",
+    "throughput/rollout_tok_s",
+    "throughput/update_tok_s",
+    "health/entropy_collapse",
+    "health/entropy_explosion",
+    "reward/errors",
 }
 TIMING = ("time/", "throughput/")
 
@@ -32,21 +54,30 @@ def test_every_method_runs_and_writes_the_run_directory(method, tiny, digit_prob
     config = tiny_config(method=method, max_steps=2, save_every=1, keep_last=1)
     summary = train(config, model=tiny[0], tokenizer=tiny[1], problems=digit_problems)
     run = config.output_dir
-    rows = read_jsonl(__import__("pathlib").Path(run) / "metrics.jsonl")
+    rows = read_jsonl(Path(run) / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2]
     assert REQUIRED_KEYS <= set(rows[0]), REQUIRED_KEYS - set(rows[0])
     for row in rows:
         n_valid = row["valid_tokens"]
-        expected = {"grpo": 1.0, "ict": math.ceil(0.1 * n_valid) / n_valid,
-                    "entropy": math.ceil(0.2 * n_valid) / n_valid, "random": math.ceil(0.1 * n_valid) / n_valid}
+        expected = {
+            "grpo": 1.0,
+            "ict": math.ceil(0.1 * n_valid) / n_valid,
+            "entropy": math.ceil(0.2 * n_valid) / n_valid,
+            "random": math.ceil(0.1 * n_valid) / n_valid,
+        }
         if method in expected:
             assert row["selected_fraction"] == pytest.approx(expected[method])
         else:  # stapo removes a few spurious tokens from grpo / ict
-            assert row["selected_fraction"] <= (1.0 if method == "stapo" else expected["ict"]) + 1e-9
-        assert 0 <= row["valid/js"] <= math.log(2) and row["valid/renyi2"] <= row["valid/entropy"] + 1e-6
+            assert (
+                row["selected_fraction"] <= (1.0 if method == "stapo" else expected["ict"]) + 1e-9
+            )
+        assert (
+            0 <= row["valid/js"] <= math.log(2)
+            and row["valid/renyi2"] <= row["valid/entropy"] + 1e-6
+        )
         assert 0 <= row["overlap/ict_entropy_jaccard"] <= 1
         assert row["by_selector/ict/fraction"] == pytest.approx(expected["ict"])
-    samples = read_jsonl(__import__("pathlib").Path(run) / "samples.jsonl")
+    samples = read_jsonl(Path(run) / "samples.jsonl")
     assert samples and samples[0]["step"] == 1
     s = samples[0]
     n = len(s["tokens"])
@@ -55,9 +86,9 @@ def test_every_method_runs_and_writes_the_run_directory(method, tiny, digit_prob
     assert all(len(v) == n and set(v) <= {0, 1} for v in s["selected"].values())
     assert "".join(s["tokens"]) == s["response"]
     assert summary["steps"] == 2 and summary["method"] == method
-    saved = json.loads((__import__("pathlib").Path(run) / "summary.json").read_text())
+    saved = json.loads((Path(run) / "summary.json").read_text())
     assert saved["paths"]["checkpoint"].endswith("step_000002")
-    ckpts = sorted(p.name for p in (__import__("pathlib").Path(run) / "checkpoints").glob("step_*"))
+    ckpts = sorted(p.name for p in (Path(run) / "checkpoints").glob("step_*"))
     assert ckpts == ["step_000002"]  # keep_last=1
 
 
@@ -65,7 +96,7 @@ def test_learning_reward_rises_on_a_learnable_task(tiny, digit_problems, tiny_co
     """GRPO on 'start with a digit' (about 10% at random init): reward must rise within 30 steps."""
     config = tiny_config(method="grpo", max_steps=30)
     summary = train(config, model=tiny[0], tokenizer=tiny[1], problems=digit_problems)
-    rows = read_jsonl(__import__("pathlib").Path(config.output_dir) / "metrics.jsonl")
+    rows = read_jsonl(Path(config.output_dir) / "metrics.jsonl")
     first = sum(r["reward/mean"] for r in rows[:5]) / 5
     last = sum(r["reward/mean"] for r in rows[-5:]) / 5
     assert first < 0.3 and last > first + 0.4, (first, last)
@@ -76,7 +107,8 @@ def test_resume_matches_uninterrupted_run_step_for_step(digit_problems, tiny_con
     from ict.testing import tiny_model_and_tokenizer
 
     full = tiny_config(max_steps=6, save_every=2, output_dir=str(tmp_path / "full"), method="ict")
-    train(full, *(), **dict(zip(("model", "tokenizer"), tiny_model_and_tokenizer(seed=0))), problems=digit_problems)
+    model, tok = tiny_model_and_tokenizer(seed=0)
+    train(full, model=model, tokenizer=tok, problems=digit_problems)
 
     part = full.replace(output_dir=str(tmp_path / "part"))
     model, tok = tiny_model_and_tokenizer(seed=0)
@@ -85,7 +117,9 @@ def test_resume_matches_uninterrupted_run_step_for_step(digit_problems, tiny_con
     assert [r["step"] for r in rows] == [1, 2, 3]  # step 3 ran after the last checkpoint (step 2)
     with open(tmp_path / "part" / "metrics.jsonl", "a") as f:
         f.write('{"step": 4, "rew')  # killed mid-line
-    model, tok = tiny_model_and_tokenizer(seed=7)  # different init: the checkpoint must overwrite it
+    model, tok = tiny_model_and_tokenizer(
+        seed=7
+    )  # different init: the checkpoint must overwrite it
     trainer = Trainer(part, model=model, tokenizer=tok, problems=digit_problems, resume=True)
     assert trainer.step == 2
     trainer.train()
@@ -95,7 +129,9 @@ def test_resume_matches_uninterrupted_run_step_for_step(digit_problems, tiny_con
     assert comparable(a) == comparable(b)
 
 
-def test_gradient_accumulation_and_prompt_sharing_match_one_big_batch(tiny_config, digit_problems, tmp_path):
+def test_gradient_accumulation_and_prompt_sharing_match_one_big_batch(
+    tiny_config, digit_problems, tmp_path
+):
     """Micro-batches (shared denominator) and the shared-prompt forward give the same update as
     one plain batch of 32 sequences."""
     from ict.testing import tiny_model_and_tokenizer
@@ -103,8 +139,16 @@ def test_gradient_accumulation_and_prompt_sharing_match_one_big_batch(tiny_confi
     params = []
     for micro, share in ((32, False), (2, False), (8, True), (32, True)):
         model, tok = tiny_model_and_tokenizer(seed=0)
-        config = tiny_config(max_steps=1, micro_batch_size=micro, share_prompt=share, autocast="off", method="ict",
-                             learning_rate=1e-3, output_dir=str(tmp_path / f"m{micro}{share}"), max_grad_norm=0.0)
+        config = tiny_config(
+            max_steps=1,
+            micro_batch_size=micro,
+            share_prompt=share,
+            autocast="off",
+            method="ict",
+            learning_rate=1e-3,
+            output_dir=str(tmp_path / f"m{micro}{share}"),
+            max_grad_norm=0.0,
+        )
         train(config, model=model, tokenizer=tok, problems=digit_problems)
         params.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
     for other in params[1:]:
@@ -121,15 +165,21 @@ def test_reward_errors_are_counted_not_fatal(tiny, tiny_config):
 
     config = tiny_config(max_steps=1)
     train(config, model=tiny[0], tokenizer=tiny[1], problems=[Problem("x", flaky)] * 4)
-    row = read_jsonl(__import__("pathlib").Path(config.output_dir) / "metrics.jsonl")[0]
+    row = read_jsonl(Path(config.output_dir) / "metrics.jsonl")[0]
     assert row["reward/errors"] >= 0 and row["reward/mean"] == 0.0
 
 
 def test_kl_reference_model_and_epochs(tiny, digit_problems, tiny_config):
-    config = tiny_config(max_steps=2, kl_coef=0.1, num_epochs=2, mini_batch_size=16, micro_batch_size=8,
-                         entropy_coef=0.01)
+    config = tiny_config(
+        max_steps=2,
+        kl_coef=0.1,
+        num_epochs=2,
+        mini_batch_size=16,
+        micro_batch_size=8,
+        entropy_coef=0.01,
+    )
     train(config, model=tiny[0], tokenizer=tiny[1], problems=digit_problems)
-    rows = read_jsonl(__import__("pathlib").Path(config.output_dir) / "metrics.jsonl")
+    rows = read_jsonl(Path(config.output_dir) / "metrics.jsonl")
     assert "kl_ref" in rows[-1] and rows[-1]["kl_ref"] >= 0
 
 
@@ -151,8 +201,11 @@ def test_bad_model_path_and_task(tiny_config, tmp_path):
     data = tmp_path / "d.jsonl"
     data.write_text('{"q": "1+1", "a": "2"}\n')
     with pytest.raises(DataError, match="question"):
-        Trainer(tiny_config(task=str(data), task_config={"question": "prompt", "answer": "a"}),
-                model=model, tokenizer=tok)
+        Trainer(
+            tiny_config(task=str(data), task_config={"question": "prompt", "answer": "a"}),
+            model=model,
+            tokenizer=tok,
+        )
 
 
 def test_tokenizer_without_pad_token_uses_eos(tiny, digit_problems, tiny_config, caplog):
@@ -165,10 +218,14 @@ def test_tokenizer_without_pad_token_uses_eos(tiny, digit_problems, tiny_config,
 def test_periodic_evaluation_adds_eval_metrics(tiny, tiny_config, tmp_path):
     """eval_every runs ict.eval.evaluate on held-out problems of the task (a local JSONL file)."""
     data = tmp_path / "d.jsonl"
-    data.write_text("".join(json.dumps({"question": f"{i}+0", "answer": str(i)}) + "\n" for i in range(4)))
-    config = tiny_config(max_steps=1, eval_every=1, eval_size=2, eval_num_samples=2, task=str(data), task_config={})
+    data.write_text(
+        "".join(json.dumps({"question": f"{i}+0", "answer": str(i)}) + "\n" for i in range(4))
+    )
+    config = tiny_config(
+        max_steps=1, eval_every=1, eval_size=2, eval_num_samples=2, task=str(data), task_config={}
+    )
     train(config, model=tiny[0], tokenizer=tiny[1])
-    row = read_jsonl(__import__("pathlib").Path(config.output_dir) / "metrics.jsonl")[0]
+    row = read_jsonl(Path(config.output_dir) / "metrics.jsonl")[0]
     eval_keys = [k for k in row if k.startswith("eval/")]
     assert any(k.endswith("pass@1") for k in eval_keys), row.keys()
     assert all(0 <= row[k] <= 1 for k in eval_keys if "pass@" in k)

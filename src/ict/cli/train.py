@@ -30,27 +30,50 @@ def add_parser(subparsers, summary: str = "train a model") -> argparse.ArgumentP
     from ict.train.config import SECTIONS, TrainConfig
 
     parser = subparsers.add_parser(
-        "train", help=summary, description=f"{summary[0].upper()}{summary[1:]}.", epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter, argument_default=argparse.SUPPRESS,
+        "train",
+        help=summary,
+        description=f"{summary[0].upper()}{summary[1:]}.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        argument_default=argparse.SUPPRESS,
     )
     general = parser.add_argument_group("config files and resuming")
-    general.add_argument("--config", metavar="FILE",
-                         help="YAML config (flat or grouped by section); a packaged preset name such as 'default' also works")
-    general.add_argument("--resume", metavar="RUN_DIR",
-                         help="continue RUN_DIR from its last checkpoint (its config.yaml; flags still override)")
-    groups = {name: parser.add_argument_group(f"{name}: {title}") for name, title in SECTIONS.items()}
+    general.add_argument(
+        "--config",
+        metavar="FILE",
+        help="YAML config (flat or grouped by section); a packaged preset name such as 'default' also works",
+    )
+    general.add_argument(
+        "--resume",
+        metavar="RUN_DIR",
+        help="continue RUN_DIR from its last checkpoint (its config.yaml; flags still override)",
+    )
+    groups = {
+        name: parser.add_argument_group(f"{name}: {title}") for name, title in SECTIONS.items()
+    }
     for field in dataclasses.fields(TrainConfig):
         group, help_text = groups[field.metadata["section"]], field.metadata["help"]
-        default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
+        default = (
+            field.default if field.default is not dataclasses.MISSING else field.default_factory()
+        )
         annotation = str(field.type)
         if annotation == "bool":
-            group.add_argument(_flag(field.name), dest=field.name, action=argparse.BooleanOptionalAction,
-                               help=f"{help_text} (default: {default})")
+            group.add_argument(
+                _flag(field.name),
+                dest=field.name,
+                action=argparse.BooleanOptionalAction,
+                help=f"{help_text} (default: {default})",
+            )
         else:
             metavar = {"int": "N", "float": "X", "dict": "YAML", "list": "YAML"}.get(
-                annotation.replace("| None", "").strip(), "STR")
-            group.add_argument(_flag(field.name), dest=field.name, metavar=metavar,
-                               help=f"{help_text} (default: {default})")
+                annotation.replace("| None", "").strip(), "STR"
+            )
+            group.add_argument(
+                _flag(field.name),
+                dest=field.name,
+                metavar=metavar,
+                help=f"{help_text} (default: {default})",
+            )
     parser.set_defaults(func=run)
     return parser
 
@@ -67,7 +90,9 @@ def resolve_config(args: argparse.Namespace):
     if resume:
         run_dir = Path(resume)
         if not (run_dir / "config.yaml").is_file():
-            raise UserError(f"--resume {run_dir}: no config.yaml there; pass a run directory written by `ict train`")
+            raise UserError(
+                f"--resume {run_dir}: no config.yaml there; pass a run directory written by `ict train`"
+            )
         base = flatten(load_yaml(run_dir / "config.yaml"), source=str(run_dir / "config.yaml"))
         base["output_dir"] = str(run_dir)
     config_file = getattr(args, "config", None)
@@ -77,7 +102,9 @@ def resolve_config(args: argparse.Namespace):
             try:
                 path = preset_path(config_file)
             except ConfigError:
-                raise ConfigError(f"--config {config_file}: no such file or packaged preset") from None
+                raise ConfigError(
+                    f"--config {config_file}: no such file or packaged preset"
+                ) from None
         base.update(flatten(load_yaml(path), source=str(path)))
     if resume and "output_dir" in overrides and Path(overrides["output_dir"]) != Path(resume):
         raise ConfigError("--resume continues the run in place; drop --output-dir")
@@ -94,17 +121,25 @@ def run(args: argparse.Namespace) -> int:
 
     from ict.train import Trainer
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        datefmt="%H:%M:%S")
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+    )
     logging.getLogger("ict").setLevel(logging.INFO)
     with logging_redirect_tqdm():
         trainer = Trainer(config, resume=bool(resume))
-        print(f"ict train: method {config.method}, model {config.model or 'smollm2-135m-instruct (embedded)'}, "
-              f"task {config.task}, {config.max_steps} steps; outputs in {trainer.run_dir}", flush=True)
+        print(
+            f"ict train: method {config.method}, model {config.model or 'smollm2-135m-instruct (embedded)'}, "
+            f"task {config.task}, {config.max_steps} steps; outputs in {trainer.run_dir}",
+            flush=True,
+        )
         summary = trainer.train()
     paths = summary.get("paths", {})
-    print(f"\ndone: {summary.get('steps')} steps; reward {summary.get('reward_first_steps')} (first steps) -> "
-          f"{summary.get('reward_last_steps')} (last steps)")
+    print(
+        f"\ndone: {summary.get('steps')} steps; reward {summary.get('reward_first_steps')} (first steps) -> "
+        f"{summary.get('reward_last_steps')} (last steps)"
+    )
     health = summary.get("health", {})
     if health.get("entropy_collapse") or health.get("entropy_explosion"):
         print(f"warning: entropy health flags {health} (see metrics.jsonl health/*)")

@@ -28,7 +28,11 @@ def checkpoint_name(step: int) -> str:
 
 
 def rng_state() -> dict:
-    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    state = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -59,7 +63,9 @@ def drop_gguf_marker(model) -> None:
             del model.config.quantization_config
 
 
-def save_checkpoint(run_dir: Path, step: int, model, tokenizer, trainer_state: dict, *, keep_last: int = 2) -> Path:
+def save_checkpoint(
+    run_dir: Path, step: int, model, tokenizer, trainer_state: dict, *, keep_last: int = 2
+) -> Path:
     """Write checkpoint `step` atomically, point `latest` at it, keep the newest `keep_last`.
 
     Args:
@@ -100,7 +106,11 @@ def list_checkpoints(run_dir: Path) -> list[Path]:
     root = Path(run_dir) / "checkpoints"
     if not root.is_dir():
         return []
-    found = [p for p in root.glob("step_*") if (p / STATE_FILE).is_file() and (p / "config.json").is_file()]
+    found = [
+        p
+        for p in root.glob("step_*")
+        if (p / STATE_FILE).is_file() and (p / "config.json").is_file()
+    ]
     return sorted(found, key=lambda p: int(p.name.split("_")[1]))
 
 
@@ -127,7 +137,9 @@ def load_checkpoint(checkpoint_dir: Path, model) -> dict:
     checkpoint_dir = Path(checkpoint_dir)
     weights = checkpoint_dir / "model.safetensors"
     if not weights.is_file():
-        raise UserError(f"checkpoint {checkpoint_dir} has no model.safetensors; it is incomplete, delete it")
+        raise UserError(
+            f"checkpoint {checkpoint_dir} has no model.safetensors; it is incomplete, delete it"
+        )
     device = next(model.parameters()).device
     state = load_file(str(weights), device=str(device))
     missing, unexpected = model.load_state_dict(state, strict=False)

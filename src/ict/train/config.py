@@ -55,20 +55,53 @@ class TrainConfig:
     """Every option of `ict train`. Defaults = the embedded default run (METHOD.md defaults)."""
 
     # model
-    model: str | None = _f(None, "model", "HF hub id, local model dir or ict run dir; none = embedded SmolLM2-135M-Instruct (GGUF)")
-    dtype: str = _f("float32", "model", "weight dtype (float32 | bfloat16 | float16); float32 master weights are safest")
+    model: str | None = _f(
+        None,
+        "model",
+        "HF hub id, local model dir or ict run dir; none = embedded SmolLM2-135M-Instruct (GGUF)",
+    )
+    dtype: str = _f(
+        "float32",
+        "model",
+        "weight dtype (float32 | bfloat16 | float16); float32 master weights are safest",
+    )
     device: str = _f("auto", "model", "auto (cuda if available, else cpu) | cpu | cuda | cuda:N")
-    autocast: str = _f("auto", "model", "autocast for the statistics and update passes: auto (bf16) | bf16 | fp16 | off")
-    rollout_autocast: bool = _f(False, "model", "also autocast generation (faster, slightly off-policy)")
-    chat_template: bool = _f(True, "model", "wrap prompts in the tokenizer's chat template when it has one")
-    system_prompt: str | None = _f(None, "model", "optional system message for chat-templated prompts")
+    autocast: str = _f(
+        "auto",
+        "model",
+        "autocast for the statistics and update passes: auto (bf16) | bf16 | fp16 | off",
+    )
+    rollout_autocast: bool = _f(
+        False, "model", "also autocast generation (faster, slightly off-policy)"
+    )
+    chat_template: bool = _f(
+        True, "model", "wrap prompts in the tokenizer's chat template when it has one"
+    )
+    system_prompt: str | None = _f(
+        None, "model", "optional system message for chat-templated prompts"
+    )
     # data
-    task: str = _f("rg:chain_sum?min_terms=2&max_terms=2&min_digits=1&max_digits=2", "data",
-                   "task spec (ict.data.load_task): rg:<reasoning-gym task>?<options>, a benchmark, hf:<id>?..., or a local .jsonl/.parquet file?question=<col>&answer=<col>")
-    task_config: dict = _f({}, "data", "extra task options appended to the spec as ?key=value, e.g. '{min_terms: 3}' or '{question: problem, answer: solution}'")
-    train_size: int = _f(2000, "data", "number of training problems (procedural tasks are generated with train seeds)")
-    data_seed: int = _f(0, "data", "seed of the problem generator (held-out problems use disjoint seeds)")
-    reward_timeout_s: float = _f(5.0, "data", "per-sample time limit of the reward function; a timeout or error scores 0")
+    task: str = _f(
+        "rg:chain_sum?min_terms=2&max_terms=2&min_digits=1&max_digits=2",
+        "data",
+        "task spec (ict.data.load_task): rg:<reasoning-gym task>?<options>, a benchmark, hf:<id>?..., or a local .jsonl/.parquet file?question=<col>&answer=<col>",
+    )
+    task_config: dict = _f(
+        {},
+        "data",
+        "extra task options appended to the spec as ?key=value, e.g. '{min_terms: 3}' or '{question: problem, answer: solution}'",
+    )
+    train_size: int = _f(
+        2000,
+        "data",
+        "number of training problems (procedural tasks are generated with train seeds)",
+    )
+    data_seed: int = _f(
+        0, "data", "seed of the problem generator (held-out problems use disjoint seeds)"
+    )
+    reward_timeout_s: float = _f(
+        5.0, "data", "per-sample time limit of the reward function; a timeout or error scores 0"
+    )
     # rollout
     prompts_per_step: int = _f(8, "rollout", "B: prompts per training step")
     num_generations: int = _f(8, "rollout", "G: sampled responses per prompt")
@@ -76,26 +109,52 @@ class TrainConfig:
     top_p: float = _f(1.0, "rollout", "nucleus sampling threshold")
     max_new_tokens: int = _f(32, "rollout", "maximum response length in tokens")
     generation_batch_size: int = _f(64, "rollout", "sequences generated at once")
-    stop: list = _f(["</answer>"], "rollout", "strings that end a response (kept in it); [] = only EOS")
+    stop: list = _f(
+        ["</answer>"], "rollout", "strings that end a response (kept in it); [] = only EOS"
+    )
     # method
-    method: str = _f("ict", "method", "token selector: grpo | ict | entropy | stapo | random | compositions such as ict+stapo")
-    ratio: float | None = _f(None, "method", "fraction of valid tokens kept (default per method: ict 0.10, entropy 0.20, random 0.10)")
-    reference: str = _f("batch_mean", "method", "ICT reference distribution: " + " | ".join(REFERENCES))
+    method: str = _f(
+        "ict",
+        "method",
+        "token selector: grpo | ict | entropy | stapo | random | compositions such as ict+stapo",
+    )
+    ratio: float | None = _f(
+        None,
+        "method",
+        "fraction of valid tokens kept (default per method: ict 0.10, entropy 0.20, random 0.10)",
+    )
+    reference: str = _f(
+        "batch_mean", "method", "ICT reference distribution: " + " | ".join(REFERENCES)
+    )
     scope: str = _f("global", "method", "top-k scope: global | micro_batch | sequence")
     granularity: str = _f("position", "method", "ICT granularity: position | token_id")
-    stapo_prob_below: float = _f(0.01, "method", "STAPO: spurious if p(y_t) below this (secondary-source default)")
-    stapo_entropy_quantile: float = _f(0.05, "method", "STAPO: spurious if H below this quantile of valid entropies")
-    selector_options: dict = _f({}, "method", "extra keyword options passed to ict.select.select_tokens")
-    stats_chunk_size: int = _f(1024, "method", "rows of the vocabulary-wide tensors processed at once (memory bound)")
+    stapo_prob_below: float = _f(
+        0.01, "method", "STAPO: spurious if p(y_t) below this (secondary-source default)"
+    )
+    stapo_entropy_quantile: float = _f(
+        0.05, "method", "STAPO: spurious if H below this quantile of valid entropies"
+    )
+    selector_options: dict = _f(
+        {}, "method", "extra keyword options passed to ict.select.select_tokens"
+    )
+    stats_chunk_size: int = _f(
+        1024, "method", "rows of the vocabulary-wide tensors processed at once (memory bound)"
+    )
     # loss
     advantage: str = _f("grpo", "loss", "advantage estimator: grpo | dr_grpo")
-    drop_zero_variance_groups: bool = _f(False, "loss", "dynamic sampling: drop groups whose rewards are all equal")
+    drop_zero_variance_groups: bool = _f(
+        False, "loss", "dynamic sampling: drop groups whose rewards are all equal"
+    )
     eps_low: float = _f(0.2, "loss", "lower clip range")
     eps_high: float = _f(0.28, "loss", "upper clip range (clip-higher)")
-    dual_clip: float | None = _f(None, "loss", "dual-clip constant c for A < 0 (e.g. 3.0); none = off")
+    dual_clip: float | None = _f(
+        None, "loss", "dual-clip constant c for A < 0 (e.g. 3.0); none = off"
+    )
     loss_agg: str = _f("token_mean", "loss", "loss aggregation: " + " | ".join(LOSS_AGGS))
     normalize_by: str = _f("selected", "loss", "token_mean normaliser: selected | valid tokens")
-    kl_coef: float = _f(0.0, "loss", "beta of the KL penalty to a frozen reference model (0 = no reference model)")
+    kl_coef: float = _f(
+        0.0, "loss", "beta of the KL penalty to a frozen reference model (0 = no reference model)"
+    )
     kl_estimator: str = _f("k3", "loss", "KL estimator: k1 | k3")
     kl_on: str = _f("selected", "loss", "KL over selected | valid tokens")
     entropy_coef: float = _f(0.0, "loss", "entropy bonus coefficient")
@@ -106,16 +165,32 @@ class TrainConfig:
     adam_beta2: float = _f(0.99, "optim", "AdamW beta2")
     adam_epsilon: float = _f(1e-8, "optim", "AdamW epsilon")
     warmup_steps: int = _f(2, "optim", "linear warm-up, in optimizer steps")
-    lr_scheduler: str = _f("constant", "optim", "after warm-up: constant | linear | cosine (decay to 0 at the last step)")
+    lr_scheduler: str = _f(
+        "constant",
+        "optim",
+        "after warm-up: constant | linear | cosine (decay to 0 at the last step)",
+    )
     max_grad_norm: float = _f(1.0, "optim", "gradient clipping norm (0 = off)")
     num_epochs: int = _f(1, "optim", "optimisation epochs over each rollout batch")
-    mini_batch_size: int | None = _f(None, "optim", "sequences per optimizer step (none = the whole batch: one step per epoch)")
-    micro_batch_size: int = _f(8, "optim", "sequences per forward/backward (gradient accumulation inside a mini-batch); with share_prompt, rounded to whole groups of G")
-    share_prompt: bool = _f(True, "optim", "run each prompt once per group of G samples (KV cache repeated G times): same values and gradients, several times cheaper")
+    mini_batch_size: int | None = _f(
+        None, "optim", "sequences per optimizer step (none = the whole batch: one step per epoch)"
+    )
+    micro_batch_size: int = _f(
+        8,
+        "optim",
+        "sequences per forward/backward (gradient accumulation inside a mini-batch); with share_prompt, rounded to whole groups of G",
+    )
+    share_prompt: bool = _f(
+        True,
+        "optim",
+        "run each prompt once per group of G samples (KV cache repeated G times): same values and gradients, several times cheaper",
+    )
     # run
     max_steps: int = _f(15, "run", "training steps (one rollout batch each)")
     seed: int = _f(0, "run", "seed of sampling, prompt order and the random selector")
-    output_dir: str | None = _f(None, "run", "run directory (default runs/<date>-<method>-<task>-seed<seed>)")
+    output_dir: str | None = _f(
+        None, "run", "run directory (default runs/<date>-<method>-<task>-seed<seed>)"
+    )
     save_every: int = _f(5, "run", "checkpoint every N steps (and at the end); 0 = only at the end")
     keep_last: int = _f(2, "run", "checkpoints kept")
     log_samples_every: int = _f(5, "run", "write per-token samples every N steps (and step 1)")
@@ -123,14 +198,24 @@ class TrainConfig:
     eval_every: int = _f(0, "run", "held-out pass@k every N steps via ict.eval (0 = off)")
     eval_size: int = _f(64, "run", "held-out problems for periodic evaluation")
     eval_num_samples: int = _f(8, "run", "samples per held-out problem (n of pass@k)")
-    report_to: str = _f("none", "run", "extra logger: none | tensorboard | wandb (wandb runs offline without network)")
+    report_to: str = _f(
+        "none",
+        "run",
+        "extra logger: none | tensorboard | wandb (wandb runs offline without network)",
+    )
     plots: bool = _f(True, "run", "write PNG plots at the end (ict.report)")
     progress: bool = _f(True, "run", "show a progress bar")
     # health
     health_window: int = _f(3, "health", "first steps whose mean entropy is the baseline")
-    collapse_fraction: float = _f(0.3, "health", "entropy collapse: valid/entropy below this fraction of the baseline")
-    explosion_multiple: float = _f(3.0, "health", "entropy explosion: valid/entropy above this multiple of the baseline")
-    format_drop_fraction: float = _f(0.5, "health", "explosion also when format_rate falls below this fraction of its baseline")
+    collapse_fraction: float = _f(
+        0.3, "health", "entropy collapse: valid/entropy below this fraction of the baseline"
+    )
+    explosion_multiple: float = _f(
+        3.0, "health", "entropy explosion: valid/entropy above this multiple of the baseline"
+    )
+    format_drop_fraction: float = _f(
+        0.5, "health", "explosion also when format_rate falls below this fraction of its baseline"
+    )
 
     def __post_init__(self) -> None:
         self.validate()
@@ -139,23 +224,50 @@ class TrainConfig:
     def validate(self) -> None:
         """Raise ConfigError naming the first invalid option and the allowed values."""
         choices = {
-            "reference": REFERENCES, "scope": SCOPES, "granularity": GRANULARITIES,
-            "advantage": ADVANTAGES, "loss_agg": LOSS_AGGS, "normalize_by": NORMALIZE_BY,
-            "kl_estimator": KL_ESTIMATORS, "kl_on": KL_ON, "lr_scheduler": SCHEDULERS,
-            "autocast": AUTOCAST, "report_to": REPORT_TO,
+            "reference": REFERENCES,
+            "scope": SCOPES,
+            "granularity": GRANULARITIES,
+            "advantage": ADVANTAGES,
+            "loss_agg": LOSS_AGGS,
+            "normalize_by": NORMALIZE_BY,
+            "kl_estimator": KL_ESTIMATORS,
+            "kl_on": KL_ON,
+            "lr_scheduler": SCHEDULERS,
+            "autocast": AUTOCAST,
+            "report_to": REPORT_TO,
             "dtype": ("float32", "bfloat16", "float16"),
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
-                raise ConfigError(f"{name}={getattr(self, name)!r} is not one of {', '.join(allowed)}")
+                raise ConfigError(
+                    f"{name}={getattr(self, name)!r} is not one of {', '.join(allowed)}"
+                )
         self.method_parts()  # checks the method name
-        positive = ("train_size", "prompts_per_step", "num_generations", "max_new_tokens",
-                    "generation_batch_size", "micro_batch_size", "max_steps", "num_epochs",
-                    "stats_chunk_size", "keep_last", "health_window", "eval_size", "eval_num_samples")
+        positive = (
+            "train_size",
+            "prompts_per_step",
+            "num_generations",
+            "max_new_tokens",
+            "generation_batch_size",
+            "micro_batch_size",
+            "max_steps",
+            "num_epochs",
+            "stats_chunk_size",
+            "keep_last",
+            "health_window",
+            "eval_size",
+            "eval_num_samples",
+        )
         for name in positive:
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
-        for name in ("save_every", "log_samples_every", "eval_every", "warmup_steps", "num_log_samples"):
+        for name in (
+            "save_every",
+            "log_samples_every",
+            "eval_every",
+            "warmup_steps",
+            "num_log_samples",
+        ):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be an integer >= 0, got {getattr(self, name)!r}")
         if self.num_generations < 2 and self.advantage == "grpo":
@@ -166,8 +278,16 @@ class TrainConfig:
             raise ConfigError(f"temperature must be > 0, got {self.temperature}")
         if not 0.0 < self.top_p <= 1.0:
             raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
-        for name in ("eps_low", "eps_high", "learning_rate", "kl_coef", "weight_decay", "max_grad_norm",
-                     "entropy_coef", "reward_timeout_s"):
+        for name in (
+            "eps_low",
+            "eps_high",
+            "learning_rate",
+            "kl_coef",
+            "weight_decay",
+            "max_grad_norm",
+            "entropy_coef",
+            "reward_timeout_s",
+        ):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or value < 0 or not math.isfinite(value):
                 raise ConfigError(f"{name} must be a finite number >= 0, got {value!r}")
@@ -179,7 +299,9 @@ class TrainConfig:
             pass  # a frozen reference model is loaded for it (see needs_reference_model)
         for name in ("task_config", "selector_options"):
             if not isinstance(getattr(self, name), dict):
-                raise ConfigError(f"{name} must be a mapping, e.g. '{{key: value}}', got {getattr(self, name)!r}")
+                raise ConfigError(
+                    f"{name} must be a mapping, e.g. '{{key: value}}', got {getattr(self, name)!r}"
+                )
 
     def method_parts(self) -> list[str]:
         """The selectors composed by `method` ("ict+stapo" -> ["ict", "stapo"])."""
@@ -231,18 +353,24 @@ class TrainConfig:
     def save_yaml(self, path: str | Path) -> None:
         import yaml
 
-        Path(path).write_text(yaml.safe_dump(self.to_dict(grouped=True), sort_keys=False), encoding="utf-8")
+        Path(path).write_text(
+            yaml.safe_dump(self.to_dict(grouped=True), sort_keys=False), encoding="utf-8"
+        )
 
     def replace(self, **changes) -> TrainConfig:
         unknown_keys(changes, source="overrides")
-        return dataclasses.replace(self, **{k: coerce(k, v, source="overrides") for k, v in changes.items()})
+        return dataclasses.replace(
+            self, **{k: coerce(k, v, source="overrides") for k, v in changes.items()}
+        )
 
 
 def coerce(name: str, value: Any, *, source: str = "config") -> Any:
     """Convert `value` (e.g. a string from a flag or YAML "1e-6") to the type of field `name`."""
     annotation = str(TrainConfig.__dataclass_fields__[name].type)
     optional = "None" in annotation
-    if value is None or (optional and isinstance(value, str) and value.strip().lower() in ("none", "null", "")):
+    if value is None or (
+        optional and isinstance(value, str) and value.strip().lower() in ("none", "null", "")
+    ):
         if not optional:
             raise ConfigError(f"{name} cannot be none ({source})")
         return None
@@ -290,7 +418,11 @@ def unknown_keys(data: dict, *, source: str) -> None:
     for key in data:
         if key not in names:
             close = difflib.get_close_matches(str(key), names, n=3)
-            hint = f"; did you mean {', '.join(close)}?" if close else f"; valid keys: {', '.join(names)}"
+            hint = (
+                f"; did you mean {', '.join(close)}?"
+                if close
+                else f"; valid keys: {', '.join(names)}"
+            )
             raise ConfigError(f"unknown config key {key!r} in {source}{hint}")
 
 
@@ -314,7 +446,9 @@ def load_yaml(path: str | Path) -> dict:
 
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"config file {path} does not exist; pass an existing YAML file to --config")
+        raise ConfigError(
+            f"config file {path} does not exist; pass an existing YAML file to --config"
+        )
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as err:

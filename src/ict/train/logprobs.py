@@ -26,15 +26,24 @@ def final_hidden(model, input_ids: torch.Tensor, attention_mask: torch.Tensor) -
     `hidden[:, t]` is the state at position t, which predicts token t + 1; callers shift.
     """
     base = model.base_model if model.base_model is not model else None
-    kwargs = dict(input_ids=input_ids, attention_mask=attention_mask,
-                  position_ids=position_ids_from_mask(attention_mask), use_cache=False)
+    kwargs = dict(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        position_ids=position_ids_from_mask(attention_mask),
+        use_cache=False,
+    )
     if base is not None:
         return base(**kwargs).last_hidden_state
     return model(**kwargs, output_hidden_states=True).hidden_states[-1]
 
 
-def shared_prompt_hidden(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, prompt_length: int,
-                         group_size: int) -> torch.Tensor:
+def shared_prompt_hidden(
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    prompt_length: int,
+    group_size: int,
+) -> torch.Tensor:
     """Final hidden states `[N, T, D]` of G-sample groups that share their prompt, prompt computed once.
 
     Rows g*G .. g*G + G - 1 must hold the same (left-padded) prompt in columns [0, prompt_length).
@@ -52,15 +61,29 @@ def shared_prompt_hidden(model, input_ids: torch.Tensor, attention_mask: torch.T
         return final_hidden(model, input_ids, attention_mask)
     positions = position_ids_from_mask(attention_mask)
     heads = slice(None, None, group_size)
-    cache_arg = "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+    cache_arg = (
+        "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+    )
     cache = DynamicCache(config=model.config)
-    prompt = base(input_ids=input_ids[heads, :prompt_length], attention_mask=attention_mask[heads, :prompt_length],
-                  position_ids=positions[heads, :prompt_length], use_cache=True, **{cache_arg: cache})
+    prompt = base(
+        input_ids=input_ids[heads, :prompt_length],
+        attention_mask=attention_mask[heads, :prompt_length],
+        position_ids=positions[heads, :prompt_length],
+        use_cache=True,
+        **{cache_arg: cache},
+    )
     cache.batch_repeat_interleave(group_size)
-    response = base(input_ids=input_ids[:, prompt_length:], attention_mask=attention_mask,
-                    position_ids=positions[:, prompt_length:], use_cache=True, **{cache_arg: cache})
-    return torch.cat([prompt.last_hidden_state.repeat_interleave(group_size, dim=0),
-                      response.last_hidden_state], dim=1)
+    response = base(
+        input_ids=input_ids[:, prompt_length:],
+        attention_mask=attention_mask,
+        position_ids=positions[:, prompt_length:],
+        use_cache=True,
+        **{cache_arg: cache},
+    )
+    return torch.cat(
+        [prompt.last_hidden_state.repeat_interleave(group_size, dim=0), response.last_hidden_state],
+        dim=1,
+    )
 
 
 def shifted_hidden(hidden: torch.Tensor) -> torch.Tensor:
@@ -71,9 +94,17 @@ def shifted_hidden(hidden: torch.Tensor) -> torch.Tensor:
     return torch.cat([torch.zeros_like(hidden[:, :1]), hidden[:, :-1]], dim=1)
 
 
-def _chunk_logprob_entropy(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                           tokens: torch.Tensor, temperature: float, want_entropy: bool):
-    logits = F.linear(h.float(), weight.float(), None if bias is None else bias.float()) / temperature
+def _chunk_logprob_entropy(
+    h: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    tokens: torch.Tensor,
+    temperature: float,
+    want_entropy: bool,
+):
+    logits = (
+        F.linear(h.float(), weight.float(), None if bias is None else bias.float()) / temperature
+    )
     logp = torch.log_softmax(logits, dim=-1)
     chosen = logp.gather(-1, tokens[:, None]).squeeze(-1)
     if not want_entropy:
@@ -81,10 +112,17 @@ def _chunk_logprob_entropy(h: torch.Tensor, weight: torch.Tensor, bias: torch.Te
     return chosen, -(logp.exp() * logp).sum(-1)
 
 
-def token_logprobs_from_hidden(hidden: torch.Tensor, lm_head_weight: torch.Tensor, tokens: torch.Tensor,
-                               mask: torch.Tensor, *, lm_head_bias: torch.Tensor | None = None,
-                               temperature: float = 1.0, chunk_size: int = 1024,
-                               with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+def token_logprobs_from_hidden(
+    hidden: torch.Tensor,
+    lm_head_weight: torch.Tensor,
+    tokens: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    lm_head_bias: torch.Tensor | None = None,
+    temperature: float = 1.0,
+    chunk_size: int = 1024,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log p(tokens) (and optionally the entropy H) at valid positions, differentiable, chunked.
 
     Args:
@@ -102,8 +140,14 @@ def token_logprobs_from_hidden(hidden: torch.Tensor, lm_head_weight: torch.Tenso
     targets = tokens.reshape(-1)[flat_mask]
     outs_lp, outs_h = [], []
     for start in range(0, rows.shape[0], chunk_size):
-        args = (rows[start:start + chunk_size], lm_head_weight, lm_head_bias,
-                targets[start:start + chunk_size], temperature, with_entropy)
+        args = (
+            rows[start : start + chunk_size],
+            lm_head_weight,
+            lm_head_bias,
+            targets[start : start + chunk_size],
+            temperature,
+            with_entropy,
+        )
         with torch.autocast(device_type=rows.device.type, enabled=False):
             if torch.is_grad_enabled() and rows.requires_grad:
                 lp, ent = checkpoint(_chunk_logprob_entropy, *args, use_reentrant=False)
@@ -131,8 +175,18 @@ def lm_head_params(model) -> tuple[torch.Tensor, torch.Tensor | None]:
     return head.weight, getattr(head, "bias", None)
 
 
-def policy_logprobs(model, input_ids, attention_mask, response_mask, *, temperature=1.0, chunk_size=1024,
-                    with_entropy=False, prompt_length: int | None = None, group_size: int = 1):
+def policy_logprobs(
+    model,
+    input_ids,
+    attention_mask,
+    response_mask,
+    *,
+    temperature=1.0,
+    chunk_size=1024,
+    with_entropy=False,
+    prompt_length: int | None = None,
+    group_size: int = 1,
+):
     """Forward pass -> (`[B, T]` log p(input_ids[:, t]) on response positions, entropy or None).
 
     With `prompt_length` and `group_size` > 1, groups of G rows share their prompt computation
@@ -144,5 +198,13 @@ def policy_logprobs(model, input_ids, attention_mask, response_mask, *, temperat
         hidden = final_hidden(model, input_ids, attention_mask)
     hidden = shifted_hidden(hidden)
     weight, bias = lm_head_params(model)
-    return token_logprobs_from_hidden(hidden, weight, input_ids, response_mask, lm_head_bias=bias,
-                                      temperature=temperature, chunk_size=chunk_size, with_entropy=with_entropy)
+    return token_logprobs_from_hidden(
+        hidden,
+        weight,
+        input_ids,
+        response_mask,
+        lm_head_bias=bias,
+        temperature=temperature,
+        chunk_size=chunk_size,
+        with_entropy=with_entropy,
+    )

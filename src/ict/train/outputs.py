@@ -69,18 +69,24 @@ class ExternalLogger:
             try:
                 from torch.utils.tensorboard import SummaryWriter
             except ImportError as err:
-                raise ConfigError("--report-to tensorboard needs the tensorboard package: pip install tensorboard") from err
+                raise ConfigError(
+                    "--report-to tensorboard needs the tensorboard package: pip install tensorboard"
+                ) from err
             self._writer = SummaryWriter(log_dir=str(Path(run_dir) / "tensorboard"))
         elif kind == "wandb":
             try:
                 import wandb
             except ImportError as err:
-                raise ConfigError("--report-to wandb needs the wandb package: pip install wandb") from err
+                raise ConfigError(
+                    "--report-to wandb needs the wandb package: pip install wandb"
+                ) from err
             os.environ.setdefault("WANDB_MODE", "offline")
             self._wandb = wandb.init(dir=str(run_dir), config=config, name=Path(run_dir).name)
 
     def log(self, metrics: dict, step: int) -> None:
-        scalars = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and v is not None}
+        scalars = {
+            k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and v is not None
+        }
         if self._writer is not None:
             for key, value in scalars.items():
                 self._writer.add_scalar(key, value, step)
@@ -103,17 +109,29 @@ class EntropyHealth:
     format_drop_fraction * its baseline. The baseline is the mean over the first `window` steps.
     """
 
-    def __init__(self, window: int = 3, collapse_fraction: float = 0.3, explosion_multiple: float = 3.0,
-                 format_drop_fraction: float = 0.5):
+    def __init__(
+        self,
+        window: int = 3,
+        collapse_fraction: float = 0.3,
+        explosion_multiple: float = 3.0,
+        format_drop_fraction: float = 0.5,
+    ):
         self.window, self.collapse_fraction = window, collapse_fraction
-        self.explosion_multiple, self.format_drop_fraction = explosion_multiple, format_drop_fraction
+        self.explosion_multiple, self.format_drop_fraction = (
+            explosion_multiple,
+            format_drop_fraction,
+        )
         self.entropies: list[float] = []
         self.formats: list[float] = []
         self.ever_collapsed = self.ever_exploded = False
 
     def state_dict(self) -> dict:
-        return {"entropies": self.entropies, "formats": self.formats,
-                "ever_collapsed": self.ever_collapsed, "ever_exploded": self.ever_exploded}
+        return {
+            "entropies": self.entropies,
+            "formats": self.formats,
+            "ever_collapsed": self.ever_collapsed,
+            "ever_exploded": self.ever_exploded,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self.entropies, self.formats = list(state["entropies"]), list(state["formats"])
@@ -131,13 +149,28 @@ class EntropyHealth:
         explosion = entropy > self.explosion_multiple * base
         if format_rate is not None and self.formats:
             base_format = sum(self.formats) / len(self.formats)
-            explosion = explosion or (base_format > 0 and format_rate < self.format_drop_fraction * base_format)
+            explosion = explosion or (
+                base_format > 0 and format_rate < self.format_drop_fraction * base_format
+            )
         if collapse and not self.ever_collapsed:
-            logger.warning("step %d: entropy collapse: mean entropy %.4f < %.2f x baseline %.4f",
-                           step, entropy, self.collapse_fraction, base)
+            logger.warning(
+                "step %d: entropy collapse: mean entropy %.4f < %.2f x baseline %.4f",
+                step,
+                entropy,
+                self.collapse_fraction,
+                base,
+            )
         if explosion and not self.ever_exploded:
-            logger.warning("step %d: entropy explosion: mean entropy %.4f vs baseline %.4f (format rate %s)",
-                           step, entropy, base, format_rate)
+            logger.warning(
+                "step %d: entropy explosion: mean entropy %.4f vs baseline %.4f (format rate %s)",
+                step,
+                entropy,
+                base,
+                format_rate,
+            )
         self.ever_collapsed |= collapse
         self.ever_exploded |= explosion
-        return {"health/entropy_collapse": bool(collapse), "health/entropy_explosion": bool(explosion)}
+        return {
+            "health/entropy_collapse": bool(collapse),
+            "health/entropy_explosion": bool(explosion),
+        }

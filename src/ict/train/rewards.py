@@ -22,6 +22,7 @@ class _Timeout(Exception):
 def call_with_timeout(fn: Callable, args: tuple, timeout_s: float):
     """fn(*args), raising TimeoutError after `timeout_s` seconds (best effort off the main thread)."""
     if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer"):
+
         def _alarm(signum, frame):
             raise _Timeout()
 
@@ -80,7 +81,9 @@ def _unpack(value) -> tuple[float, bool | None]:
     return float(value), None
 
 
-def score_responses(scorers: list[Callable[[str], object]], responses: list[str], *, timeout_s: float) -> Scored:
+def score_responses(
+    scorers: list[Callable[[str], object]], responses: list[str], *, timeout_s: float
+) -> Scored:
     """Score response i with scorers[i]; errors and timeouts give reward 0 and are counted."""
     rewards, formatted, errors, timeouts = [], [], 0, 0
     for scorer, response in zip(scorers, responses, strict=True):
@@ -98,8 +101,11 @@ def score_responses(scorers: list[Callable[[str], object]], responses: list[str]
             errors += 1
             reward, fmt = 0.0, None
             if errors - timeouts == 1:
-                logger.warning("reward function raised %s: %s (scored 0; counted in reward/errors)",
-                               type(err).__name__, err)
+                logger.warning(
+                    "reward function raised %s: %s (scored 0; counted in reward/errors)",
+                    type(err).__name__,
+                    err,
+                )
         rewards.append(reward)
         formatted.append(fmt)
     return Scored(rewards, formatted, errors, timeouts)

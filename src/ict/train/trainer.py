@@ -33,7 +33,13 @@ import torch
 from ict.errors import ConfigError, DataError, UserError
 from ict.train import checkpoint as ckpt
 from ict.train.config import TrainConfig
-from ict.train.logprobs import final_hidden, lm_head_params, policy_logprobs, shared_prompt_hidden, shifted_hidden
+from ict.train.logprobs import (
+    final_hidden,
+    lm_head_params,
+    policy_logprobs,
+    shared_prompt_hidden,
+    shifted_hidden,
+)
 from ict.train.outputs import EntropyHealth, ExternalLogger, JsonlWriter, truncate_jsonl
 from ict.train.rewards import score_responses
 
@@ -90,18 +96,26 @@ def task_spec(config: TrainConfig) -> str:
     """The ict.data spec string: `task` plus `task_config` as ?key=value options."""
     if not config.task_config:
         return config.task
-    options = "&".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in config.task_config.items())
+    options = "&".join(
+        f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in config.task_config.items()
+    )
     return f"{config.task}{'&' if '?' in config.task else '?'}{options}"
 
 
-def load_problems(config: TrainConfig, split: str = "train", size: int | None = None) -> list[Problem]:
+def load_problems(
+    config: TrainConfig, split: str = "train", size: int | None = None
+) -> list[Problem]:
     """Problems of the task via ict.data.load_task (train split by default)."""
     from ict.data import load_task
 
-    items = load_task(task_spec(config), split=split, seed=config.data_seed, size=size or config.train_size)
+    items = load_task(
+        task_spec(config), split=split, seed=config.data_seed, size=size or config.train_size
+    )
     problems = [as_problem(item) for item in items]
     if not problems:
-        raise DataError(f"task {config.task!r} produced no training problems; check task_config / train_size")
+        raise DataError(
+            f"task {config.task!r} produced no training problems; check task_config / train_size"
+        )
     return problems
 
 
@@ -193,8 +207,16 @@ class Trainer:
         resume: continue from run_dir's latest checkpoint.
     """
 
-    def __init__(self, config: TrainConfig, run_dir: str | Path | None = None, *, model=None, tokenizer=None,
-                 problems=None, resume: bool = False):
+    def __init__(
+        self,
+        config: TrainConfig,
+        run_dir: str | Path | None = None,
+        *,
+        model=None,
+        tokenizer=None,
+        problems=None,
+        resume: bool = False,
+    ):
         self.config = config
         self.run_dir = Path(run_dir or config.output_dir or default_run_dir(config))
         self.device = resolve_device(config.device)
@@ -204,14 +226,20 @@ class Trainer:
         torch.manual_seed(config.seed)
 
         # the task first: a bad task spec fails before a model is loaded
-        self.problems = [as_problem(p) for p in problems] if problems is not None else load_problems(config)
+        self.problems = (
+            [as_problem(p) for p in problems] if problems is not None else load_problems(config)
+        )
         if (model is None) != (tokenizer is None):
-            raise UserError("pass both model and tokenizer, or neither (then config.model is loaded)")
+            raise UserError(
+                "pass both model and tokenizer, or neither (then config.model is loaded)"
+            )
         if model is None:
             from ict.models import load_model_and_tokenizer
 
             dtype = getattr(torch, config.dtype)
-            model, tokenizer = load_model_and_tokenizer(config.model, dtype=dtype, device=self.device)
+            model, tokenizer = load_model_and_tokenizer(
+                config.model, dtype=dtype, device=self.device
+            )
         else:
             model.to(self.device)
         if tokenizer.pad_token_id is None:
@@ -225,15 +253,21 @@ class Trainer:
 
         self.sampler = PromptSampler(len(self.problems), config.seed)
         self.optimizer = torch.optim.AdamW(
-            [p for p in model.parameters() if p.requires_grad], lr=config.learning_rate,
-            betas=(config.adam_beta1, config.adam_beta2), eps=config.adam_epsilon,
+            [p for p in model.parameters() if p.requires_grad],
+            lr=config.learning_rate,
+            betas=(config.adam_beta1, config.adam_beta2),
+            eps=config.adam_epsilon,
             weight_decay=config.weight_decay,
         )
         mini = config.mini_batch_size or config.batch_size
         updates_per_step = config.num_epochs * math.ceil(config.batch_size / mini)
         self.scheduler = make_scheduler(self.optimizer, config, config.max_steps * updates_per_step)
-        self.health = EntropyHealth(config.health_window, config.collapse_fraction,
-                                    config.explosion_multiple, config.format_drop_fraction)
+        self.health = EntropyHealth(
+            config.health_window,
+            config.collapse_fraction,
+            config.explosion_multiple,
+            config.format_drop_fraction,
+        )
         self.step = 0
         self.history: list[dict] = []
         self._setup_run_dir()
@@ -275,10 +309,20 @@ class Trainer:
             self.external = ExternalLogger(cfg.report_to, self.run_dir, cfg.to_dict(grouped=False))
 
     def save(self) -> Path:
-        state = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-                 "sampler": self.sampler.state_dict(), "health": self.health.state_dict()}
-        return ckpt.save_checkpoint(self.run_dir, self.step, self.model, self.tokenizer, state,
-                                    keep_last=self.config.keep_last)
+        state = {
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "sampler": self.sampler.state_dict(),
+            "health": self.health.state_dict(),
+        }
+        return ckpt.save_checkpoint(
+            self.run_dir,
+            self.step,
+            self.model,
+            self.tokenizer,
+            state,
+            keep_last=self.config.keep_last,
+        )
 
     # ---- one step, top to bottom ------------------------------------------------------------
     def rollout(self, step: int):
@@ -292,14 +336,25 @@ class Trainer:
         t0 = time.perf_counter()
         amp = autocast_context(cfg, self.device) if cfg.rollout_autocast else nullcontext()
         with torch.no_grad(), amp:
-            rollout = generate(self.model, self.tokenizer, prompts, num_samples=cfg.num_generations,
-                               temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens,
-                               batch_size=cfg.generation_batch_size, seed=cfg.seed * 1_000_003 + step,
-                               stop=list(cfg.stop) or None)
+            rollout = generate(
+                self.model,
+                self.tokenizer,
+                prompts,
+                num_samples=cfg.num_generations,
+                temperature=cfg.temperature,
+                top_p=cfg.top_p,
+                max_new_tokens=cfg.max_new_tokens,
+                batch_size=cfg.generation_batch_size,
+                seed=cfg.seed * 1_000_003 + step,
+                stop=list(cfg.stop) or None,
+            )
         rollout_s = time.perf_counter() - t0
         prompt_index = rollout.prompt_index.tolist()
-        scored = score_responses([problems[i].score for i in prompt_index], list(rollout.texts),
-                                 timeout_s=cfg.reward_timeout_s)
+        scored = score_responses(
+            [problems[i].score for i in prompt_index],
+            list(rollout.texts),
+            timeout_s=cfg.reward_timeout_s,
+        )
         rewards = torch.tensor(scored.rewards, dtype=torch.float32)
         formats = [f for f in scored.formatted if f is not None]
         new_tokens = int(rollout.response_mask.sum())
@@ -339,8 +394,13 @@ class Trainer:
                 cols = _span(attn[rows])
                 with autocast_context(cfg, self.device):
                     if group > 1:
-                        h = shared_prompt_hidden(model, ids[rows, cols], attn[rows, cols],
-                                                 rollout.prompt_length - cols.start, group)
+                        h = shared_prompt_hidden(
+                            model,
+                            ids[rows, cols],
+                            attn[rows, cols],
+                            rollout.prompt_length - cols.start,
+                            group,
+                        )
                     else:
                         h = final_hidden(model, ids[rows, cols], attn[rows, cols])
                 if out is None:
@@ -352,12 +412,22 @@ class Trainer:
         ref_kwargs = {}
         if cfg.reference == "reference_policy":
             ref_weight, ref_bias = lm_head_params(self.ref_model)
-            ref_kwargs = dict(reference_hidden=hidden_of(self.ref_model), reference_lm_head_weight=ref_weight,
-                              reference_lm_head_bias=ref_bias)
+            ref_kwargs = dict(
+                reference_hidden=hidden_of(self.ref_model),
+                reference_lm_head_weight=ref_weight,
+                reference_lm_head_bias=ref_bias,
+            )
         stats = token_stats_from_hidden(
-            hidden_of(self.model), weight, ids, mask, lm_head_bias=bias, temperature=cfg.temperature,
-            reference=cfg.reference, group_ids=rollout.prompt_index.to(self.device),
-            chunk_size=cfg.stats_chunk_size, **ref_kwargs,
+            hidden_of(self.model),
+            weight,
+            ids,
+            mask,
+            lm_head_bias=bias,
+            temperature=cfg.temperature,
+            reference=cfg.reference,
+            group_ids=rollout.prompt_index.to(self.device),
+            chunk_size=cfg.stats_chunk_size,
+            **ref_kwargs,
         )
         ref_logprob = None
         if cfg.kl_coef > 0:
@@ -366,9 +436,16 @@ class Trainer:
                 rows = slice(start, start + step_rows)
                 cols = _span(attn[rows])
                 with autocast_context(cfg, self.device):
-                    lp, _ = policy_logprobs(self.ref_model, ids[rows, cols], attn[rows, cols], mask[rows, cols],
-                                            temperature=cfg.temperature, chunk_size=cfg.stats_chunk_size,
-                                            prompt_length=rollout.prompt_length - cols.start, group_size=group)
+                    lp, _ = policy_logprobs(
+                        self.ref_model,
+                        ids[rows, cols],
+                        attn[rows, cols],
+                        mask[rows, cols],
+                        temperature=cfg.temperature,
+                        chunk_size=cfg.stats_chunk_size,
+                        prompt_length=rollout.prompt_length - cols.start,
+                        group_size=group,
+                    )
                 ref_logprob[rows, cols] = lp
         return stats, ref_logprob
 
@@ -388,14 +465,27 @@ class Trainer:
         if "stapo" in parts:
             options.setdefault("prob_below", cfg.stapo_prob_below)
             options.setdefault("entropy_quantile", cfg.stapo_entropy_quantile)
-        ratio = cfg.ratio if method == cfg.method and any(p in ("ict", "entropy", "random") for p in parts) else None
+        ratio = (
+            cfg.ratio
+            if method == cfg.method and any(p in ("ict", "entropy", "random") for p in parts)
+            else None
+        )
         known = {"prob_below", "entropy_quantile"} if "stapo" in parts else set()
         if method != cfg.method:
             options = {k: v for k, v in options.items() if k in known}
-        return select_tokens(method, mask, stats=stats, advantages=advantages, tokens=tokens, ratio=ratio,
-                             scope=cfg.scope, granularity=cfg.granularity,
-                             micro_batch_size=self._grouping(mask.shape[0])[1],
-                             seed=cfg.seed * 1_000_003 + step, **options)
+        return select_tokens(
+            method,
+            mask,
+            stats=stats,
+            advantages=advantages,
+            tokens=tokens,
+            ratio=ratio,
+            scope=cfg.scope,
+            granularity=cfg.granularity,
+            micro_batch_size=self._grouping(mask.shape[0])[1],
+            seed=cfg.seed * 1_000_003 + step,
+            **options,
+        )
 
     def update(self, rollout, old_logprob, advantages, selected, ref_logprob):
         """Step 7: epochs x mini-batches x micro-batches; returns averaged loss metrics."""
@@ -429,15 +519,29 @@ class Trainer:
                     cols = _span(attn[micro])
                     with autocast_context(cfg, self.device):
                         logprob, entropy = policy_logprobs(
-                            self.model, ids[micro, cols], attn[micro, cols], mask[micro, cols],
-                            temperature=cfg.temperature, chunk_size=cfg.stats_chunk_size,
-                            with_entropy=cfg.entropy_coef > 0, prompt_length=rollout.prompt_length - cols.start,
-                            group_size=group)
-                    kwargs = dict(eps_low=cfg.eps_low, eps_high=cfg.eps_high, dual_clip=cfg.dual_clip,
-                                  loss_agg=cfg.loss_agg, normalize_by=cfg.normalize_by,
-                                  max_response_length=cfg.max_new_tokens, kl_coef=cfg.kl_coef,
-                                  kl_estimator=cfg.kl_estimator, kl_on=cfg.kl_on,
-                                  entropy=entropy, entropy_coef=cfg.entropy_coef)
+                            self.model,
+                            ids[micro, cols],
+                            attn[micro, cols],
+                            mask[micro, cols],
+                            temperature=cfg.temperature,
+                            chunk_size=cfg.stats_chunk_size,
+                            with_entropy=cfg.entropy_coef > 0,
+                            prompt_length=rollout.prompt_length - cols.start,
+                            group_size=group,
+                        )
+                    kwargs = dict(
+                        eps_low=cfg.eps_low,
+                        eps_high=cfg.eps_high,
+                        dual_clip=cfg.dual_clip,
+                        loss_agg=cfg.loss_agg,
+                        normalize_by=cfg.normalize_by,
+                        max_response_length=cfg.max_new_tokens,
+                        kl_coef=cfg.kl_coef,
+                        kl_estimator=cfg.kl_estimator,
+                        kl_on=cfg.kl_on,
+                        entropy=entropy,
+                        entropy_coef=cfg.entropy_coef,
+                    )
                     if ref_logprob is not None:
                         kwargs["ref_logprob"] = ref_logprob[micro, cols]
                     share = micro.numel() / mini.numel()
@@ -446,8 +550,14 @@ class Trainer:
                         scale = 1.0
                     else:  # per-sequence means: weight each micro-batch by its share of sequences
                         scale = share
-                    loss, metrics = policy_loss(logprob, old_logprob[micro, cols], advantages[micro],
-                                                mask[micro, cols], selected[micro, cols], **kwargs)
+                    loss, metrics = policy_loss(
+                        logprob,
+                        old_logprob[micro, cols],
+                        advantages[micro],
+                        mask[micro, cols],
+                        selected[micro, cols],
+                        **kwargs,
+                    )
                     (loss * scale).backward()
                     for key, value in metrics.items():
                         if isinstance(value, (int, float)) and value == value:
@@ -455,7 +565,9 @@ class Trainer:
                     tokens_done += int(attn[micro, cols].sum())
                 weight_total += 1.0
                 max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
-                grad_norms.append(float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)))
+                grad_norms.append(
+                    float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm))
+                )
                 self.optimizer.step()
                 self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -470,7 +582,8 @@ class Trainer:
         nonzero = advantages.abs() > 0
         groups = rollout.prompt_index
         informative = torch.zeros(int(groups.max()) + 1, dtype=torch.bool).index_put_(
-            (groups,), nonzero.cpu(), accumulate=True)
+            (groups,), nonzero.cpu(), accumulate=True
+        )
         return informative[groups]
 
     def train_step(self) -> dict:
@@ -490,8 +603,10 @@ class Trainer:
         stats, ref_logprob = self.token_statistics(rollout)
         mask = rollout.response_mask.to(self.device).bool()
         tokens = rollout.input_ids.to(self.device)
-        selections = {name: self.select(name, mask, stats, advantages, tokens, step)
-                      for name in dict.fromkeys([*DIAGNOSTIC_SELECTORS, cfg.method])}
+        selections = {
+            name: self.select(name, mask, stats, advantages, tokens, step)
+            for name in dict.fromkeys([*DIAGNOSTIC_SELECTORS, cfg.method])
+        }
         selected = selections[cfg.method]
         metrics["time/stats_s"] = time.perf_counter() - t0
 
@@ -505,8 +620,12 @@ class Trainer:
         metrics.update(self._loss_metrics(loss_metrics))
         metrics["lr"] = self.scheduler.get_last_lr()[0]
         metrics["time/update_s"] = update_s
-        metrics["throughput/update_tok_s"] = loss_metrics.get("update/tokens", 0) / max(update_s, 1e-9)
-        metrics.update(self.health.update(step, metrics["valid/entropy"], metrics.get("format_rate")))
+        metrics["throughput/update_tok_s"] = loss_metrics.get("update/tokens", 0) / max(
+            update_s, 1e-9
+        )
+        metrics.update(
+            self.health.update(step, metrics["valid/entropy"], metrics.get("format_rate"))
+        )
         metrics = {"step": step, **metrics}
 
         if cfg.log_samples_every and (step == 1 or step % cfg.log_samples_every == 0):
@@ -537,7 +656,9 @@ class Trainer:
     def _loss_metrics(loss_metrics: dict) -> dict:
         out = {}
         for key, value in loss_metrics.items():
-            if key in ("clip_fraction", "kl_ref", "grad_norm") or key.startswith(("update/", "loss/")):
+            if key in ("clip_fraction", "kl_ref", "grad_norm") or key.startswith(
+                ("update/", "loss/")
+            ):
                 out[key] = value
             elif key == "loss":
                 out["loss/total"] = value
@@ -552,18 +673,22 @@ class Trainer:
         for row in range(min(cfg.num_log_samples, rollout.input_ids.shape[0])):
             cols = mask[row].nonzero().flatten()
             ids = rollout.input_ids[row, cols.cpu()].tolist()
-            self.samples_file.write({
-                "step": step,
-                "prompt": self._prompts[int(rollout.prompt_index[row])],
-                "response": rollout.texts[row],
-                "reward": float(rewards[row]),
-                "tokens": [self.tokenizer.decode([i]) for i in ids],
-                "entropy": [round(float(x), 5) for x in stats.entropy[row, cols]],
-                "renyi2": [round(float(x), 5) for x in stats.renyi2[row, cols]],
-                "js": [round(float(x), 6) for x in stats.js[row, cols]],
-                "prob": [round(float(x), 5) for x in stats.logprob[row, cols].exp()],
-                "selected": {name: sel[row, cols].int().tolist() for name, sel in selections.items()},
-            })
+            self.samples_file.write(
+                {
+                    "step": step,
+                    "prompt": self._prompts[int(rollout.prompt_index[row])],
+                    "response": rollout.texts[row],
+                    "reward": float(rewards[row]),
+                    "tokens": [self.tokenizer.decode([i]) for i in ids],
+                    "entropy": [round(float(x), 5) for x in stats.entropy[row, cols]],
+                    "renyi2": [round(float(x), 5) for x in stats.renyi2[row, cols]],
+                    "js": [round(float(x), 6) for x in stats.js[row, cols]],
+                    "prob": [round(float(x), 5) for x in stats.logprob[row, cols].exp()],
+                    "selected": {
+                        name: sel[row, cols].int().tolist() for name, sel in selections.items()
+                    },
+                }
+            )
 
     def _evaluate(self, step: int) -> dict:
         """Held-out pass@k via ict.eval (optional: skipped with a warning if unavailable)."""
@@ -574,17 +699,29 @@ class Trainer:
             return {}
         cfg = self.config
         try:
-            result = evaluate(self.model, self.tokenizer, task_spec(cfg), n=cfg.eval_num_samples,
-                              temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens,
-                              batch_size=cfg.generation_batch_size, seed=cfg.seed, limit=cfg.eval_size)
+            result = evaluate(
+                self.model,
+                self.tokenizer,
+                task_spec(cfg),
+                n=cfg.eval_num_samples,
+                temperature=cfg.temperature,
+                top_p=cfg.top_p,
+                max_new_tokens=cfg.max_new_tokens,
+                batch_size=cfg.generation_batch_size,
+                seed=cfg.seed,
+                limit=cfg.eval_size,
+            )
         except UserError:
             raise
         except Exception as err:  # noqa: BLE001 - evaluation must not kill the run
             logger.warning("evaluation at step %d failed: %s", step, err)
             return {}
         self.model.eval()
-        return {k if str(k).startswith("eval/") else f"eval/{k}": v
-                for k, v in result.items() if isinstance(v, (int, float))}
+        return {
+            k if str(k).startswith("eval/") else f"eval/{k}": v
+            for k, v in result.items()
+            if isinstance(v, (int, float))
+        }
 
     # ---- the loop ---------------------------------------------------------------------------
     def train(self, *, stop_after: int | None = None) -> dict:
@@ -593,8 +730,13 @@ class Trainer:
 
         cfg = self.config
         start_time = time.perf_counter()
-        bar = tqdm(total=cfg.max_steps, initial=self.step, desc=f"ict train [{cfg.method}]",
-                   disable=not cfg.progress, dynamic_ncols=True)
+        bar = tqdm(
+            total=cfg.max_steps,
+            initial=self.step,
+            desc=f"ict train [{cfg.method}]",
+            disable=not cfg.progress,
+            dynamic_ncols=True,
+        )
         done_here = 0
         try:
             while self.step < cfg.max_steps and (stop_after is None or done_here < stop_after):
@@ -603,12 +745,18 @@ class Trainer:
                 self.history.append(metrics)
                 if self.external is not None:
                     self.external.log(metrics, self.step)
-                if (cfg.save_every and self.step % cfg.save_every == 0) or self.step == cfg.max_steps:
+                if (
+                    cfg.save_every and self.step % cfg.save_every == 0
+                ) or self.step == cfg.max_steps:
                     self.save()
                 done_here += 1
                 bar.update(1)
-                bar.set_postfix(reward=f"{metrics['reward/mean']:.3f}", H=f"{metrics['valid/entropy']:.3f}",
-                                sel=f"{metrics['selected_fraction']:.2f}", refresh=False)
+                bar.set_postfix(
+                    reward=f"{metrics['reward/mean']:.3f}",
+                    H=f"{metrics['valid/entropy']:.3f}",
+                    sel=f"{metrics['selected_fraction']:.2f}",
+                    refresh=False,
+                )
         finally:
             bar.close()
         if self.step < cfg.max_steps:  # stopped early (stop_after): leave the run resumable
@@ -637,8 +785,8 @@ class Trainer:
             except Exception as err:  # noqa: BLE001 - plots are a convenience, never lose a run
                 logger.warning("could not write plots: %s", err)
         last = self.history[-1] if self.history else {}
-        window = self.history[-max(1, min(5, len(self.history))):]
-        first = self.history[:max(1, min(5, len(self.history)))]
+        window = self.history[-max(1, min(5, len(self.history))) :]
+        first = self.history[: max(1, min(5, len(self.history)))]
 
         def avg(rows, key):
             values = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
@@ -646,23 +794,48 @@ class Trainer:
 
         latest = ckpt.latest_checkpoint(self.run_dir)
         summary = {
-            "method": cfg.method, "model": cfg.model or "smollm2-135m-instruct", "task": cfg.task,
-            "seed": cfg.seed, "steps": self.step, "seconds_this_session": round(seconds, 2),
+            "method": cfg.method,
+            "model": cfg.model or "smollm2-135m-instruct",
+            "task": cfg.task,
+            "seed": cfg.seed,
+            "steps": self.step,
+            "seconds_this_session": round(seconds, 2),
             "final": last,
-            "reward_first_steps": avg(first, "reward/mean"), "reward_last_steps": avg(window, "reward/mean"),
-            "accuracy_first_steps": avg(first, "accuracy"), "accuracy_last_steps": avg(window, "accuracy"),
-            "health": {"entropy_collapse": self.health.ever_collapsed,
-                       "entropy_explosion": self.health.ever_exploded},
-            "paths": {"run_dir": str(self.run_dir), "config": str(self.run_dir / "config.yaml"),
-                      "metrics": str(self.run_dir / "metrics.jsonl"), "samples": str(self.run_dir / "samples.jsonl"),
-                      "checkpoint": str(latest) if latest else None, "plots": plots_dir},
+            "reward_first_steps": avg(first, "reward/mean"),
+            "reward_last_steps": avg(window, "reward/mean"),
+            "accuracy_first_steps": avg(first, "accuracy"),
+            "accuracy_last_steps": avg(window, "accuracy"),
+            "health": {
+                "entropy_collapse": self.health.ever_collapsed,
+                "entropy_explosion": self.health.ever_exploded,
+            },
+            "paths": {
+                "run_dir": str(self.run_dir),
+                "config": str(self.run_dir / "config.yaml"),
+                "metrics": str(self.run_dir / "metrics.jsonl"),
+                "samples": str(self.run_dir / "samples.jsonl"),
+                "checkpoint": str(latest) if latest else None,
+                "plots": plots_dir,
+            },
         }
-        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
+        (self.run_dir / "summary.json").write_text(
+            json.dumps(summary, indent=2, default=str), encoding="utf-8"
+        )
         return summary
 
 
-def train(config: TrainConfig, *, run_dir: str | Path | None = None, resume: bool = False, model=None,
-          tokenizer=None, problems=None, stop_after: int | None = None) -> dict:
+def train(
+    config: TrainConfig,
+    *,
+    run_dir: str | Path | None = None,
+    resume: bool = False,
+    model=None,
+    tokenizer=None,
+    problems=None,
+    stop_after: int | None = None,
+) -> dict:
     """Train per `config` (see Trainer); returns the summary ({} if stopped early by `stop_after`)."""
-    trainer = Trainer(config, run_dir, model=model, tokenizer=tokenizer, problems=problems, resume=resume)
+    trainer = Trainer(
+        config, run_dir, model=model, tokenizer=tokenizer, problems=problems, resume=resume
+    )
     return trainer.train(stop_after=stop_after)
