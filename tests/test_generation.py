@@ -72,3 +72,30 @@ def test_stop_string_truncates_response():
             assert cut == full[: full.index(stop_char) + 1]
         else:
             assert cut == full
+
+
+def test_shared_prompt_cache_gives_the_same_samples():
+    model, tok = tiny_model_and_tokenizer(seed=2)
+    model.double()  # float64: the two paths agree to rounding, so sampled tokens agree
+    prompts = _prompts(tok) + [format_prompt(tok, "7")]  # three lengths: left padding differs
+    kwargs = dict(num_samples=3, max_new_tokens=12, seed=5, batch_size=6)
+    shared = generate(model, tok, prompts, share_prompt=True, **kwargs)
+    plain = generate(model, tok, prompts, share_prompt=False, **kwargs)
+    assert torch.equal(shared.input_ids, plain.input_ids)
+    assert shared.texts == plain.texts
+    greedy = dict(kwargs, temperature=0)
+    assert torch.equal(
+        generate(model, tok, prompts, share_prompt=True, **greedy).input_ids,
+        generate(model, tok, prompts, share_prompt=False, **greedy).input_ids,
+    )
+
+
+def test_shared_prompt_feeds_each_prompt_once():
+    model, tok = tiny_model_and_tokenizer()
+    seen = []
+    model.model.embed_tokens.register_forward_hook(lambda mod, inp, out: seen.append(tuple(inp[0].shape)))
+    prompts = _prompts(tok)
+    width = tok(prompts, padding=True, return_tensors="pt")["input_ids"].shape[1]
+    generate(model, tok, prompts, num_samples=4, max_new_tokens=3, batch_size=8)
+    assert seen[0] == (2, width - 1)  # the distinct prompts, once, without their last token
+    assert seen[1] == (8, 1)  # then every sample starts from the last prompt token

@@ -71,6 +71,31 @@ def _response_lengths(response_ids, tokenizer, eos_ids: set[int], stop: list[str
     return lengths
 
 
+def _generate_shared_prompts(model, ids, attn, num_samples, share_prompt, sampling):
+    """`model.generate` for `ids` [U, P] with `num_samples` samples each -> [U * num_samples, P + R].
+
+    With `share_prompt`, the first P - 1 prompt tokens are encoded once per prompt and their KV cache
+    is repeated; generate then feeds only the last prompt token. Positions follow the attention mask,
+    as in `generate` itself, so left padding gives the same positions on both paths.
+    """
+    expanded_ids = ids.repeat_interleave(num_samples, dim=0)
+    expanded_attn = attn.repeat_interleave(num_samples, dim=0)
+    if not share_prompt or num_samples == 1 or ids.shape[1] < 2:
+        return model.generate(input_ids=expanded_ids, attention_mask=expanded_attn, **sampling)
+    prefix_attn = attn[:, :-1]
+    positions = (prefix_attn.cumsum(-1) - 1).clamp(min=0)
+    prefix = model(
+        input_ids=ids[:, :-1], attention_mask=prefix_attn, position_ids=positions, use_cache=True
+    )
+    # transformers >= 5 names the cache `cache`; older releases `past_key_values`
+    cache_key = "cache" if "cache" in prefix else "past_key_values"
+    cache = prefix[cache_key]
+    cache.batch_repeat_interleave(num_samples)
+    return model.generate(
+        input_ids=expanded_ids, attention_mask=expanded_attn, **{cache_key: cache}, **sampling
+    )
+
+
 @torch.no_grad()
 def generate(
     model,
@@ -84,6 +109,7 @@ def generate(
     batch_size: int = 32,
     seed: int = 0,
     stop: list[str] | None = None,
+    share_prompt: bool = True,
 ) -> Rollout:
     """Sample `num_samples` responses for each already-rendered prompt.
 
@@ -91,9 +117,11 @@ def generate(
         prompts: rendered prompt strings (apply the chat template before; see ict.models.format_prompt).
         num_samples: G, samples per prompt; rows of prompt i are i*G .. i*G + G - 1.
         temperature: 0 means greedy decoding.
-        batch_size: sequences generated at once (a multiple of num_samples is best).
+        batch_size: sequences generated at once (rounded down to whole groups of num_samples).
         seed: sampling is reproducible from (seed, batch index) and leaves the global RNG untouched.
         stop: strings that end a response (included in it), e.g. ["</answer>"].
+        share_prompt: run each prompt through the model once and repeat its KV cache for the
+            num_samples samples (the prompt's compute falls by a factor num_samples).
     Returns:
         A `Rollout` whose tensors live on the model's device.
     """
@@ -117,15 +145,16 @@ def generate(
     sampling = dict(do_sample=temperature > 0, max_new_tokens=max_new_tokens, pad_token_id=pad_id)
     if temperature > 0:
         sampling.update(temperature=temperature, top_p=top_p, top_k=0)
+    prompts_per_batch = max(1, batch_size // num_samples)
     was_training = model.training
     model.eval()
     chunks = []
-    for start in range(0, len(prompt_ids), batch_size):
-        ids = prompt_ids[start : start + batch_size].to(device)
-        attn = prompt_attn[start : start + batch_size].to(device)
+    for first in range(0, len(prompts), prompts_per_batch):
+        ids = encoded["input_ids"][first : first + prompts_per_batch].to(device)
+        attn = encoded["attention_mask"][first : first + prompts_per_batch].to(device)
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-            torch.manual_seed(seed * 1_000_003 + start)
-            out = model.generate(input_ids=ids, attention_mask=attn, **sampling)
+            torch.manual_seed(seed * 1_000_003 + first)
+            out = _generate_shared_prompts(model, ids, attn, num_samples, share_prompt, sampling)
         chunks.append(out[:, ids.shape[1] :].cpu())
     model.train(was_training)
 
