@@ -79,3 +79,19 @@ def test_entropy_health_flags():
     clone = EntropyHealth(window=2)
     clone.load_state_dict(health.state_dict())
     assert clone.entropies == [1.0, 1.0] and clone.ever_collapsed
+
+
+def test_report_to_without_the_package_is_a_clear_config_error(monkeypatch, tmp_path):
+    import sys
+
+    import pytest
+
+    from ict.errors import ConfigError
+    from ict.train.outputs import ExternalLogger
+
+    monkeypatch.setitem(sys.modules, "wandb", None)  # import wandb -> ImportError
+    with pytest.raises(ConfigError, match="pip install wandb"):
+        ExternalLogger("wandb", tmp_path, {})
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)
+    with pytest.raises(ConfigError, match="pip install tensorboard"):
+        ExternalLogger("tensorboard", tmp_path, {})

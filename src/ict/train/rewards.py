@@ -82,13 +82,25 @@ def _unpack(value) -> tuple[float, bool | None]:
 
 
 def score_responses(
-    scorers: list[Callable[[str], object]], responses: list[str], *, timeout_s: float
+    scorers: list[Callable[[str], object]],
+    responses: list[str],
+    *,
+    timeout_s: float,
+    guarded: list[bool] | None = None,
 ) -> Scored:
-    """Score response i with scorers[i]; errors and timeouts give reward 0 and are counted."""
+    """Score response i with scorers[i]; errors and timeouts give reward 0 and are counted.
+
+    guarded[i] True: scorers[i] enforces its own time limit (ict.rewards' sandbox), so it is called
+    directly (its Verdict's `timed_out` / `error` still count).
+    """
     rewards, formatted, errors, timeouts = [], [], 0, 0
-    for scorer, response in zip(scorers, responses, strict=True):
+    guarded = guarded or [False] * len(scorers)
+    for scorer, response, own_limit in zip(scorers, responses, guarded, strict=True):
         try:
-            reward, fmt = _unpack(call_with_timeout(scorer, (response,), timeout_s))
+            value = (
+                scorer(response) if own_limit else call_with_timeout(scorer, (response,), timeout_s)
+            )
+            reward, fmt = _unpack(value)
             if reward != reward:  # NaN
                 raise ValueError("reward is NaN")
         except TimeoutError as err:

@@ -57,6 +57,7 @@ class Problem:
 
     prompt: str | list
     score: object  # Callable[[str], float | (float, bool) | dict]
+    own_time_limit: bool = False  # the scorer enforces its own time limit (ict.data items)
 
 
 def as_problem(item) -> Problem:
@@ -68,7 +69,8 @@ def as_problem(item) -> Problem:
     scorer = get("score") or get("scoring") or get("reward_fn")
     if prompt is None or not callable(scorer):
         raise DataError(f"task item {item!r:.120} needs a prompt and a callable score(response)")
-    return Problem(prompt, scorer)
+    # ict.data items score through ict.rewards, whose sandbox enforces the time limit itself
+    return Problem(prompt, scorer, own_time_limit=hasattr(item, "verifier"))
 
 
 class PromptSampler:
@@ -354,6 +356,7 @@ class Trainer:
             [problems[i].score for i in prompt_index],
             list(rollout.texts),
             timeout_s=cfg.reward_timeout_s,
+            guarded=[problems[i].own_time_limit for i in prompt_index],
         )
         rewards = torch.tensor(scored.rewards, dtype=torch.float32)
         formats = [f for f in scored.formatted if f is not None]
