@@ -101,6 +101,9 @@ def test_learning_reward_rises_on_a_learnable_task(tiny, digit_problems, tiny_co
     last = sum(r["reward/mean"] for r in rows[-5:]) / 5
     assert first < 0.3 and last > first + 0.4, (first, last)
     assert summary["reward_last_steps"] == pytest.approx(last)
+    assert rows[0]["lr"] == pytest.approx(
+        config.learning_rate
+    )  # warmup_steps=0: full lr from step 1
 
 
 def test_resume_matches_uninterrupted_run_step_for_step(digit_problems, tiny_config, tmp_path):
@@ -181,6 +184,14 @@ def test_kl_reference_model_and_epochs(tiny, digit_problems, tiny_config):
     train(config, model=tiny[0], tokenizer=tiny[1], problems=digit_problems)
     rows = read_jsonl(Path(config.output_dir) / "metrics.jsonl")
     assert "kl_ref" in rows[-1] and rows[-1]["kl_ref"] >= 0
+
+
+def test_warmup_learning_rate_per_step(tiny, digit_problems, tiny_config):
+    """lr logged = the lr of the step's update: linear warm-up (s+1)/(w+1), then constant."""
+    config = tiny_config(max_steps=4, warmup_steps=2, learning_rate=3e-3)
+    train(config, model=tiny[0], tokenizer=tiny[1], problems=digit_problems)
+    rows = read_jsonl(Path(config.output_dir) / "metrics.jsonl")
+    assert [r["lr"] for r in rows] == pytest.approx([1e-3, 2e-3, 3e-3, 3e-3])
 
 
 def test_existing_run_dir_without_resume_is_refused(tiny, digit_problems, tiny_config):

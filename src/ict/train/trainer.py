@@ -614,6 +614,7 @@ class Trainer:
         metrics["time/stats_s"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
+        lr_used = self.optimizer.param_groups[0]["lr"]  # this step's (first) optimizer step
         loss_metrics = self.update(rollout, stats.logprob, advantages, selected, ref_logprob)
         update_s = time.perf_counter() - t0
         self.step = step
@@ -621,7 +622,7 @@ class Trainer:
         metrics.update(self._token_metrics(stats, mask, selected, selections))
         metrics["overlap/ict_entropy_jaccard"] = jaccard(selections["ict"], selections["entropy"])
         metrics.update(self._loss_metrics(loss_metrics))
-        metrics["lr"] = self.scheduler.get_last_lr()[0]
+        metrics["lr"] = lr_used
         metrics["time/update_s"] = update_s
         metrics["throughput/update_tok_s"] = loss_metrics.get("update/tokens", 0) / max(
             update_s, 1e-9
