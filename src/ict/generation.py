@@ -36,12 +36,31 @@ class Rollout:
         return self.input_ids.shape[0]
 
 
-def _response_lengths(response_ids, tokenizer, eos_ids: set[int], stop: list[str]) -> list[int]:
-    """Number of sampled tokens per row: through the first EOS, or through the first stop string.
+def _stop_length(ids: list[int], tokenizer, stop: list[str]) -> int | None:
+    """Shortest prefix length of `ids` whose decoded text contains a stop string; None if none does.
 
-    `response_ids` [N, R]. Stop strings are located by binary search over decoded prefixes (the
-    decoded text of a longer prefix contains that of a shorter one).
+    Binary search: the decoded text of a longer prefix contains that of a shorter one.
     """
+
+    def contains_stop(length: int) -> bool:
+        text = tokenizer.decode(ids[:length], skip_special_tokens=True)
+        return any(s in text for s in stop)
+
+    if not contains_stop(len(ids)):
+        return None
+    low, high = 1, len(ids)
+    while low < high:
+        mid = (low + high) // 2
+        if contains_stop(mid):
+            high = mid
+        else:
+            low = mid + 1
+    return low
+
+
+def _response_lengths(response_ids, tokenizer, eos_ids: set[int], stop: list[str]) -> list[int]:
+    """Number of sampled tokens per row of `response_ids` [N, R]: through the first EOS, or
+    through the end of the first stop string."""
     n, width = response_ids.shape
     is_eos = torch.zeros_like(response_ids, dtype=torch.bool)
     for eos in eos_ids:
@@ -53,21 +72,7 @@ def _response_lengths(response_ids, tokenizer, eos_ids: set[int], stop: list[str
         return lengths
     for row in range(n):
         ids = response_ids[row, : lengths[row]].tolist()
-
-        def contains_stop(length: int) -> bool:
-            text = tokenizer.decode(ids[:length], skip_special_tokens=True)
-            return any(s in text for s in stop)
-
-        if not contains_stop(len(ids)):
-            continue
-        low, high = 1, len(ids)
-        while low < high:
-            mid = (low + high) // 2
-            if contains_stop(mid):
-                high = mid
-            else:
-                low = mid + 1
-        lengths[row] = low
+        lengths[row] = _stop_length(ids, tokenizer, stop) or lengths[row]
     return lengths
 
 
@@ -171,7 +176,7 @@ def generate(
     response_mask = torch.cat([torch.zeros_like(prompt_ids, dtype=torch.bool), resp_mask], dim=1)
     attention_mask = torch.cat([prompt_attn, resp_mask.long()], dim=1)
     texts = tokenizer.batch_decode(
-        [row[: int(n)] for row, n in zip(response_ids, lengths)], skip_special_tokens=True
+        [row[: int(n)] for row, n in zip(response_ids, lengths, strict=True)], skip_special_tokens=True
     )
     return Rollout(
         prompt_index=prompt_index.to(device),

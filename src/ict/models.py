@@ -74,6 +74,20 @@ def ensure_pad_token(tokenizer) -> None:
     )
 
 
+def drop_gguf_marker(model) -> None:
+    """Forget that a model came from a GGUF file.
+
+    transformers dequantises GGUF weights to float tensors but keeps the GGUF quantizer on the
+    model, which makes `save_pretrained` refuse to save it; the weights themselves are unchanged.
+    """
+    quantizer = getattr(model, "hf_quantizer", None)
+    method = getattr(getattr(quantizer, "quantization_config", None), "quant_method", "")
+    if quantizer is not None and "gguf" in str(getattr(method, "value", method)).lower():
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+
+
 def load_model_and_tokenizer(name_or_path: str | os.PathLike | None = None, *, dtype=None, device="cpu"):
     """Load `(model, tokenizer)` for training or evaluation.
 
@@ -118,6 +132,8 @@ def load_model_and_tokenizer(name_or_path: str | os.PathLike | None = None, *, d
             f"could not load model {name!r}: {err}. Hub ids need network access or a local cache "
             "(HF_HOME); offline, pass a local directory with --model."
         ) from err
+    if "gguf_file" in kwargs:
+        drop_gguf_marker(model)
     ensure_pad_token(tokenizer)
     tokenizer.padding_side = "left"
     model.to(device)

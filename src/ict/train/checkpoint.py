@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from ict.errors import UserError
+from ict.models import drop_gguf_marker  # a model the user loaded from GGUF
 
 LATEST = "latest"
 STATE_FILE = "trainer_state.pt"
@@ -50,17 +51,6 @@ def _write_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
-
-
-def drop_gguf_marker(model) -> None:
-    """A model loaded from GGUF holds dequantised float weights but still carries the GGUF
-    quantizer, which makes `save_pretrained` refuse; drop the marker (the weights are unchanged)."""
-    quantizer = getattr(model, "hf_quantizer", None)
-    method = getattr(getattr(quantizer, "quantization_config", None), "quant_method", "")
-    if quantizer is not None and "gguf" in str(getattr(method, "value", method)).lower():
-        model.hf_quantizer = None
-        if hasattr(model.config, "quantization_config"):
-            del model.config.quantization_config
 
 
 def save_checkpoint(
