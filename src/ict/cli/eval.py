@@ -196,20 +196,12 @@ def make_sampler(args: argparse.Namespace, settings):
         )
     import torch
 
-    from ict.eval.backends import HFSampler
+    from ict.eval.runner import hf_sampler
     from ict.models import load_model_and_tokenizer
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     model, tokenizer = load_model_and_tokenizer(args.model, device=device)
-    return HFSampler(
-        model,
-        tokenizer,
-        temperature=settings.temperature,
-        top_p=settings.top_p,
-        max_new_tokens=settings.max_new_tokens,
-        batch_size=settings.batch_size,
-        stop=settings.stop,
-    )
+    return hf_sampler(model, tokenizer, settings)
 
 
 def _vllm_model_path(model: str) -> str:

@@ -326,12 +326,13 @@ def evaluate(
         limit=limit,
         num_bootstrap=num_bootstrap,
     )
-    sampler = _hf_sampler(model, tokenizer, settings)
+    sampler = hf_sampler(model, tokenizer, settings)
     summary = run_eval(sampler, benchmarks, settings, data_dir=data_dir, verifier=verifier)
     return summary["metrics"]
 
 
-def _hf_sampler(model, tokenizer, settings: EvalSettings):
+def hf_sampler(model, tokenizer, settings: EvalSettings):
+    """The Hugging Face sampler for `model` with the sampling settings of `settings`."""
     from ict.eval.backends import HFSampler
 
     return HFSampler(

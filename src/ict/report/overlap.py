@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ict.report.plots import save_figure
 from ict.report.tokenmap import validate_record
 
 POSITION_BINS = 10
@@ -158,9 +159,4 @@ def plot_overlap(study: OverlapStudy, path: str | Path) -> Path | None:
     ax2.legend(fontsize=8)
     for ax in (ax1, ax2):
         ax.grid(alpha=0.3)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
