@@ -142,3 +142,28 @@ def test_cli_compare_from_runs_and_bad_flags(tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
     assert main(["compare", "--preset", "toy", "--seeds", "0"]) == 2
     assert "--seeds must be >= 1" in capsys.readouterr().err
+
+
+def test_task_cells_are_evaluated_on_the_task_they_trained_on(tmp_path, monkeypatch):
+    """The final evaluation uses the cells' full task spec (options included) and response budget."""
+    import ict.eval
+    import ict.models
+    from ict.compare.grid import evaluate_task
+    from ict.compare.presets import EvalSpec, Preset
+    from ict.train import TrainConfig
+    from ict.train.trainer import task_spec
+
+    calls = {}
+    monkeypatch.setattr(ict.models, "load_model_and_tokenizer", lambda path: ("model", "tok"))
+
+    def fake_evaluate(model, tokenizer, benchmarks, **kwargs):
+        calls.update(benchmarks=benchmarks, **kwargs)
+        return {"eval/x/pass@1": 0.5, "settings": "not a number"}
+
+    monkeypatch.setattr(ict.eval, "evaluate", fake_evaluate)
+    preset = Preset("p", "", dict(max_steps=1, max_new_tokens=20), EvalSpec(size=3, n=2, ks=(1,)))
+    result = evaluate_task(tmp_path, preset)
+    assert calls["benchmarks"] == [task_spec(TrainConfig())]  # the default task, with its options
+    assert "min_terms=2" in calls["benchmarks"][0]
+    assert calls["max_new_tokens"] == 20 and calls["limit"] == 3 and calls["n"] == 2
+    assert result == {"metrics": {"eval/x/pass@1": 0.5}}

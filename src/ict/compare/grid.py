@@ -80,16 +80,20 @@ def evaluate_task(run_dir: Path, preset: Preset) -> dict:
     from ict.eval import evaluate
     from ict.models import load_model_and_tokenizer
 
+    from ict.train import TrainConfig
+    from ict.train.trainer import task_spec
+
     model, tokenizer = load_model_and_tokenizer(str(run_dir))
     spec = preset.eval
-    task = preset.train.get("task", "rg:chain_sum")
+    trained_on = TrainConfig(**preset.train)  # the cells' task and response budget, defaults included
     metrics = evaluate(
         model,
         tokenizer,
-        [task],
+        [task_spec(trained_on)],
         n=spec.n,
         k=spec.ks,
         temperature=spec.temperature,
+        max_new_tokens=trained_on.max_new_tokens,
         seed=spec.seed,
         limit=spec.size,
     )
