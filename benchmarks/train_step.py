@@ -101,35 +101,14 @@ def main(argv=None) -> int:
         lambda: trainer.rollout(1), device
     )
     from ict.loss import compute_advantages
-    from ict.train.logprobs import policy_logprobs
-    from ict.train.trainer import _span, autocast_context
 
     advantages, _ = compute_advantages(rewards, rollout.prompt_index.cpu(), mode=config.advantage)
     advantages = advantages.to(device)
     mask = rollout.response_mask.bool()
     n_tokens = int(rollout.attention_mask.sum())
 
-    @torch.no_grad()
     def old_logprobs_only():  # what plain GRPO needs
-        ids, attn = rollout.input_ids, rollout.attention_mask
-        out = torch.zeros(ids.shape, device=device)
-        group, step_rows = trainer._grouping(ids.shape[0])
-        for start in range(0, ids.shape[0], step_rows):
-            rows = slice(start, start + step_rows)
-            cols = _span(attn[rows])
-            with autocast_context(config, device):
-                lp, _ = policy_logprobs(
-                    trainer.model,
-                    ids[rows, cols],
-                    attn[rows, cols],
-                    mask[rows, cols],
-                    temperature=config.temperature,
-                    chunk_size=config.stats_chunk_size,
-                    prompt_length=rollout.prompt_length - cols.start,
-                    group_size=group,
-                )
-            out[rows, cols] = lp
-        return out
+        return trainer.sampled_logprobs(trainer.model, rollout)
 
     results = {
         "batch": {

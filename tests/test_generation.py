@@ -23,7 +23,7 @@ def test_layout_masks_and_reproducibility():
     lengths = resp.sum(1)
     assert torch.equal(resp, torch.arange(resp.shape[1])[None] < lengths[:, None])
     # decoded texts match the masked tokens
-    for row, text in zip(range(6), r.texts):
+    for row, text in zip(range(6), r.texts, strict=True):
         ids = r.input_ids[row][r.response_mask[row]]
         assert tok.decode(ids, skip_special_tokens=True) == text
     again = generate(model, tok, prompts, num_samples=3, max_new_tokens=10, seed=3, batch_size=4)
@@ -67,7 +67,7 @@ def test_stop_string_truncates_response():
     text = next(t for t in r.texts if len(t) > 3)
     stop_char = text[2]
     s = generate(model, tok, _prompts(tok), num_samples=4, max_new_tokens=30, seed=0, stop=[stop_char])
-    for full, cut in zip(r.texts, s.texts):
+    for full, cut in zip(r.texts, s.texts, strict=True):
         if stop_char in full:
             assert cut == full[: full.index(stop_char) + 1]
         else:

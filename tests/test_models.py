@@ -1,7 +1,12 @@
 import pytest
 
 from ict.errors import ModelLoadError
-from ict.models import ensure_pad_token, format_prompt, load_model_and_tokenizer, resolve_checkpoint_dir
+from ict.models import (
+    ensure_pad_token,
+    format_prompt,
+    load_model_and_tokenizer,
+    resolve_checkpoint_dir,
+)
 from ict.testing import save_tiny_model, tiny_tokenizer
 
 

@@ -79,7 +79,6 @@ def evaluate_task(run_dir: Path, preset: Preset) -> dict:
     """pass@k of a finished cell's checkpoint on its task via ict.eval."""
     from ict.eval import evaluate
     from ict.models import load_model_and_tokenizer
-
     from ict.train import TrainConfig
     from ict.train.trainer import task_spec
 

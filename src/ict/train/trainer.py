@@ -432,25 +432,34 @@ class Trainer:
             chunk_size=cfg.stats_chunk_size,
             **ref_kwargs,
         )
-        ref_logprob = None
-        if cfg.kl_coef > 0:
-            ref_logprob = torch.zeros_like(stats.logprob)
-            for start in range(0, ids.shape[0], step_rows):
-                rows = slice(start, start + step_rows)
-                cols = _span(attn[rows])
-                with autocast_context(cfg, self.device):
-                    lp, _ = policy_logprobs(
-                        self.ref_model,
-                        ids[rows, cols],
-                        attn[rows, cols],
-                        mask[rows, cols],
-                        temperature=cfg.temperature,
-                        chunk_size=cfg.stats_chunk_size,
-                        prompt_length=rollout.prompt_length - cols.start,
-                        group_size=group,
-                    )
-                ref_logprob[rows, cols] = lp
+        ref_logprob = self.sampled_logprobs(self.ref_model, rollout) if cfg.kl_coef > 0 else None
         return stats, ref_logprob
+
+    @torch.no_grad()
+    def sampled_logprobs(self, model, rollout) -> torch.Tensor:
+        """[N, T] float32 log-probs of the rollout's tokens under `model` (0 off the response),
+        micro-batched and prompt-shared like the statistics pass; no gradient."""
+        cfg = self.config
+        ids, attn = rollout.input_ids.to(self.device), rollout.attention_mask.to(self.device)
+        mask = rollout.response_mask.to(self.device).bool()
+        group, step_rows = self._grouping(ids.shape[0])
+        out = torch.zeros(ids.shape, device=self.device)
+        for start in range(0, ids.shape[0], step_rows):
+            rows = slice(start, start + step_rows)
+            cols = _span(attn[rows])
+            with autocast_context(cfg, self.device):
+                lp, _ = policy_logprobs(
+                    model,
+                    ids[rows, cols],
+                    attn[rows, cols],
+                    mask[rows, cols],
+                    temperature=cfg.temperature,
+                    chunk_size=cfg.stats_chunk_size,
+                    prompt_length=rollout.prompt_length - cols.start,
+                    group_size=group,
+                )
+            out[rows, cols] = lp
+        return out
 
     def _grouping(self, rows: int) -> tuple[int, int]:
         """(G if prompts are shared else 1, rows per micro-batch: a multiple of G when shared)."""
