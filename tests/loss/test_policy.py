@@ -27,6 +27,7 @@ def inputs(dtype=torch.float32):
 def run(**kw):
     logprob, old = inputs()
     kw.setdefault("selected", SEL)
+    kw.setdefault("loss_agg", "token_mean")  # the hand-computed cases below are token means
     return policy_loss(logprob, old, ADV, MASK, **kw)
 
 
@@ -44,7 +45,7 @@ def test_token_mean_selected_and_metrics():
 
 def test_gradient_by_hand():
     logprob, old = inputs()
-    loss, _ = policy_loss(logprob, old, ADV, MASK, SEL)
+    loss, _ = policy_loss(logprob, old, ADV, MASK, SEL, loss_agg="token_mean")
     loss.backward()
     # d l / d logprob = -A rho where unclipped, 0 where clipped or unselected; / |M| = 4
     expected = [[0.0, -0.7 / 4, 0.0], [0.0, 2.8 / 4, 0.0]]

@@ -17,8 +17,8 @@ import ict.select.core as core
 from ict.select import select_tokens
 
 CASES = [
-    dict(name="ict", ratio=0.1),
-    dict(name="ict", ratio=0.3, granularity="token_id"),
+    dict(name="ict", ratio=0.1, scope="global"),
+    dict(name="ict", ratio=0.3, granularity="token_id", scope="global"),
     dict(name="entropy"),
     dict(name="stapo", entropy_quantile=0.5, prob_below=0.5),
     dict(name="entropy+stapo", entropy_quantile=0.5, prob_below=0.5),

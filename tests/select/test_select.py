@@ -77,17 +77,22 @@ def test_exact_count_and_default_ratio(name, field, default):
     stats = make_stats(6, 50, seed=1, levels=1000)
     mask = make_mask(6, 50, seed=1)
     n = int(mask.sum())
-    sel = select_tokens(name, mask, stats=stats)
+    sel = select_tokens(name, mask, stats=stats, scope="global")
     assert int(sel.sum()) == ref_count(default, n)
     assert not (sel & ~mask).any()
     assert torch.equal(sel, ref_select(getattr(stats, field), mask, default))
+    # without a scope, the selector's own default scope applies (ict: per response, as the paper)
+    scope = SELECTORS[name].default_scope
+    assert scope == {"ict": "sequence", "entropy": "global"}[name]
+    by_default = select_tokens(name, mask, stats=stats)
+    assert torch.equal(by_default, ref_select(getattr(stats, field), mask, default, scope=scope))
 
 
 def test_ties_keep_first_flat_indices():
     mask = torch.ones(3, 10, dtype=torch.bool)
     mask[0, :4] = False  # first valid flat index is 4
     stats = SimpleNamespace(js=torch.full((3, 10), 0.5), entropy=torch.zeros(3, 10))
-    sel = select_tokens("ict", mask, stats=stats, ratio=0.2)  # 26 valid -> ceil(5.2) = 6
+    sel = select_tokens("ict", mask, stats=stats, ratio=0.2, scope="global")  # 26 valid -> ceil(5.2) = 6
     expected = torch.zeros(30, dtype=torch.bool)
     expected[4:10] = True
     assert torch.equal(sel.flatten(), expected)
@@ -133,11 +138,23 @@ def test_token_id_hand_case():
     js = torch.tensor([[0.9, 0.6, 0.2, 0.6], [0.1, 0.2, 1.0, 1.0]])
     mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]], dtype=torch.bool)
     sel = select_tokens(
-        "ict", mask, stats=SimpleNamespace(js=js), ratio=0.5, granularity="token_id", tokens=tokens
+        "ict",
+        mask,
+        stats=SimpleNamespace(js=js),
+        ratio=0.5,
+        granularity="token_id",
+        tokens=tokens,
+        scope="global",
     )
     assert sel.tolist() == [[False, True, False, True], [False, False, False, False]]
     sel = select_tokens(
-        "ict", mask, stats=SimpleNamespace(js=js), ratio=0.75, granularity="token_id", tokens=tokens
+        "ict",
+        mask,
+        stats=SimpleNamespace(js=js),
+        ratio=0.75,
+        granularity="token_id",
+        tokens=tokens,
+        scope="global",
     )  # ceil(3) -> ids 3, 9, 7
     assert sel.tolist() == [[True, True, False, True], [True, False, False, False]]
 
@@ -203,14 +220,18 @@ def test_random_is_roughly_uniform():
 def test_composition_is_intersection():
     mask, stats, adv = stapo_case()
     stats.js = torch.tensor([[0.9, 0.8, 0.1, 0.1, 5.0], [0.7, 0.1, 0.1, 0.1, 5.0]])
-    ict = select_tokens("ict", mask, stats=stats, ratio=0.3)  # ceil(2.4) = 3: (0,0) (0,1) (1,0)
+    ict = select_tokens("ict", mask, stats=stats, ratio=0.3, scope="global")  # ceil(2.4) = 3: (0,0) (0,1) (1,0)
     assert ict.nonzero().tolist() == [[0, 0], [0, 1], [1, 0]]
-    both = select_tokens("ict+stapo", mask, stats=stats, advantages=adv, ratio=0.3)
+    both = select_tokens(
+        "ict+stapo", mask, stats=stats, advantages=adv, ratio=0.3, scope="global"
+    )
     assert both.nonzero().tolist() == [[0, 1], [1, 0]]  # STAPO's spurious (0,0) removed
     stapo = select_tokens("stapo", mask, stats=stats, advantages=adv)
     assert torch.equal(both, ict & stapo)
     assert torch.equal(
-        both, select_tokens("stapo+ict", mask, stats=stats, advantages=adv, ratio=0.3)
+        both, select_tokens(
+            "stapo+ict", mask, stats=stats, advantages=adv, ratio=0.3, scope="global"
+        )
     )
     assert torch.equal(select_tokens("grpo", mask), mask)
 
@@ -300,7 +321,7 @@ def test_nan_scores_rejected():
         select_tokens("ict", torch.ones(2, 3, dtype=torch.bool), stats=SimpleNamespace(js=js))
     mask = torch.ones(2, 3, dtype=torch.bool)
     mask[1, 1] = False  # NaN on a masked position is ignored
-    assert select_tokens("ict", mask, stats=SimpleNamespace(js=js)).sum() == 1
+    assert select_tokens("ict", mask, stats=SimpleNamespace(js=js), scope="global").sum() == 1
 
 
 def test_with_real_token_stats():
@@ -313,7 +334,7 @@ def test_with_real_token_stats():
     stats = token_stats(logits, tokens, mask)
     n = int(mask.sum())
     for name, field, ratio in (("ict", "js", 0.1), ("entropy", "entropy", 0.2)):
-        sel = select_tokens(name, mask, stats=stats)
+        sel = select_tokens(name, mask, stats=stats, scope="global")
         assert torch.equal(sel, ref_select(getattr(stats, field), mask, ratio))
         assert int(sel.sum()) == ref_count(ratio, n)
     adv = torch.tensor([1.0, -1.0, 0.5, 0.0])

@@ -80,7 +80,7 @@ def evaluate_task(run_dir: Path, preset: Preset) -> dict:
     from ict.eval import evaluate
     from ict.models import load_model_and_tokenizer
     from ict.train import TrainConfig
-    from ict.train.trainer import task_spec
+    from ict.train.problems import task_spec
 
     model, tokenizer = load_model_and_tokenizer(str(run_dir))
     spec = preset.eval

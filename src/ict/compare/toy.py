@@ -69,8 +69,8 @@ class _Scorer:
 
 
 def problems(task: ToyTask, split: str, size: int):
-    """Trainer problems: [ict.train.trainer.Problem(prompt, score)]."""
-    from ict.train.trainer import Problem
+    """Trainer problems: [ict.train.Problem(prompt, score)]."""
+    from ict.train.problems import Problem
 
     return [Problem(prompt(a, b), _Scorer(a, b)) for a, b in task.split(split, size)]
 

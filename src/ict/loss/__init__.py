@@ -13,13 +13,21 @@ from ict.loss.advantages import (
     register_advantage_estimator,
     zero_variance_rows,
 )
-from ict.loss.policy import KL_ESTIMATORS, LOSS_AGGREGATIONS, policy_loss
+from ict.loss.policy import (
+    KL_ESTIMATORS,
+    LOSS_AGGREGATIONS,
+    LossConfig,
+    clipped_token_loss,
+    policy_loss,
+)
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
     "GroupStats",
     "KL_ESTIMATORS",
     "LOSS_AGGREGATIONS",
+    "LossConfig",
+    "clipped_token_loss",
     "compute_advantages",
     "group_stats",
     "policy_loss",

@@ -16,7 +16,9 @@ only matters for ratios beyond e^20.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -76,28 +78,113 @@ NORMALIZE_BY = ("selected", "valid")
 KL_ON = ("selected", "valid")
 
 
+@dataclass(frozen=True)
+class LossConfig:
+    """The policy loss's settings, built once (e.g. `LossConfig.from_config(train_config)`).
+
+    eps_low / eps_high: clip range (clip-higher); dual_clip: c > 1 or None; loss_agg: a key of
+    LOSS_AGGREGATIONS; normalize_by: "selected" | "valid"; max_response_length: Dr. GRPO's constant
+    (tokens); kl_coef / kl_estimator / kl_on: the KL penalty; entropy_coef: the entropy bonus.
+    """
+
+    eps_low: float = 0.2
+    eps_high: float = 0.28
+    dual_clip: float | None = None
+    loss_agg: str = "seq_mean_token_mean"
+    normalize_by: str = "selected"
+    max_response_length: int | None = None
+    kl_coef: float = 0.0
+    kl_estimator: str = "k3"
+    kl_on: str = "selected"
+    entropy_coef: float = 0.0
+
+    def __post_init__(self):
+        _check_options(**self._check_args(has_ref=True, has_entropy=True, denominator=None))
+
+    def _check_args(self, *, has_ref, has_entropy, denominator) -> dict:
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return dict(fields, has_ref=has_ref, has_entropy=has_entropy, denominator=denominator)
+
+    @classmethod
+    def from_config(cls, config, **overrides) -> LossConfig:
+        """From any object with these attribute names (TrainConfig, a resolved Method, ...)."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        values = {n: getattr(config, n) for n in names if getattr(config, n, None) is not None}
+        values.update(overrides)
+        return cls(**values)
+
+    @property
+    def reads_every_valid_token(self) -> bool:
+        """True when a term reads rows whatever their advantage (KL or entropy bonus)."""
+        return self.kl_coef != 0.0 or self.entropy_coef != 0.0
+
+    def denominator(self, mask: Tensor, selected: Tensor | None = None) -> float:
+        """The normaliser of a whole (mini-)batch, for summing its micro-batches' losses exactly.
+
+        mask, selected: bool [B, T] of the whole mini-batch. token_mean: number of normaliser
+        tokens (selected or valid); seq_mean_token_mean: responses with a normaliser token;
+        seq_mean_token_sum_norm: B x max_response_length (T if unset). At least 1.
+        Pass it as `denominator=` to `policy_loss` for every micro-batch of the mini-batch.
+        """
+        valid = mask.bool()
+        M = valid if selected is None else valid & selected.bool()
+        D = M if self.normalize_by == "selected" else valid
+        if self.loss_agg == "token_mean":
+            count = D.sum()
+        elif self.loss_agg == "seq_mean_token_mean":
+            count = (D.sum(-1) > 0).sum()
+        else:
+            count = mask.shape[0] * (self.max_response_length or mask.shape[1])
+        return float(max(int(count), 1))
+
+
+def clipped_token_loss(
+    logprob: Tensor,
+    old_logprob: Tensor,
+    advantages: Tensor,
+    loss_mask: Tensor,
+    *,
+    eps_low: float,
+    eps_high: float,
+    dual_clip: float | None = None,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The clipped surrogate per token: the one formula every engine uses (native, TRL, verl).
+
+    logprob: [B, T] log pi_theta(y_t) (with grad); old_logprob: [B, T] (detached here);
+    advantages: [B, T]; loss_mask: bool [B, T] (positions outside never reach the arithmetic).
+    Returns (per_token loss [B, T] (0 off-mask), ratio [B, T], clipped_loss [B, T] before the dual
+    clip). Dtype: float32 at least.
+    """
+    dtype = torch.promote_types(logprob.dtype, torch.float32)
+    A = torch.where(loss_mask, advantages.detach().to(dtype), 0.0)
+    log_ratio = torch.where(loss_mask, logprob.to(dtype) - old_logprob.detach().to(dtype), 0.0)
+    ratio = torch.exp(log_ratio.clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
+    pg_unclipped = -A * ratio
+    pg_clipped = -A * ratio.clamp(1 - eps_low, 1 + eps_high)
+    clipped_loss = torch.maximum(pg_unclipped, pg_clipped)
+    per_token = clipped_loss
+    if dual_clip is not None:
+        per_token = torch.where(A < 0, torch.minimum(per_token, -dual_clip * A), per_token)
+    return per_token, ratio, clipped_loss
+
+
 def policy_loss(
     logprob: Tensor,
     old_logprob: Tensor,
     advantages: Tensor,
     mask: Tensor,
     selected: Tensor | None = None,
+    config: LossConfig | None = None,
     *,
-    eps_low: float = 0.2,
-    eps_high: float = 0.28,
-    dual_clip: float | None = None,
-    loss_agg: str = "token_mean",
-    normalize_by: str = "selected",
-    max_response_length: int | None = None,
     ref_logprob: Tensor | None = None,
-    kl_coef: float = 0.0,
-    kl_estimator: str = "k3",
-    kl_on: str = "selected",
     entropy: Tensor | None = None,
-    entropy_coef: float = 0.0,
     denominator: float | Tensor | None = None,
+    **settings,
 ) -> tuple[Tensor, dict[str, float]]:
     """Clipped surrogate loss on the selected tokens. Returns (scalar loss, metrics).
+
+    config: a LossConfig (default LossConfig()); keyword `settings` (eps_low=..., loss_agg=...)
+    override its fields for one call.
 
     logprob: [B, T] log pi_theta(y_t) (with grad). old_logprob, ref_logprob: [B, T] (no grad is
     taken through them). advantages: [B] or [B, T] (no grad). mask: bool [B, T] valid response
@@ -110,40 +197,35 @@ def policy_loss(
     (mean over K) / entropy (mean over M) when given. An empty M gives loss 0 that still
     back-propagates (zero gradients).
     """
+    unknown = set(settings) - {f.name for f in dataclasses.fields(LossConfig)}
+    if unknown:
+        raise ConfigError(f"policy_loss got unknown setting(s) {sorted(unknown)}")
+    config = config or LossConfig()
+    if settings:
+        config = dataclasses.replace(config, **settings)
+    c = config
     _check_options(
-        eps_low=eps_low,
-        eps_high=eps_high,
-        dual_clip=dual_clip,
-        loss_agg=loss_agg,
-        normalize_by=normalize_by,
-        max_response_length=max_response_length,
-        kl_coef=kl_coef,
-        kl_estimator=kl_estimator,
-        kl_on=kl_on,
-        has_ref=ref_logprob is not None,
-        entropy_coef=entropy_coef,
-        has_entropy=entropy is not None,
-        denominator=denominator,
+        **c._check_args(
+            has_ref=ref_logprob is not None,
+            has_entropy=entropy is not None,
+            denominator=denominator,
+        )
     )
     valid, M, A = _check_tensors(
         logprob, old_logprob, advantages, mask, selected, ref_logprob, entropy
     )
     dtype = torch.promote_types(logprob.dtype, torch.float32)
     logprob = logprob.to(dtype)
+    per_token, ratio, clipped_loss = clipped_token_loss(
+        logprob, old_logprob, A, M, eps_low=c.eps_low, eps_high=c.eps_high, dual_clip=c.dual_clip
+    )
     A = torch.where(M, A.detach().to(dtype), 0.0)
+    eps_low, eps_high, dual_clip = c.eps_low, c.eps_high, c.dual_clip
+    kl_coef, kl_on, entropy_coef = c.kl_coef, c.kl_on, c.entropy_coef
 
-    log_ratio = torch.where(M, logprob - old_logprob.detach().to(dtype), 0.0)
-    ratio = torch.exp(log_ratio.clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
-    pg_unclipped = -A * ratio
-    pg_clipped = -A * ratio.clamp(1 - eps_low, 1 + eps_high)
-    per_token = torch.maximum(pg_unclipped, pg_clipped)
-    clipped_loss = per_token
-    if dual_clip is not None:
-        per_token = torch.where(A < 0, torch.minimum(per_token, -dual_clip * A), per_token)
-
-    D = M if normalize_by == "selected" else valid
-    agg = LOSS_AGGREGATIONS[loss_agg]
-    kw = dict(max_response_length=max_response_length, denominator=denominator)
+    D = M if c.normalize_by == "selected" else valid
+    agg = LOSS_AGGREGATIONS[c.loss_agg]
+    kw = dict(max_response_length=c.max_response_length, denominator=denominator)
     pg_loss = agg(per_token, M, D, **kw)
     loss = pg_loss
     metrics: dict[str, float] = {}
@@ -152,7 +234,7 @@ def policy_loss(
         K = M if kl_on == "selected" else valid
         D_K = D if kl_on == "selected" else valid
         d = torch.where(K, ref_logprob.detach().to(dtype) - logprob, 0.0)
-        kl = KL_ESTIMATORS[kl_estimator](d.clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
+        kl = KL_ESTIMATORS[c.kl_estimator](d.clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
         if kl_coef != 0.0:
             loss = loss + kl_coef * agg(kl, K, D_K, **kw)
         metrics["kl"] = float(_safe_div(torch.where(K, kl.detach(), 0.0).sum(), K.sum()))

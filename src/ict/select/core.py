@@ -14,6 +14,7 @@ Compositions `"a+b"` run every part independently on the same `mask` and keep th
 
 from __future__ import annotations
 
+import difflib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,32 +32,85 @@ GRANULARITIES = ("position", "token_id")
 
 @dataclass(frozen=True)
 class Selector:
-    """A registered selector: `fn(ctx, **options) -> score float[B,T] | keep bool[B,T]`."""
+    """A registered selector: `fn(ctx, **options) -> score float[B,T] | keep bool[B,T]`.
+
+    Its facts are the one place engines (native trainer, TRL, verl) read them from:
+    default_ratio: None for a mask selector; otherwise the fraction kept by default.
+    default_scope: the scope used when the caller does not choose one.
+    needs: the TokenStats fields the function reads (e.g. ("js",)); "advantages" when it reads them.
+    options: its keyword-only options, with their defaults.
+    """
 
     name: str
     fn: Callable[..., Tensor]
     default_ratio: float | None  # None: mask selector
     options: tuple[str, ...] = field(default=())
+    default_scope: str = "global"
+    needs: tuple[str, ...] = field(default=())
+    option_defaults: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def takes_ratio(self) -> bool:
+        return self.default_ratio is not None
 
 
 SELECTORS: dict[str, Selector] = {}
 
 
-def register_selector(name: str, *, default_ratio: float | None = None):
+def register_selector(
+    name: str,
+    *,
+    default_ratio: float | None = None,
+    default_scope: str = "global",
+    needs: tuple[str, ...] = (),
+):
     """Decorator registering `fn(ctx: SelectionContext, *, option=default, ...)` under `name`.
 
     With `default_ratio`, fn returns a score (higher = kept first); without, a keep-mask.
+    `default_scope` and `needs` are facts engines read (see `Selector`). A selector registered
+    here is usable from `ict train --method NAME`, `ICTGRPOTrainer` and the verl plugin.
     """
     if "+" in name or not name:
         raise ValueError(f"selector name {name!r} must be non-empty and must not contain '+'")
+    if default_scope not in SCOPES:
+        raise ValueError(f"default_scope {default_scope!r} is not one of {SCOPES}")
 
     def decorate(fn):
         params = inspect.signature(fn).parameters.values()
-        options = tuple(p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY)
-        SELECTORS[name] = Selector(name, fn, default_ratio, options)
+        keyword = [p for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
+        SELECTORS[name] = Selector(
+            name,
+            fn,
+            default_ratio,
+            tuple(p.name for p in keyword),
+            default_scope,
+            tuple(needs),
+            {p.name: p.default for p in keyword if p.default is not inspect.Parameter.empty},
+        )
         return fn
 
     return decorate
+
+
+def parse_selector(name: str) -> list[Selector]:
+    """The registered selectors composed by `name` ("ict+stapo" -> [ict, stapo]); ConfigError
+    naming the unknown part and close matches otherwise."""
+    return _parse_name(name)
+
+
+def selector_facts(name: str) -> dict:
+    """Facts of a (possibly composed) selector: takes_ratio, default_ratio, default_scope, needs,
+    options (name -> default). For a composition: the first ratio part's ratio and scope."""
+    parts = _parse_name(name)
+    ratio_parts = [p for p in parts if p.takes_ratio]
+    first = ratio_parts[0] if ratio_parts else parts[0]
+    return {
+        "takes_ratio": bool(ratio_parts),
+        "default_ratio": first.default_ratio if ratio_parts else None,
+        "default_scope": first.default_scope,
+        "needs": tuple(dict.fromkeys(n for p in parts for n in p.needs)),
+        "options": {k: v for p in parts for k, v in p.option_defaults.items()},
+    }
 
 
 def available_selectors() -> list[str]:
@@ -113,7 +167,7 @@ def select_tokens(
     advantages: Tensor | None = None,
     tokens: Tensor | None = None,
     ratio: float | None = None,
-    scope: str = "global",
+    scope: str | None = None,
     granularity: str = "position",
     micro_batch_size: int | None = None,
     seed: int = 0,
@@ -125,14 +179,18 @@ def select_tokens(
     mask: bool[B, T] valid response positions. stats: TokenStats-like (fields entropy, renyi2,
     logprob, js, each [B, T]). advantages: [B] or [B, T]. tokens: long[B, T] (token_id granularity).
     ratio: fraction in (0, 1] kept by ratio selectors (default: the selector's: ict 0.10,
-    entropy 0.20, random 0.10). scope: "global" (whole batch, across ranks of `process_group`,
+    entropy 0.20, random 0.10). scope (None: each selector's `default_scope`, e.g. ict "sequence",
+    entropy "global"): "global" (whole batch, across ranks of `process_group`,
     default the world group when torch.distributed is initialised), "micro_batch" (each block of
     `micro_batch_size` consecutive rows) or "sequence" (each row, at least one token per row with
     valid tokens). granularity: "position" or "token_id". seed: for `random` (offset per rank).
     """
     parts = _parse_name(name)
     mask = _check_mask(mask)
-    _check_choices(scope, granularity, micro_batch_size, tokens, mask)
+    for part in parts if scope is None else ():
+        if part.takes_ratio:
+            _check_choices(part.default_scope, granularity, micro_batch_size, tokens, mask)
+    _check_choices(scope or "global", granularity, micro_batch_size, tokens, mask)
     ratio_parts = [p for p in parts if p.default_ratio is not None]
     if ratio is not None:
         if not ratio_parts:
@@ -164,7 +222,10 @@ def select_tokens(
             keep = out.to(torch.bool) & mask
         else:
             part_ratio = part.default_ratio if ratio is None else ratio
-            keep = _top_ratio(part.name, out, ctx, part_ratio, scope, granularity, micro_batch_size)
+            part_scope = part.default_scope if scope is None else scope
+            keep = _top_ratio(
+                part.name, out, ctx, part_ratio, part_scope, granularity, micro_batch_size
+            )
         selected &= keep
     return selected
 
@@ -220,9 +281,11 @@ def _parse_name(name) -> list[Selector]:
     for part in name.split("+"):
         part = part.strip().lower()
         if part not in SELECTORS:
+            close = difflib.get_close_matches(part, SELECTORS, n=2)
+            hint = f" (did you mean {' or '.join(close)}?)" if close else ""
             raise ConfigError(
-                f"unknown selector {part!r} in {name!r}; choose from {available_selectors()} "
-                "or a composition such as 'ict+stapo'"
+                f"unknown selector {part!r} in {name!r}{hint}; choose from "
+                f"{available_selectors()} or a composition such as 'ict+stapo'"
             )
         parts.append(SELECTORS[part])
     return parts

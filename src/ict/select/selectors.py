@@ -20,13 +20,26 @@ def grpo(ctx: SelectionContext) -> Tensor:
     return ctx.mask
 
 
-@register_selector("ict", default_ratio=0.10)
+@register_selector("ict", default_ratio=0.10, default_scope="sequence", needs=("js",))
 def ict(ctx: SelectionContext) -> Tensor:
-    """ICT: score = JS divergence of the position's distribution to the reference (stats.js)."""
+    """ICT (arXiv 2606.19771): score = JS divergence of the position's distribution to the
+    reference (stats.js); the paper keeps the top 10% of each response (scope "sequence")."""
     return ctx.require_stats("ict", "js").js
 
 
-@register_selector("entropy", default_ratio=0.20)
+@register_selector("ict_kl", default_ratio=0.10, default_scope="sequence", needs=("kl",))
+def ict_kl(ctx: SelectionContext) -> Tensor:
+    """The paper's ablation: score = KL(p || reference) (stats.kl) in place of JS."""
+    return ctx.require_stats("ict_kl", "kl").kl
+
+
+@register_selector("ict_bottom", default_ratio=0.90, default_scope="sequence", needs=("js",))
+def ict_bottom(ctx: SelectionContext) -> Tensor:
+    """The paper's "90%-frequent" ablation: the bottom 90% of each response by JS (score -JS)."""
+    return -ctx.require_stats("ict_bottom", "js").js
+
+
+@register_selector("entropy", default_ratio=0.20, needs=("entropy",))
 def entropy(ctx: SelectionContext) -> Tensor:
     """20-Entropy (arXiv 2506.01939): score = Shannon entropy of the position (stats.entropy)."""
     return ctx.require_stats("entropy", "entropy").entropy
@@ -40,7 +53,7 @@ def random(ctx: SelectionContext) -> Tensor:
     return torch.rand(ctx.mask.shape, generator=generator).to(ctx.mask.device)
 
 
-@register_selector("stapo")
+@register_selector("stapo", needs=("entropy", "logprob", "advantages"))
 def stapo(
     ctx: SelectionContext, *, prob_below: float = 0.01, entropy_quantile: float = 0.05
 ) -> Tensor:

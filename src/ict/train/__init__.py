@@ -4,6 +4,7 @@ See docs/training.md for the user guide and docs/ARCHITECTURE.md for the run-dir
 """
 
 from ict.train.config import TrainConfig
-from ict.train.trainer import Problem, Trainer, train
+from ict.train.problems import Problem
+from ict.train.trainer import Trainer, train
 
 __all__ = ["Problem", "TrainConfig", "Trainer", "train"]

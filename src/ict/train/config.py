@@ -28,19 +28,28 @@ SECTIONS = {
     "health": "entropy health warnings",
 }
 
-METHOD_DEFAULT_RATIO = {"ict": 0.10, "entropy": 0.20, "random": 0.10}
-REFERENCES = ("batch_mean", "group_mean", "sequence_mean", "previous_token", "reference_policy")
-SCOPES = ("global", "micro_batch", "sequence")
-GRANULARITIES = ("position", "token_id")
-ADVANTAGES = ("grpo", "dr_grpo")
-LOSS_AGGS = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm")
-NORMALIZE_BY = ("selected", "valid")
-KL_ESTIMATORS = ("k1", "k3")
-KL_ON = ("selected", "valid")
 SCHEDULERS = ("constant", "linear", "cosine")
 AUTOCAST = ("auto", "bf16", "fp16", "off")
 REPORT_TO = ("none", "tensorboard", "wandb")
-BASE_SELECTORS = ("grpo", "entropy", "stapo", "ict", "random")
+
+
+def registry_choices() -> dict[str, tuple[str, ...]]:
+    """The allowed values of the options whose names live in a registry (the only lists)."""
+    from ict.loss import ADVANTAGE_ESTIMATORS, KL_ESTIMATORS, LOSS_AGGREGATIONS
+    from ict.loss.policy import KL_ON, NORMALIZE_BY
+    from ict.select import GRANULARITIES, SCOPES
+    from ict.stats import REFERENCES
+
+    return {
+        "reference": tuple(REFERENCES),
+        "scope": tuple(SCOPES),
+        "granularity": tuple(GRANULARITIES),
+        "advantage": tuple(ADVANTAGE_ESTIMATORS),
+        "loss_agg": tuple(LOSS_AGGREGATIONS),
+        "normalize_by": tuple(NORMALIZE_BY),
+        "kl_estimator": tuple(KL_ESTIMATORS),
+        "kl_on": tuple(KL_ON),
+    }
 
 
 def _f(default: Any, section: str, help: str, **extra) -> Any:
@@ -116,17 +125,28 @@ class TrainConfig:
     method: str = _f(
         "ict",
         "method",
-        "token selector: grpo | ict | entropy | stapo | random | compositions such as ict+stapo",
+        "method (ict.methods): ict (the paper's) | grpo | entropy | stapo | random | ict_batch_mean | ict_kl | ict_bottom | random_sequence | any registered selector or composition such as ict+stapo",
     )
     ratio: float | None = _f(
         None,
         "method",
-        "fraction of valid tokens kept (default per method: ict 0.10, entropy 0.20, random 0.10)",
+        "fraction of valid tokens kept (none = the method's: ict 0.10, entropy 0.20, random 0.10)",
     )
-    reference: str = _f(
-        "batch_mean", "method", "ICT reference distribution: " + " | ".join(REFERENCES)
+    reference: str | None = _f(
+        None,
+        "method",
+        "ICT reference distribution (ict.stats.REFERENCES; none = the method's, group_position for the paper's ICT)",
     )
-    scope: str = _f("global", "method", "top-k scope: global | micro_batch | sequence")
+    scope: str | None = _f(
+        None,
+        "method",
+        "top-k scope: global | micro_batch | sequence (none = the method's: sequence for ict, global for entropy)",
+    )
+    dense_warmup_steps: int | None = _f(
+        None,
+        "method",
+        "Theta: the first N steps update every valid token, then the method's selection (none = the method's: ict 10, baselines 0)",
+    )
     granularity: str = _f("position", "method", "ICT granularity: position | token_id")
     stapo_prob_below: float = _f(
         0.01, "method", "STAPO: spurious if p(y_t) below this (secondary-source default)"
@@ -150,8 +170,19 @@ class TrainConfig:
     dual_clip: float | None = _f(
         None, "loss", "dual-clip constant c for A < 0 (e.g. 3.0); none = off"
     )
-    loss_agg: str = _f("token_mean", "loss", "loss aggregation: " + " | ".join(LOSS_AGGS))
-    normalize_by: str = _f("selected", "loss", "token_mean normaliser: selected | valid tokens")
+    loss_agg: str | None = _f(
+        None,
+        "loss",
+        "loss aggregation: seq_mean_token_mean | token_mean | seq_mean_token_sum_norm (none = the method's: seq_mean_token_mean, GRPO's and the paper's)",
+    )
+    normalize_by: str | None = _f(
+        None, "loss", "normaliser: selected | valid tokens (none = the method's: selected)"
+    )
+    skip_zero_advantage: bool = _f(
+        True,
+        "loss",
+        "leave rows with advantage 0 out of the update's forward and backward when no KL or entropy term reads them (same gradient, less compute)",
+    )
     kl_coef: float = _f(
         0.0, "loss", "beta of the KL penalty to a frozen reference model (0 = no reference model)"
     )
@@ -224,25 +255,20 @@ class TrainConfig:
     def validate(self) -> None:
         """Raise ConfigError naming the first invalid option and the allowed values."""
         choices = {
-            "reference": REFERENCES,
-            "scope": SCOPES,
-            "granularity": GRANULARITIES,
-            "advantage": ADVANTAGES,
-            "loss_agg": LOSS_AGGS,
-            "normalize_by": NORMALIZE_BY,
-            "kl_estimator": KL_ESTIMATORS,
-            "kl_on": KL_ON,
+            **registry_choices(),
             "lr_scheduler": SCHEDULERS,
             "autocast": AUTOCAST,
             "report_to": REPORT_TO,
             "dtype": ("float32", "bfloat16", "float16"),
         }
         for name, allowed in choices.items():
+            if getattr(self, name) is None and name in self._METHOD_FIELDS:
+                continue  # the method's default (see method_settings)
             if getattr(self, name) not in allowed:
                 raise ConfigError(
                     f"{name}={getattr(self, name)!r} is not one of {', '.join(allowed)}"
                 )
-        self.method_parts()  # checks the method name
+        self.method_settings()  # checks the method name
         positive = (
             "train_size",
             "prompts_per_step",
@@ -295,26 +321,40 @@ class TrainConfig:
             raise ConfigError(f"dual_clip must be > 1 (e.g. 3.0) or none, got {self.dual_clip}")
         if self.mini_batch_size is not None and self.mini_batch_size < 1:
             raise ConfigError(f"mini_batch_size must be >= 1 or none, got {self.mini_batch_size}")
-        if self.reference == "reference_policy" and "ict" in self.method_parts():
-            pass  # a frozen reference model is loaded for it (see needs_reference_model)
+        if self.dense_warmup_steps is not None and (
+            not isinstance(self.dense_warmup_steps, int) or self.dense_warmup_steps < 0
+        ):
+            raise ConfigError(
+                f"dense_warmup_steps must be an integer >= 0 or none, got {self.dense_warmup_steps!r}"
+            )
         for name in ("task_config", "selector_options"):
             if not isinstance(getattr(self, name), dict):
                 raise ConfigError(
                     f"{name} must be a mapping, e.g. '{{key: value}}', got {getattr(self, name)!r}"
                 )
 
-    def method_parts(self) -> list[str]:
-        """The selectors composed by `method` ("ict+stapo" -> ["ict", "stapo"])."""
-        parts = [p.strip() for p in str(self.method).split("+")]
-        for part in parts:
-            if part not in BASE_SELECTORS:
-                close = difflib.get_close_matches(part, BASE_SELECTORS, n=2)
-                hint = f" (did you mean {' or '.join(close)}?)" if close else ""
-                raise ConfigError(
-                    f"unknown method {part!r}{hint}; choose from {', '.join(BASE_SELECTORS)} "
-                    "or a composition such as ict+stapo"
-                )
-        return parts
+    _METHOD_FIELDS = (
+        "ratio",
+        "scope",
+        "reference",
+        "loss_agg",
+        "normalize_by",
+        "dense_warmup_steps",
+    )
+
+    def method_settings(self):
+        """The resolved `ict.methods.Method`: the method's settings with this config's explicit
+        (non-None) ratio, scope, reference, loss_agg, normalize_by and dense_warmup_steps applied."""
+        from ict.methods import get_method
+
+        method = get_method(self.method)
+        return method.with_overrides(**{k: getattr(self, k) for k in self._METHOD_FIELDS})
+
+    def resolved(self) -> TrainConfig:
+        """A copy whose method-dependent fields hold the values this run uses (saved in config.yaml,
+        so a run directory records what ran even if a method's defaults change later)."""
+        m = self.method_settings()
+        return dataclasses.replace(self, **{k: getattr(m, k) for k in self._METHOD_FIELDS})
 
     @property
     def batch_size(self) -> int:
@@ -323,7 +363,7 @@ class TrainConfig:
 
     @property
     def needs_reference_model(self) -> bool:
-        return self.kl_coef > 0 or self.reference == "reference_policy"
+        return self.kl_coef > 0 or self.method_settings().reference == "reference_policy"
 
     # ---- (de)serialisation ------------------------------------------------------------------
     def to_dict(self, grouped: bool = True) -> dict:
@@ -350,12 +390,18 @@ class TrainConfig:
     def from_yaml(cls, path: str | Path) -> TrainConfig:
         return cls.from_dict(load_yaml(path), source=str(path))
 
-    def save_yaml(self, path: str | Path) -> None:
+    def save_yaml(self, path: str | Path, extra: dict | None = None) -> None:
+        """Write config.yaml (grouped). `extra`: read-only facts of the run (e.g. the precision
+        chosen and why) under the `facts` key, which `from_yaml` ignores."""
         import yaml
 
-        Path(path).write_text(
-            yaml.safe_dump(self.to_dict(grouped=True), sort_keys=False), encoding="utf-8"
-        )
+        data = self.to_dict(grouped=True)
+        if extra:
+            data["facts"] = extra
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+        tmp.replace(path)
 
     def replace(self, **changes) -> TrainConfig:
         unknown_keys(changes, source="overrides")
@@ -432,6 +478,8 @@ def flatten(data: dict, *, source: str = "config") -> dict:
         raise ConfigError(f"{source} must be a mapping of option: value, got {type(data).__name__}")
     flat: dict = {}
     for key, value in data.items():
+        if key == "facts":  # what a run recorded about itself (config.yaml), not an option
+            continue
         if key in SECTIONS and isinstance(value, dict):
             unknown_keys(value, source=f"{source} (section {key})")
             flat.update(value)

@@ -208,3 +208,23 @@ def policy_logprobs(
         chunk_size=chunk_size,
         with_entropy=with_entropy,
     )
+
+
+def column_span(attention_mask: torch.Tensor, stop: int | None = None) -> slice:
+    """Columns that hold any real token in these rows (trims shared left/right padding).
+
+    attention_mask: [B, T]. stop: an exclusive upper bound on the columns (e.g. one past the last
+    column any loss reads: causal attention means later columns cannot change earlier ones)."""
+    cols = torch.nonzero(attention_mask.any(0)).flatten()
+    if not cols.numel():
+        return slice(0, 1)
+    end = int(cols[-1]) + 1 if stop is None else min(int(cols[-1]) + 1, stop)
+    return slice(int(cols[0]), max(end, int(cols[0]) + 1))
+
+
+def batch_plan(rows: int, config) -> tuple[int, int]:
+    """(G if prompts are shared else 1, rows per micro-batch: a multiple of G when shared).
+
+    config: anything with num_generations, share_prompt and micro_batch_size (TrainConfig)."""
+    group = config.num_generations if config.share_prompt and rows % config.num_generations == 0 else 1
+    return group, max(1, config.micro_batch_size // group) * group

@@ -22,103 +22,19 @@ import logging
 import math
 import random
 import time
-from contextlib import nullcontext
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from ict.errors import ConfigError, DataError, UserError
+from ict.errors import ConfigError, UserError
 from ict.train import checkpoint as ckpt
 from ict.train.config import TrainConfig
-from ict.train.logprobs import (
-    final_hidden,
-    lm_head_params,
-    policy_logprobs,
-    shared_prompt_hidden,
-    shifted_hidden,
-)
 from ict.train.outputs import EntropyHealth, ExternalLogger, JsonlWriter, truncate_jsonl
-from ict.train.rewards import score_responses
+from ict.train.problems import PromptSampler, as_problem, load_problems, task_spec
 
 logger = logging.getLogger("ict.train")
-
-DIAGNOSTIC_SELECTORS = ("ict", "entropy", "stapo")
-
-
-# ---------------------------------------------------------------------------------------------
-# Data: problems and a resumable prompt sampler
-# ---------------------------------------------------------------------------------------------
-@dataclass
-class Problem:
-    """One training problem: a prompt (text or chat messages) and a scorer response -> reward."""
-
-    prompt: str | list
-    score: object  # Callable[[str], float | (float, bool) | dict]
-    own_time_limit: bool = False  # the scorer enforces its own time limit (ict.data items)
-
-
-def as_problem(item) -> Problem:
-    """Adapt a task item (ict.data item, dict or Problem) to a Problem."""
-    if isinstance(item, Problem):
-        return item
-    get = item.get if isinstance(item, dict) else lambda k, d=None: getattr(item, k, d)
-    prompt = get("messages") or get("prompt")  # ict.data.Item: the full (few-shot) messages
-    scorer = get("score") or get("scoring") or get("reward_fn")
-    if prompt is None or not callable(scorer):
-        raise DataError(f"task item {item!r:.120} needs a prompt and a callable score(response)")
-    # ict.data items score through ict.rewards, whose sandbox enforces the time limit itself
-    return Problem(prompt, scorer, own_time_limit=hasattr(item, "verifier"))
-
-
-class PromptSampler:
-    """Prompt indices in seeded epoch-wise permutations; its state is the number consumed."""
-
-    def __init__(self, size: int, seed: int):
-        self.size, self.seed, self.consumed = size, seed, 0
-
-    def next(self, count: int) -> list[int]:
-        out = []
-        for _ in range(count):
-            epoch, pos = divmod(self.consumed, self.size)
-            out.append(int(np.random.default_rng([self.seed, epoch]).permutation(self.size)[pos]))
-            self.consumed += 1
-        return out
-
-    def state_dict(self) -> dict:
-        return {"consumed": self.consumed, "size": self.size, "seed": self.seed}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.consumed = int(state["consumed"])
-
-
-def task_spec(config: TrainConfig) -> str:
-    """The ict.data spec string: `task` plus `task_config` as ?key=value options."""
-    if not config.task_config:
-        return config.task
-    options = "&".join(
-        f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in config.task_config.items()
-    )
-    return f"{config.task}{'&' if '?' in config.task else '?'}{options}"
-
-
-def load_problems(
-    config: TrainConfig, split: str = "train", size: int | None = None
-) -> list[Problem]:
-    """Problems of the task via ict.data.load_task (train split by default)."""
-    from ict.data import load_task
-
-    items = load_task(
-        task_spec(config), split=split, seed=config.data_seed, size=size or config.train_size
-    )
-    problems = [as_problem(item) for item in items]
-    if not problems:
-        raise DataError(
-            f"task {config.task!r} produced no training problems; check task_config / train_size"
-        )
-    return problems
 
 
 # ---------------------------------------------------------------------------------------------
@@ -130,14 +46,6 @@ def resolve_device(name: str) -> torch.device:
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError(f"device={name!r} but CUDA is not available; use --device cpu")
     return torch.device(name)
-
-
-def autocast_context(config: TrainConfig, device: torch.device):
-    """The autocast context of the statistics and update passes (bf16 by default, CPU included)."""
-    if config.autocast == "off":
-        return nullcontext()
-    dtype = torch.float16 if config.autocast == "fp16" else torch.bfloat16
-    return torch.autocast(device_type=device.type, dtype=dtype)
 
 
 def default_run_dir(config: TrainConfig) -> Path:
@@ -163,25 +71,6 @@ def make_scheduler(optimizer, config: TrainConfig, total_updates: int):
         return 0.5 * (1.0 + math.cos(math.pi * progress))
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
-
-
-def render_prompts(tokenizer, prompts: list, config: TrainConfig) -> list[str]:
-    if config.chat_template and getattr(tokenizer, "chat_template", None):
-        from ict.models import format_prompt
-
-        return [format_prompt(tokenizer, p, system=config.system_prompt) for p in prompts]
-    return [p if isinstance(p, str) else "\n".join(m["content"] for m in p) for p in prompts]
-
-
-def _span(attention_mask: torch.Tensor) -> slice:
-    """Columns that hold any real token in these rows (trims shared left/right padding)."""
-    cols = torch.nonzero(attention_mask.any(0)).flatten()
-    return slice(int(cols[0]), int(cols[-1]) + 1) if cols.numel() else slice(0, 1)
-
-
-def _mean(values: torch.Tensor, where: torch.Tensor) -> float:
-    n = int(where.sum())
-    return float((values * where).sum() / n) if n else float("nan")
 
 
 def _close_default_verifier() -> None:
@@ -219,9 +108,19 @@ class Trainer:
         problems=None,
         resume: bool = False,
     ):
+        from ict.loss import LossConfig
+        from ict.precision import choose_precision
+
+        config = config.resolved()  # the method's settings made explicit (saved in config.yaml)
         self.config = config
+        self.method = config.method_settings()
+        self.loss_config = LossConfig.from_config(
+            config, max_response_length=config.max_new_tokens
+        )
         self.run_dir = Path(run_dir or config.output_dir or default_run_dir(config))
         self.device = resolve_device(config.device)
+        self.precision = choose_precision(config.autocast, self.device)
+        logger.info("precision: %s (%s)", self.precision.name, self.precision.reason)
         self.resume = resume
         random.seed(config.seed)
         np.random.seed(config.seed)
@@ -303,7 +202,7 @@ class Trainer:
                 f"{self.run_dir} already holds a run (metrics.jsonl); continue it with "
                 f"`ict train --resume {self.run_dir}` or choose another --output-dir"
             )
-        cfg.save_yaml(self.run_dir / "config.yaml")
+        cfg.save_yaml(self.run_dir / "config.yaml", extra={"precision": self.precision.as_dict()})
         self.metrics_file = JsonlWriter(metrics_path)
         self.samples_file = JsonlWriter(samples_path)
         self.external = None
@@ -327,309 +226,67 @@ class Trainer:
         )
 
     # ---- one step, top to bottom ------------------------------------------------------------
-    def rollout(self, step: int):
-        """Steps 1-3: prompts, G samples each, rewards. Returns (rollout, rewards[N], metrics)."""
-        from ict.generation import generate
-
-        cfg = self.config
-        problems = [self.problems[i] for i in self.sampler.next(cfg.prompts_per_step)]
-        prompts = render_prompts(self.tokenizer, [p.prompt for p in problems], cfg)
-        self.model.eval()
-        t0 = time.perf_counter()
-        amp = autocast_context(cfg, self.device) if cfg.rollout_autocast else nullcontext()
-        with torch.no_grad(), amp:
-            rollout = generate(
-                self.model,
-                self.tokenizer,
-                prompts,
-                num_samples=cfg.num_generations,
-                temperature=cfg.temperature,
-                top_p=cfg.top_p,
-                max_new_tokens=cfg.max_new_tokens,
-                batch_size=cfg.generation_batch_size,
-                seed=cfg.seed * 1_000_003 + step,
-                stop=list(cfg.stop) or None,
-            )
-        rollout_s = time.perf_counter() - t0
-        prompt_index = rollout.prompt_index.tolist()
-        scored = score_responses(
-            [problems[i].score for i in prompt_index],
-            list(rollout.texts),
-            timeout_s=cfg.reward_timeout_s,
-            guarded=[problems[i].own_time_limit for i in prompt_index],
-        )
-        rewards = torch.tensor(scored.rewards, dtype=torch.float32)
-        formats = [f for f in scored.formatted if f is not None]
-        new_tokens = int(rollout.response_mask.sum())
-        metrics = {
-            "reward/mean": float(rewards.mean()),
-            "reward/std": float(rewards.std()) if rewards.numel() > 1 else 0.0,
-            "accuracy": float((rewards > 0.5).float().mean()),
-            "format_rate": float(np.mean(formats)) if formats else None,
-            "reward/errors": scored.errors,
-            "reward/timeouts": scored.timeouts,
-            "response_length/mean": new_tokens / max(1, len(prompt_index)),
-            "time/rollout_s": rollout_s,
-            "throughput/rollout_tok_s": new_tokens / max(rollout_s, 1e-9),
-        }
-        self._prompts = prompts
-        return rollout, rewards, metrics
-
-    @torch.no_grad()
-    def token_statistics(self, rollout):
-        """Step 5: old log-probs and H, H2, JS from final hidden states (no gradient, no full logits).
-
-        Returns (stats: TokenStats [N, T] fields, ref_logprob [N, T] or None).
-        """
-        from ict.stats import token_stats_from_hidden
-
-        cfg = self.config
-        ids, attn = rollout.input_ids.to(self.device), rollout.attention_mask.to(self.device)
-        mask = rollout.response_mask.to(self.device).bool()
-        self.model.eval()
-
-        group, step_rows = self._grouping(ids.shape[0])
-
-        def hidden_of(model):
-            out = None
-            for start in range(0, ids.shape[0], step_rows):
-                rows = slice(start, start + step_rows)
-                cols = _span(attn[rows])
-                with autocast_context(cfg, self.device):
-                    if group > 1:
-                        h = shared_prompt_hidden(
-                            model,
-                            ids[rows, cols],
-                            attn[rows, cols],
-                            rollout.prompt_length - cols.start,
-                            group,
-                        )
-                    else:
-                        h = final_hidden(model, ids[rows, cols], attn[rows, cols])
-                if out is None:
-                    out = h.new_zeros(ids.shape + (h.shape[-1],))
-                out[rows, cols] = h
-            return shifted_hidden(out)
-
-        weight, bias = lm_head_params(self.model)
-        ref_kwargs = {}
-        if cfg.reference == "reference_policy":
-            ref_weight, ref_bias = lm_head_params(self.ref_model)
-            ref_kwargs = dict(
-                reference_hidden=hidden_of(self.ref_model),
-                reference_lm_head_weight=ref_weight,
-                reference_lm_head_bias=ref_bias,
-            )
-        stats = token_stats_from_hidden(
-            hidden_of(self.model),
-            weight,
-            ids,
-            mask,
-            lm_head_bias=bias,
-            temperature=cfg.temperature,
-            reference=cfg.reference,
-            group_ids=rollout.prompt_index.to(self.device),
-            chunk_size=cfg.stats_chunk_size,
-            **ref_kwargs,
-        )
-        ref_logprob = self.sampled_logprobs(self.ref_model, rollout) if cfg.kl_coef > 0 else None
-        return stats, ref_logprob
-
-    @torch.no_grad()
-    def sampled_logprobs(self, model, rollout) -> torch.Tensor:
-        """[N, T] float32 log-probs of the rollout's tokens under `model` (0 off the response),
-        micro-batched and prompt-shared like the statistics pass; no gradient."""
-        cfg = self.config
-        ids, attn = rollout.input_ids.to(self.device), rollout.attention_mask.to(self.device)
-        mask = rollout.response_mask.to(self.device).bool()
-        group, step_rows = self._grouping(ids.shape[0])
-        out = torch.zeros(ids.shape, device=self.device)
-        for start in range(0, ids.shape[0], step_rows):
-            rows = slice(start, start + step_rows)
-            cols = _span(attn[rows])
-            with autocast_context(cfg, self.device):
-                lp, _ = policy_logprobs(
-                    model,
-                    ids[rows, cols],
-                    attn[rows, cols],
-                    mask[rows, cols],
-                    temperature=cfg.temperature,
-                    chunk_size=cfg.stats_chunk_size,
-                    prompt_length=rollout.prompt_length - cols.start,
-                    group_size=group,
-                )
-            out[rows, cols] = lp
-        return out
-
-    def _grouping(self, rows: int) -> tuple[int, int]:
-        """(G if prompts are shared else 1, rows per micro-batch: a multiple of G when shared)."""
-        cfg = self.config
-        group = cfg.num_generations if cfg.share_prompt and rows % cfg.num_generations == 0 else 1
-        return group, max(1, cfg.micro_batch_size // group) * group
-
-    def select(self, method: str, mask, stats, advantages, tokens, step: int):
-        """Step 6: bool [N, T] selection of `method` (config ratio/scope/options apply to it)."""
-        from ict.select import select_tokens
-
-        cfg = self.config
-        parts = method.split("+")
-        options = dict(cfg.selector_options)
-        if "stapo" in parts:
-            options.setdefault("prob_below", cfg.stapo_prob_below)
-            options.setdefault("entropy_quantile", cfg.stapo_entropy_quantile)
-        ratio = (
-            cfg.ratio
-            if method == cfg.method and any(p in ("ict", "entropy", "random") for p in parts)
-            else None
-        )
-        known = {"prob_below", "entropy_quantile"} if "stapo" in parts else set()
-        if method != cfg.method:
-            options = {k: v for k, v in options.items() if k in known}
-        return select_tokens(
-            method,
-            mask,
-            stats=stats,
-            advantages=advantages,
-            tokens=tokens,
-            ratio=ratio,
-            scope=cfg.scope,
-            granularity=cfg.granularity,
-            micro_batch_size=self._grouping(mask.shape[0])[1],
-            seed=cfg.seed * 1_000_003 + step,
-            **options,
-        )
-
-    def update(self, rollout, old_logprob, advantages, selected, ref_logprob):
-        """Step 7: epochs x mini-batches x micro-batches; returns averaged loss metrics."""
-        from ict.loss import policy_loss
-
-        cfg = self.config
-        ids, attn = rollout.input_ids.to(self.device), rollout.attention_mask.to(self.device)
-        mask = rollout.response_mask.to(self.device).bool()
-        rows_all = torch.arange(ids.shape[0])
-        if cfg.drop_zero_variance_groups:
-            rows_all = rows_all[self._informative_rows(rollout, advantages)]
-        if rows_all.numel() == 0:
-            return {"update/skipped": 1}
-        self.model.train()
-        group, micro_rows = self._grouping(rows_all.numel())
-        units = rows_all.view(-1, group)  # whole groups of G rows when prompts are shared
-        mini_units = max(1, (cfg.mini_batch_size or rows_all.numel()) // group)
-        gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + self.step)
-        sums: dict[str, float] = {}
-        weight_total = 0.0
-        grad_norms, tokens_done = [], 0
-        for _epoch in range(cfg.num_epochs):
-            shuffle = cfg.num_epochs > 1 or cfg.mini_batch_size
-            order = units[torch.randperm(units.shape[0], generator=gen)] if shuffle else units
-            for mini in (chunk.flatten() for chunk in order.split(mini_units)):
-                self.optimizer.zero_grad(set_to_none=True)
-                m_mask, m_sel = mask[mini], selected[mini]
-                denom_mask = m_sel & m_mask if cfg.normalize_by == "selected" else m_mask
-                denominator = float(denom_mask.sum().clamp(min=1))
-                for micro in mini.split(micro_rows):
-                    cols = _span(attn[micro])
-                    with autocast_context(cfg, self.device):
-                        logprob, entropy = policy_logprobs(
-                            self.model,
-                            ids[micro, cols],
-                            attn[micro, cols],
-                            mask[micro, cols],
-                            temperature=cfg.temperature,
-                            chunk_size=cfg.stats_chunk_size,
-                            with_entropy=cfg.entropy_coef > 0,
-                            prompt_length=rollout.prompt_length - cols.start,
-                            group_size=group,
-                        )
-                    kwargs = dict(
-                        eps_low=cfg.eps_low,
-                        eps_high=cfg.eps_high,
-                        dual_clip=cfg.dual_clip,
-                        loss_agg=cfg.loss_agg,
-                        normalize_by=cfg.normalize_by,
-                        max_response_length=cfg.max_new_tokens,
-                        kl_coef=cfg.kl_coef,
-                        kl_estimator=cfg.kl_estimator,
-                        kl_on=cfg.kl_on,
-                        entropy=entropy,
-                        entropy_coef=cfg.entropy_coef,
-                    )
-                    if ref_logprob is not None:
-                        kwargs["ref_logprob"] = ref_logprob[micro, cols]
-                    share = micro.numel() / mini.numel()
-                    if cfg.loss_agg == "token_mean":
-                        kwargs["denominator"] = denominator
-                        scale = 1.0
-                    else:  # per-sequence means: weight each micro-batch by its share of sequences
-                        scale = share
-                    loss, metrics = policy_loss(
-                        logprob,
-                        old_logprob[micro, cols],
-                        advantages[micro],
-                        mask[micro, cols],
-                        selected[micro, cols],
-                        **kwargs,
-                    )
-                    (loss * scale).backward()
-                    for key, value in metrics.items():
-                        if isinstance(value, (int, float)) and value == value:
-                            sums[key] = sums.get(key, 0.0) + float(value) * share
-                    tokens_done += int(attn[micro, cols].sum())
-                weight_total += 1.0
-                max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
-                grad_norms.append(
-                    float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm))
-                )
-                self.optimizer.step()
-                self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        self.model.eval()
-        out = {key: value / weight_total for key, value in sums.items()}
-        out["grad_norm"] = float(np.mean(grad_norms))
-        out["update/tokens"] = tokens_done
-        return out
-
-    def _informative_rows(self, rollout, advantages) -> torch.Tensor:
-        """Rows whose group has non-constant rewards (dynamic sampling)."""
-        nonzero = advantages.abs() > 0
-        groups = rollout.prompt_index
-        informative = torch.zeros(int(groups.max()) + 1, dtype=torch.bool).index_put_(
-            (groups,), nonzero.cpu(), accumulate=True
-        )
-        return informative[groups]
+    def autocast(self):
+        """The precision context of the statistics and update passes (ict.precision)."""
+        return self.precision.context(self.device.type)
 
     def train_step(self) -> dict:
         """One full step (1-8); returns the metrics line written to metrics.jsonl."""
         from ict.loss import compute_advantages
+        from ict.metrics import sorted_score_curve, token_metrics
         from ict.select import jaccard
+        from ict.train.rollout import collect_rollout
+        from ict.train.scoring import old_policy_pass, select_step
+        from ict.train.update import update_policy
 
-        cfg = self.config
+        cfg, method = self.config, self.method
         step = self.step + 1
-        rollout, rewards, metrics = self.rollout(step)
-
+        problems = [self.problems[i] for i in self.sampler.next(cfg.prompts_per_step)]
+        batch, metrics = collect_rollout(
+            self.model, self.tokenizer, problems, cfg, step=step, autocast=self.autocast
+        )
+        rollout, rewards = batch.rollout, batch.rewards
         advantages, adv_info = compute_advantages(rewards, rollout.prompt_index, mode=cfg.advantage)
         advantages = advantages.to(self.device)
         metrics["zero_variance_groups"] = int(adv_info.get("zero_variance_groups", 0))
 
         t0 = time.perf_counter()
-        stats, ref_logprob = self.token_statistics(rollout)
+        stats, old_logprob, ref_logprob = old_policy_pass(
+            self.model, self.ref_model, rollout, cfg, method, self.device, self.autocast
+        )
         mask = rollout.response_mask.to(self.device).bool()
         tokens = rollout.input_ids.to(self.device)
-        selections = {
-            name: self.select(name, mask, stats, advantages, tokens, step)
-            for name in dict.fromkeys([*DIAGNOSTIC_SELECTORS, cfg.method])
-        }
-        selected = selections[cfg.method]
+        selected, selections = select_step(
+            method, cfg, mask, stats, advantages, tokens, step=step
+        )
         metrics["time/stats_s"] = time.perf_counter() - t0
+        metrics["dense_warmup"] = step <= method.dense_warmup_steps
 
         t0 = time.perf_counter()
         lr_used = self.optimizer.param_groups[0]["lr"]  # this step's (first) optimizer step
-        loss_metrics = self.update(rollout, stats.logprob, advantages, selected, ref_logprob)
+        loss_metrics = update_policy(
+            self.model,
+            self.optimizer,
+            self.scheduler,
+            rollout,
+            old_logprob,
+            advantages,
+            selected,
+            ref_logprob,
+            cfg,
+            self.loss_config,
+            step=step,
+            device=self.device,
+            autocast=self.autocast,
+        )
         update_s = time.perf_counter() - t0
         self.step = step
 
-        metrics.update(self._token_metrics(stats, mask, selected, selections))
-        metrics["overlap/ict_entropy_jaccard"] = jaccard(selections["ict"], selections["entropy"])
+        metrics.update(token_metrics(stats, mask, selected, selections))
+        if "ict" in selections and "entropy" in selections:
+            metrics["overlap/ict_entropy_jaccard"] = jaccard(
+                selections["ict"], selections["entropy"]
+            )
         metrics.update(self._loss_metrics(loss_metrics))
         metrics["lr"] = lr_used
         metrics["time/update_s"] = update_s
@@ -642,29 +299,14 @@ class Trainer:
         metrics = {"step": step, **metrics}
 
         if cfg.log_samples_every and (step == 1 or step % cfg.log_samples_every == 0):
-            self._write_samples(step, rollout, rewards, stats, mask, selections)
+            score = stats.kl if "kl" in method.needs() else stats.js
+            metrics["score_curve"] = sorted_score_curve(score, mask)
+            self._write_samples(step, batch, stats, mask, selections)
         if cfg.eval_every and step % cfg.eval_every == 0:
             metrics.update(self._evaluate(step))
         return metrics
 
     # ---- metrics ----------------------------------------------------------------------------
-    @staticmethod
-    def _token_metrics(stats, mask, selected, selections) -> dict:
-        prob = stats.logprob.exp()
-        fields = {"entropy": stats.entropy, "renyi2": stats.renyi2, "js": stats.js, "prob": prob}
-        out = {}
-        for where_name, where in (("valid", mask), ("selected", selected & mask)):
-            for key, values in fields.items():
-                out[f"{where_name}/{key}"] = _mean(values, where)
-        n_valid = int(mask.sum())
-        out["selected_fraction"] = int((selected & mask).sum()) / max(1, n_valid)
-        out["valid_tokens"] = n_valid
-        for name, sel in selections.items():  # per-method selected statistics on the same batch
-            out[f"by_selector/{name}/fraction"] = int((sel & mask).sum()) / max(1, n_valid)
-            for key, values in fields.items():
-                out[f"by_selector/{name}/{key}"] = _mean(values, sel & mask)
-        return out
-
     @staticmethod
     def _loss_metrics(loss_metrics: dict) -> dict:
         out = {}
@@ -681,15 +323,16 @@ class Trainer:
                 out[f"loss/{key}"] = value
         return out
 
-    def _write_samples(self, step, rollout, rewards, stats, mask, selections) -> None:
+    def _write_samples(self, step, batch, stats, mask, selections) -> None:
         cfg = self.config
+        rollout, rewards = batch.rollout, batch.rewards
         for row in range(min(cfg.num_log_samples, rollout.input_ids.shape[0])):
             cols = mask[row].nonzero().flatten()
             ids = rollout.input_ids[row, cols.cpu()].tolist()
             self.samples_file.write(
                 {
                     "step": step,
-                    "prompt": self._prompts[int(rollout.prompt_index[row])],
+                    "prompt": batch.prompts[int(rollout.prompt_index[row])],
                     "response": rollout.texts[row],
                     "reward": float(rewards[row]),
                     "tokens": [self.tokenizer.decode([i]) for i in ids],
@@ -808,6 +451,12 @@ class Trainer:
         latest = ckpt.latest_checkpoint(self.run_dir)
         summary = {
             "method": cfg.method,
+            "method_settings": {
+                k: getattr(self.method, k)
+                for k in ("selector", "ratio", "scope", "reference", "loss_agg", "normalize_by")
+            }
+            | {"dense_warmup_steps": self.method.dense_warmup_steps},
+            "precision": self.precision.as_dict(),
             "model": cfg.model or "smollm2-135m-instruct",
             "task": cfg.task,
             "seed": cfg.seed,

@@ -1,0 +1,186 @@
+"""Methods: a token selector plus the settings that make it the method a paper describes.
+
+`--method NAME` (the native trainer, `ICTGRPOConfig(method=...)`, verl's `ict.method`) names a
+`Method` from `METHODS`, or any selector of `ict.select.SELECTORS` and their compositions
+("ict+stapo"), which then run with the selector's own facts and the defaults below. Every setting
+a method fixes can still be overridden one by one (`--reference batch_mean`); a field left None by a
+method takes the selector's fact (ratio, scope) or the common default.
+
+    ict              the paper (arXiv 2606.19771, METHOD.md): JS to the position-aligned group
+                     mean, top 10% of each response, Sparse-GRPO (per-response mean over the
+                     selected tokens), dense GRPO for the first `dense_warmup_steps` (Theta).
+    ict_batch_mean   this project's guess before the paper's method section was known: JS to the
+                     batch-mean distribution, global top 10%, token mean. Kept as an ablation.
+    ict_kl           the paper's ablation: KL(p || group-position mean) in place of JS.
+    ict_bottom       the paper's "90%-frequent" ablation: the bottom 90% of each response by JS.
+    random_sequence  the paper's control: a random 10% of each response.
+    grpo, entropy (20-Entropy), stapo, random: the baselines with their selectors' facts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from ict.errors import ConfigError
+
+DEFAULT_REFERENCE = "group_position"  # the paper's; also what diagnostics of ICT use
+PAPER_DENSE_WARMUP = 10  # Theta: the paper's 10, 20 and 40 converged alike
+
+
+@dataclass(frozen=True)
+class Method:
+    """A named training method. None fields fall back to the selector's facts / common defaults.
+
+    selector: a selector name or composition (ict.select). ratio: fraction kept (None: the
+    selector's default). scope: top-k scope (None: the selector's default). reference: the JS
+    reference distribution (ict.stats.REFERENCES). loss_agg / normalize_by: ict.loss aggregation.
+    dense_warmup_steps: steps that update every valid token before the selection applies.
+    """
+
+    name: str
+    selector: str
+    description: str = ""
+    ratio: float | None = None
+    scope: str | None = None
+    reference: str | None = None
+    loss_agg: str | None = None
+    normalize_by: str | None = None
+    dense_warmup_steps: int | None = None
+
+    def resolved(self) -> Method:
+        """A copy with every None field filled from the selector's facts and the defaults."""
+        from ict.loss import LossConfig
+        from ict.select.core import selector_facts
+
+        facts = selector_facts(self.selector)
+        return dataclasses.replace(
+            self,
+            ratio=self.ratio if self.ratio is not None else facts["default_ratio"],
+            scope=self.scope or facts["default_scope"],
+            reference=self.reference or DEFAULT_REFERENCE,
+            # LossConfig's defaults: GRPO's per-response mean over the selected tokens (the paper's)
+            loss_agg=self.loss_agg or LossConfig.loss_agg,
+            normalize_by=self.normalize_by or LossConfig.normalize_by,
+            dense_warmup_steps=self.dense_warmup_steps or 0,
+        )
+
+    def with_overrides(self, **overrides) -> Method:
+        """This method with the non-None `overrides` applied, then resolved."""
+        changes = {k: v for k, v in overrides.items() if v is not None}
+        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        if unknown:
+            raise ConfigError(f"unknown method setting(s) {sorted(unknown)}")
+        return dataclasses.replace(self, **changes).resolved()
+
+    def needs(self) -> tuple[str, ...]:
+        """TokenStats fields and inputs the selector reads (ict.select facts)."""
+        from ict.select.core import selector_facts
+
+        return selector_facts(self.selector)["needs"]
+
+
+METHODS: dict[str, Method] = {}
+
+
+def register_method(method: Method) -> Method:
+    """Add `method` to `METHODS` (its selector must be registered); returns it."""
+    from ict.select.core import parse_selector
+
+    if "+" in method.name or not method.name:
+        raise ValueError(f"method name {method.name!r} must be non-empty and must not contain '+'")
+    parse_selector(method.selector)
+    METHODS[method.name] = method
+    return method
+
+
+def get_method(name: str) -> Method:
+    """The method called `name`: a registered Method, else a selector (composition) with defaults.
+
+    Raises ConfigError naming the unknown part and the choices.
+    """
+    from ict.select.core import parse_selector
+
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"method must be a name, got {name!r}; choose from {available_methods()}")
+    key = name.strip().lower()
+    if key in METHODS:
+        return METHODS[key]
+    try:
+        parse_selector(key)
+    except ConfigError as err:
+        raise ConfigError(
+            f"unknown method {name!r}: {err}. Methods: {', '.join(available_methods())}"
+        ) from None
+    return Method(key, key)
+
+
+def available_methods() -> list[str]:
+    """Registered method names (any selector name or 'a+b' composition also works)."""
+    from ict.select import available_selectors
+
+    return sorted(set(METHODS) | set(available_selectors()))
+
+
+def _builtin() -> None:
+    register_method(Method("grpo", "grpo", "GRPO: every valid token."))
+    register_method(
+        Method(
+            "ict",
+            "ict",
+            "ICT as the paper defines it: JS to the position-aligned group mean, top 10% of each "
+            "response, Sparse-GRPO, dense warm-up.",
+            scope="sequence",
+            reference="group_position",
+            loss_agg="seq_mean_token_mean",
+            normalize_by="selected",
+            dense_warmup_steps=PAPER_DENSE_WARMUP,
+        )
+    )
+    register_method(
+        Method(
+            "ict_batch_mean",
+            "ict",
+            "Batch-mean ICT (this project's guess before the paper's method was known): JS to the "
+            "batch-mean distribution, global top 10%, token mean, no warm-up.",
+            scope="global",
+            reference="batch_mean",
+            loss_agg="token_mean",
+            dense_warmup_steps=0,
+        )
+    )
+    register_method(
+        Method(
+            "ict_kl",
+            "ict_kl",
+            "Ablation: the paper's ICT scored by KL(p || group-position mean) instead of JS.",
+            scope="sequence",
+            reference="group_position",
+            dense_warmup_steps=PAPER_DENSE_WARMUP,
+        )
+    )
+    register_method(
+        Method(
+            "ict_bottom",
+            "ict_bottom",
+            "Ablation ('90%-frequent'): the bottom 90% of each response by JS.",
+            scope="sequence",
+            reference="group_position",
+            dense_warmup_steps=PAPER_DENSE_WARMUP,
+        )
+    )
+    register_method(
+        Method(
+            "random_sequence",
+            "random",
+            "Control: a random 10% of each response, with ICT's warm-up and loss.",
+            scope="sequence",
+            dense_warmup_steps=PAPER_DENSE_WARMUP,
+        )
+    )
+    register_method(Method("entropy", "entropy", "20-Entropy: global top 20% by entropy."))
+    register_method(Method("stapo", "stapo", "STAPO: every token except the spurious ones."))
+    register_method(Method("random", "random", "Control: a random 10% of the batch's tokens."))
+
+
+_builtin()
