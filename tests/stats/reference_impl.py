@@ -19,7 +19,8 @@ def reference_stats(
     group_ids=None,
     reference_logits=None,
 ):
-    """Returns dict of [B, T] float64 arrays: entropy, renyi2, logprob, js (0 where mask is False)."""
+    """Returns dict of [B, T] float64 arrays: entropy, renyi2, logprob, js and kl (0 where mask is
+    False; kl only for group_position)."""
     z = np.asarray(logits, dtype=np.float64) / temperature
     tokens = np.asarray(tokens)
     mask = np.asarray(mask, dtype=bool)
@@ -30,7 +31,9 @@ def reference_stats(
     def mean_over(positions):
         return np.mean([P[b, t] for b, t in positions], axis=0)
 
-    out = {k: np.zeros((B, T)) for k in ("entropy", "renyi2", "logprob", "js")}
+    out = {k: np.zeros((B, T)) for k in ("entropy", "renyi2", "logprob", "js", "kl")}
+    # group_position: the k-th valid position of each row, found by walking the row
+    kth = {(b, t): int(mask[b, :t].sum()) for b, t in valid}
     for b, t in valid:
         p = P[b, t]
         if reference == "batch_mean":
@@ -41,6 +44,10 @@ def reference_stats(
             r = mean_over([(bb, tt) for bb, tt in valid if bb == b])
         elif reference == "previous_token":
             r = p if t == 0 else P[b, t - 1]
+        elif reference == "group_position":
+            same = [(bb, tt) for bb, tt in valid if group_ids[bb] == group_ids[b]]
+            r = mean_over([(bb, tt) for bb, tt in same if kth[bb, tt] == kth[b, t]])
+            out["kl"][b, t] = entropy(p, r)  # KL(p || r), natural log
         elif reference == "reference_policy":
             r = softmax(np.asarray(reference_logits, dtype=np.float64)[b, t] / temperature)
         else:

@@ -23,7 +23,7 @@ def _case(seed=0, B=4, T=6, V=23, scale=3.0, p_valid=0.7, dtype=torch.float64):
 
 
 def _kwargs(reference, B, logits, seed=1):
-    if reference == "group_mean":
+    if reference in ("group_mean", "group_position"):
         return {"group_ids": torch.arange(B) // 2}
     if reference == "reference_policy":
         g = torch.Generator().manual_seed(seed)

@@ -28,7 +28,7 @@ def batches(draw, dtype=torch.float32):
 
 
 def _kw(reference, logits, groups):
-    if reference == "group_mean":
+    if reference in ("group_mean", "group_position"):
         return {"group_ids": groups}
     if reference == "reference_policy":
         return {"reference_logits": logits.flip(1)}
@@ -94,7 +94,7 @@ def test_hidden_path_equals_logits_path(seed, reference, chunk_size, with_bias):
     groups = torch.tensor([0, 1, 0])
     logits = hidden @ W.T + (bias if with_bias else 0)
     kw_h, kw_l = {}, {}
-    if reference == "group_mean":
+    if reference in ("group_mean", "group_position"):
         kw_h = kw_l = {"group_ids": groups}
     if reference == "reference_policy":
         kw_h = {"reference_hidden": ref_hidden}
@@ -145,11 +145,15 @@ def test_hidden_path_never_builds_more_than_chunk_size_rows(monkeypatch):
     for reference in REFERENCES:
         seen.clear()
         kw = {"reference_hidden": hidden} if reference == "reference_policy" else {}
-        kw |= {"group_ids": torch.tensor([0, 0, 1, 1])} if reference == "group_mean" else {}
+        if reference in ("group_mean", "group_position"):
+            kw |= {"group_ids": torch.tensor([0, 0, 1, 1])}
         token_stats_from_hidden(hidden, W, tokens, mask, reference=reference, chunk_size=3, **kw)
         assert seen and max(max(n, rows) for n, rows in seen) <= 3
         passes = 2 if reference in ("batch_mean", "group_mean", "sequence_mean") else 1
         models = 2 if reference == "reference_policy" else 1
+        if reference == "group_position":  # whole (group, k) cells of 2 rows: one per chunk of 3
+            assert len(seen) == 2 * 10
+            continue
         # number of matmuls: ceil(needed rows / 3) per pass and model
         needed = 40
         assert len(seen) == passes * models * math.ceil(needed / 3)

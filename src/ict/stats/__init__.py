@@ -4,11 +4,20 @@
     stats = token_stats(logits, tokens, mask, temperature=1.0, reference="batch_mean")
     stats = token_stats_from_hidden(hidden, lm_head.weight, tokens, mask)
     stats.entropy, stats.renyi2, stats.logprob, stats.js, stats.prob   # [B, T] float32
+    token_stats(logits, tokens, mask, reference="group_position", group_ids=g)  # the paper's score
+    token_stats(..., reference="group_position", group_ids=g, divergence="kl").kl  # KL ablation
 
 See docs/METHOD.md for the math and docs/ARCHITECTURE.md for the tensor layout.
 """
 
 from ict.stats.compute import token_stats, token_stats_from_hidden
-from ict.stats.result import REFERENCES, TokenStats, masked_mean
+from ict.stats.result import DIVERGENCES, REFERENCES, TokenStats, masked_mean
 
-__all__ = ["REFERENCES", "TokenStats", "masked_mean", "token_stats", "token_stats_from_hidden"]
+__all__ = [
+    "DIVERGENCES",
+    "REFERENCES",
+    "TokenStats",
+    "masked_mean",
+    "token_stats",
+    "token_stats_from_hidden",
+]

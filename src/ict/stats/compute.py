@@ -19,10 +19,23 @@ References r_t (docs/METHOD.md):
                   to the distribution at the last prompt position. At t = 0 there is no previous
                   distribution: r = p, JS = 0. One pass (rows t-1 are computed alongside).
   reference_policy  r_t = softmax(reference logits / T) at the same position. One pass.
+  group_position  the paper's score: r = mean of p over the rows of the same group_ids[b] at the same
+                  aligned position k (k = index of the position among its row's valid positions, so
+                  rows whose responses start at different columns align), over the rows that reach
+                  k. A (group, k) cell with one row scores exactly 0. One pass, chunked by whole
+                  cells: a chunk holds consecutive cells in (group, k) order, at most chunk_size
+                  rows, or a single cell when that cell alone has more rows than chunk_size (the
+                  bound is then max(chunk_size, G)). Working memory: two [chunk, V] buffers (logits,
+                  then the cell means; p) plus two [block, V] scratch buffers - never groups x T x V.
+                  Under torch.distributed every group's rows must sit on one rank (checked).
+
+divergence="kl" (group_position only) also returns KL(p || r) = sum p log p - sum p log r in
+TokenStats.kl; r > 0 wherever p > 0 since r includes p / G.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 
 import torch
@@ -36,7 +49,7 @@ from ict.stats.kernels import (
     mixture_entropy_,
     policy_block_,
 )
-from ict.stats.result import REFERENCES, TokenStats
+from ict.stats.result import DIVERGENCES, REFERENCES, TokenStats
 from ict.stats.sources import HiddenSource, LogitsSource
 
 MIN_CHUNK_BYTES = 32 << 20  # default chunk: 1/16 of the full logits' bytes, within 32..128 MiB
@@ -55,23 +68,28 @@ def token_stats(
     reference_logits: Tensor | None = None,
     chunk_size: int | None = None,
     process_group=None,
+    divergence: str = "js",
 ) -> TokenStats:
     """Token statistics from materialised logits.
 
     logits: [B, T, V] any float dtype, logits[:, t] predicts tokens[:, t] (already shifted);
     tokens: [B, T] long; mask: [B, T] bool, True on response tokens. temperature: the rollout's
     sampling temperature (p = softmax(logits / temperature)). reference: one of REFERENCES.
-    group_ids: [B] long prompt index of each row (for "group_mean"). reference_logits: [B, T, V]
-    (for "reference_policy"). chunk_size: rows of [*, V] logits materialised at once (default: 1/16 of
-    the full float32 logits' bytes - N/16 rows - within 32..128 MiB). process_group: for "batch_mean" under torch.distributed (default: the world group
-    if initialised). Returns TokenStats, fields [B, T] float32 and 0 where mask is False. No gradient.
+    group_ids: [B] long prompt index of each row, global across ranks (for "group_mean" and
+    "group_position"). reference_logits: [B, T, V] (for "reference_policy"). chunk_size: rows of
+    [*, V] logits materialised at once (default: 1/16 of the full float32 logits' bytes - N/16 rows -
+    within 32..128 MiB; group_position: see the module docstring). process_group: under
+    torch.distributed, "batch_mean" all-reduces its sum and count over it and "group_position"
+    checks that no group is split across its ranks (default: the world group if initialised).
+    divergence: "js" (default) or "kl" (group_position only: TokenStats.kl is filled too, js stays
+    JS). Returns TokenStats, fields [B, T] float32 and 0 where mask is False. No gradient.
     """
     if logits.dim() != 3:
         raise DataError(
             f"logits must be [B, T, V], got shape {tuple(logits.shape)}; pass one distribution per (row, position)"
         )
     tokens, mask = _check_common(
-        logits.shape[:2], tokens, mask, temperature, reference, group_ids, logits.device
+        logits.shape[:2], tokens, mask, temperature, reference, group_ids, logits.device, divergence
     )
     policy = LogitsSource(logits, temperature)
     ref = None
@@ -89,7 +107,9 @@ def token_stats(
         raise ConfigError(
             f'reference_logits is only used with reference="reference_policy", not "{reference}"; drop it or change the reference'
         )
-    return _token_stats(policy, ref, tokens, mask, reference, group_ids, chunk_size, process_group)
+    return _token_stats(
+        policy, ref, tokens, mask, reference, group_ids, chunk_size, process_group, divergence
+    )
 
 
 def token_stats_from_hidden(
@@ -107,6 +127,7 @@ def token_stats_from_hidden(
     reference_lm_head_bias: Tensor | None = None,
     chunk_size: int | None = None,
     process_group=None,
+    divergence: str = "js",
 ) -> TokenStats:
     """Token statistics from final hidden states and the LM head, never building [N, V] logits.
 
@@ -124,7 +145,7 @@ def token_stats_from_hidden(
         )
     _check_bias(lm_head_bias, lm_head_weight, "lm_head_bias")
     tokens, mask = _check_common(
-        hidden.shape[:2], tokens, mask, temperature, reference, group_ids, hidden.device
+        hidden.shape[:2], tokens, mask, temperature, reference, group_ids, hidden.device, divergence
     )
     policy = HiddenSource(hidden, lm_head_weight, lm_head_bias, temperature)
     ref = None
@@ -153,7 +174,9 @@ def token_stats_from_hidden(
         raise ConfigError(
             f'reference_hidden / reference_lm_head_weight are only used with reference="reference_policy", not "{reference}"'
         )
-    return _token_stats(policy, ref, tokens, mask, reference, group_ids, chunk_size, process_group)
+    return _token_stats(
+        policy, ref, tokens, mask, reference, group_ids, chunk_size, process_group, divergence
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -165,9 +188,18 @@ def _check_bias(bias, weight, name):
         raise DataError(f"{name} must be [V] = [{weight.shape[0]}], got {tuple(bias.shape)}")
 
 
-def _check_common(bt, tokens, mask, temperature, reference, group_ids, device):
+def _check_common(bt, tokens, mask, temperature, reference, group_ids, device, divergence):
     if reference not in REFERENCES:
         raise ConfigError(f"unknown reference {reference!r}; choose one of {', '.join(REFERENCES)}")
+    if divergence not in DIVERGENCES:
+        raise ConfigError(
+            f"unknown divergence {divergence!r}; choose one of {', '.join(DIVERGENCES)}"
+        )
+    if divergence == "kl" and reference != "group_position":
+        raise ConfigError(
+            f'divergence="kl" is implemented for reference="group_position" only, not "{reference}"; '
+            'use reference="group_position" or divergence="js"'
+        )
     if not (
         isinstance(temperature, (int, float)) and math.isfinite(temperature) and temperature > 0
     ):
@@ -180,10 +212,10 @@ def _check_common(bt, tokens, mask, temperature, reference, group_ids, device):
         )
     if tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
         raise DataError(f"tokens must be an integer tensor (token ids), got {tokens.dtype}")
-    if reference == "group_mean":
+    if reference in ("group_mean", "group_position"):
         if group_ids is None:
             raise ConfigError(
-                'reference="group_mean" needs group_ids=[B] (the prompt index of each row)'
+                f'reference="{reference}" needs group_ids=[B] (the prompt index of each row)'
             )
         if tuple(group_ids.shape) != (bt[0],) or group_ids.dtype.is_floating_point:
             raise DataError(
@@ -246,10 +278,13 @@ def _reduce_group(process_group):
 
 @torch.no_grad()
 def _token_stats(
-    policy, ref, tokens, mask, reference, group_ids, chunk_size, process_group
+    policy, ref, tokens, mask, reference, group_ids, chunk_size, process_group, divergence="js"
 ) -> TokenStats:
     B, T = mask.shape
     V, dt, dev = policy.vocab, policy.dtype, policy.device
+    if reference == "group_position":  # first: every rank joins the check before any local error
+        group_ids = group_ids.to(dev)
+        _check_groups_rank_local(group_ids, mask, _reduce_group(process_group))
     n_valid = int(mask.sum())
     plan = _plan(chunk_size, V, dt, dev, policy.gathers_rows, n_valid, policy.temp_row_bytes)
     b, t = mask.nonzero(as_tuple=True)
@@ -261,8 +296,15 @@ def _token_stats(
             f"token id {int(tok[i])} at (row {int(b[i])}, position {int(t[i])}) is outside the vocabulary [0, {V}); check the tokenizer/model pairing and the mask"
         )
 
+    kl = None
     if reference == "previous_token":
         ent, ren, lp, js = _previous_token(policy, b, t, tok, T, plan)
+    elif reference == "group_position":
+        k = (mask.long().cumsum(1) - 1)[b, t]  # aligned position: index among the row's valid ones
+        _, seg = torch.unique(group_ids[b], return_inverse=True)
+        ent, ren, lp, js, kl = _group_position(
+            policy, b, t, tok, seg, k, T, chunk_size, divergence == "kl"
+        )
     elif reference == "reference_policy":
         ent, ren, lp, js = _reference_policy(policy, ref, b, t, tok, plan)
     else:
@@ -283,7 +325,14 @@ def _token_stats(
         out[b, t] = x.to(torch.float32)
         return out
 
-    return TokenStats(entropy=grid(ent), renyi2=grid(ren), logprob=grid(lp), js=grid(js), mask=mask)
+    return TokenStats(
+        entropy=grid(ent),
+        renyi2=grid(ren),
+        logprob=grid(lp),
+        js=grid(js),
+        mask=mask,
+        kl=None if kl is None else grid(kl),
+    )
 
 
 def _buffers(n, V, dt, dev, k):
@@ -385,3 +434,102 @@ def _reference_policy(policy, ref, b, t, tok, plan):
     _raise_if_bad(ent, b, t)
     _raise_if_bad(h_ref, b, t, what="reference logits")
     return ent, ren, lp, js
+
+
+def _check_groups_rank_local(group_ids, mask, group):
+    """group_position under torch.distributed: every group's rows (those with a valid position) must
+    sit on one rank, else the position means would need other ranks' [*, V] distributions. All ranks
+    gather every rank's set of group ids and raise the same ConfigError if one is on two ranks."""
+    if group is None or dist.get_world_size(group) == 1:
+        return
+    local = torch.unique(group_ids[mask.any(dim=1)]).tolist()
+    gathered = [None] * dist.get_world_size(group)
+    dist.all_gather_object(gathered, local, group=group)
+    owner, split = {}, {}
+    for rank, ids in enumerate(gathered):
+        for g in ids:
+            if g in owner:
+                split.setdefault(g, [owner[g]]).append(rank)
+            else:
+                owner[g] = rank
+    if split:
+        shown = "; ".join(f"group {g} on ranks {r}" for g, r in sorted(split.items())[:5])
+        raise ConfigError(
+            f'reference="group_position" needs every prompt\'s G rollouts on one rank, but {len(split)} '
+            f"group(s) are split ({shown}). Keep each prompt's G rollouts on one rank: make the "
+            "per-rank batch a multiple of G and shard whole groups (contiguous rows of a prompt) "
+            "across data-parallel ranks, or score before splitting the batch. group_ids must be "
+            "global prompt ids (equal ids on two ranks mean the same prompt)."
+        )
+
+
+def _group_position(policy, b, t, tok, seg, k, T, chunk_size, want_kl):
+    """The paper's reference: r = mean of p over the rows of the same group at the same aligned
+    position k. b, t, tok, seg (dense group index), k: [N] long, the valid positions in flat order.
+
+    Positions are sorted by (group, k, row), so each (group, k) cell is contiguous; chunks are runs of
+    whole cells (see the module docstring for the bound). Per chunk: fill the logits, p and H, H2,
+    log p(y) block by block into a [n, V] p buffer, the cell means into the logits buffer (no longer
+    needed), then JS (and KL) of each row against its cell mean. Returns ent, ren, lp, js, kl ([N],
+    compute dtype, flat order; kl None unless want_kl); cells with one row get js = kl = 0 exactly.
+    """
+    N, V, dt, dev = b.numel(), policy.vocab, policy.dtype, policy.device
+    ent, ren, lp, js = (torch.zeros(N, dtype=dt, device=dev) for _ in range(4))
+    kl = torch.zeros(N, dtype=dt, device=dev) if want_kl else None
+    if N == 0:
+        return ent, ren, lp, js, kl
+    row_bytes = V * torch.finfo(dt).bits // 8  # the p buffer counts towards the default chunk
+    fill, block = _plan(chunk_size, V, dt, dev, False, N, policy.temp_row_bytes + row_bytes)
+    order = torch.argsort(seg * T + k, stable=True)  # stable: rows ascending inside a cell
+    b, t, tok = b[order], t[order], tok[order]
+    _, counts = torch.unique_consecutive((seg * T + k)[order], return_counts=True)
+    cell = torch.repeat_interleave(torch.arange(counts.numel(), device=dev), counts)
+    ends = counts.cumsum(0).tolist()
+    chunks, s, c0 = [], 0, 0  # (first row, end row, first cell, end cell)
+    while s < N:
+        c1 = max(bisect.bisect_right(ends, s + fill), c0 + 1)  # whole cells; one if it is too big
+        chunks.append((s, ends[c1 - 1], c0, c1))
+        s, c0 = ends[c1 - 1], c1
+    n_max = max(e - s for s, e, _, _ in chunks)
+    block = min(block, n_max)
+    zbuf, P = _buffers(n_max, V, dt, dev, 2)
+    S, L = _buffers(block, V, dt, dev, 2)
+    floor = torch.finfo(dt).min
+    cnt = counts.to(dt)
+    h_r = torch.empty(counts.numel(), dtype=dt, device=dev)
+    for s, e, c0, c1 in chunks:
+        n, c = e - s, c1 - c0
+        z = policy.fill(b[s:e], t[s:e], zbuf)
+        p = P[:n]
+        for o in range(0, n, block):
+            m, i = min(block, n - o), slice(s + o, s + min(o + block, n))
+            ent[i], ren[i], lp[i] = policy_block_(z[o : o + m], tok[i], p[o : o + m], L[:m])
+        r = zbuf[:c].zero_()  # the cell means overwrite the logits
+        r.index_add_(0, cell[s:e] - c0, p).div_(cnt[c0:c1, None])
+        for o in range(0, c, block):
+            ro = r[o : o + block]
+            buf = torch.log(ro, out=L[: ro.shape[0]])
+            h_r[c0 + o : c0 + o + ro.shape[0]] = buf.clamp_(min=floor).mul_(ro).sum(-1).neg_()
+        for o in range(0, n, block):
+            m, i = min(block, n - o), slice(s + o, s + min(o + block, n))
+            pb, local = p[o : o + m], cell[i] - c0
+            rb = torch.index_select(r, 0, local, out=S[:m])
+            if want_kl:  # KL = -H(p) - sum p log r (0 log 0 = 0; r > 0 wherever p > 0)
+                cross = torch.log(rb, out=L[:m]).clamp_(min=floor).mul_(pb).sum(-1)
+                kl[i] = cross.add_(ent[i]).neg_().clamp_(min=0.0)
+            h_mix = mixture_entropy_(pb.add_(rb), L[:m])
+            js[i] = js_from_entropies(h_mix, ent[i], h_r[cell[i]])
+    _raise_if_bad(ent, b, t)
+    alone = counts[cell] == 1  # a position only one row reaches: r = p, score exactly 0
+    js.masked_fill_(alone, 0.0)
+    if want_kl:
+        kl.masked_fill_(alone, 0.0)
+    unsort = torch.empty_like(order)
+    unsort[order] = torch.arange(N, device=dev)
+    return (
+        ent[unsort],
+        ren[unsort],
+        lp[unsort],
+        js[unsort],
+        None if kl is None else kl[unsort],
+    )

@@ -7,7 +7,15 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-REFERENCES = ("batch_mean", "group_mean", "sequence_mean", "previous_token", "reference_policy")
+REFERENCES = (
+    "batch_mean",
+    "group_mean",
+    "sequence_mean",
+    "previous_token",
+    "reference_policy",
+    "group_position",
+)
+DIVERGENCES = ("js", "kl")
 
 
 @dataclass
@@ -18,6 +26,8 @@ class TokenStats:
     renyi2:  Rényi-2 (collision) entropy -log sum_v p_t(v)^2, nats; 0 <= renyi2 <= entropy <= log V.
     logprob: log p_t(tokens[:, t]) (-inf only if the sampled token had a -inf logit).
     js:      Jensen-Shannon divergence JS(p_t, r_t) to the chosen reference r_t, nats, in [0, log 2].
+    kl:      KL(p_t || r_t) to the same reference, nats, >= 0 (<= log G for group_position); None
+             unless token_stats ran with divergence="kl".
     """
 
     entropy: Tensor
@@ -25,6 +35,7 @@ class TokenStats:
     logprob: Tensor
     js: Tensor
     mask: Tensor | None = None  # [B, T] bool, the valid positions (set by token_stats)
+    kl: Tensor | None = None
 
     @property
     def prob(self) -> Tensor:
