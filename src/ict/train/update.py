@@ -104,7 +104,7 @@ def update_policy(
             run = contributing_rows(mini, advantages, positions, loss_config, group) if skip_rows else mini
             mini_sums: dict[str, float] = {}
             mini_weights: dict[str, float] = {}
-            for micro in run.split(micro_rows):
+            for micro in run.split(micro_rows) if run.numel() else ():
                 stop = None
                 if stop_at_last:
                     needed = positions[micro].any(0).nonzero()
