@@ -176,3 +176,60 @@ def test_detect_cpu_flags_falls_back_to_proc_cpuinfo(monkeypatch):
         detect_cpu_flags.cache_clear()
     text = Path("/proc/cpuinfo").read_text()
     assert flags and all(word in text for word in flags.split()[:5])
+
+
+# --- wiring: ict inspect / report.from_model score under the chosen autocast ---------------------
+
+
+def _autocast_seen_by_forward(model):
+    """Record (autocast enabled, dtype) on CPU at each forward call of `model`."""
+    seen = []
+
+    def hook(module, args, kwargs):
+        seen.append((torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")))
+
+    model.register_forward_pre_hook(hook, with_kwargs=True)
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("precision", "expected"),
+    [
+        ("off", (False, None)),
+        (PrecisionChoice(torch.bfloat16, "bf16", "mock"), (True, torch.bfloat16)),
+    ],
+)
+def test_records_from_model_scores_under_the_chosen_autocast(precision, expected):
+    from ict.report.from_model import records_from_model
+    from ict.testing import tiny_model_and_tokenizer
+
+    model, tok = tiny_model_and_tokenizer(seed=0)
+    seen = _autocast_seen_by_forward(model)
+    records = records_from_model(model, tok, ["1+2="], max_new_tokens=4, precision=precision)
+    assert records and len(seen) >= 2
+    # generation steps run in the model's dtype (as training rollouts); the last call is scoring
+    assert all(not enabled for enabled, _ in seen[:-1])
+    enabled, dtype = seen[-1]
+    assert enabled == expected[0] and (not enabled or dtype is expected[1])
+
+
+def test_inspect_model_prints_the_precision_choice(tmp_path, capsys):
+    from ict.cli import main
+    from ict.testing import save_tiny_model
+
+    save_tiny_model(tmp_path / "m")
+    argv = ["inspect", "--model", str(tmp_path / "m"), "--prompt", "1+2=", "--max-new-tokens", "3"]
+    assert main([*argv, "--no-html", "--no-color", "--autocast", "off"]) == 0
+    assert "precision: float32 (no autocast); off: float32, as requested" in capsys.readouterr().err
+
+
+def test_trl_example_sets_trl_precision_from_the_rule():
+    pytest.importorskip("trl")
+    import runpy
+
+    script = Path(__file__).parents[1] / "examples" / "trl" / "train_ict.py"
+    precision_kwargs = runpy.run_path(str(script))["precision_kwargs"]
+    assert precision_kwargs("off", "cpu") == {"bf16": False, "fp16": False}
+    assert precision_kwargs("fp16", "cuda") == {"bf16": False, "fp16": True}
+    native = choose_precision("auto", "cpu").name == "bf16"
+    assert precision_kwargs("auto", "cpu") == {"bf16": native, "fp16": False}

@@ -61,9 +61,9 @@ class PrecisionChoice:
         }
 
     def describe(self) -> str:
-        """One line for the start of a run: `precision: bf16 autocast (auto: ...)`."""
+        """One line for the start of a run: `precision: bf16 autocast; auto: <reason>`."""
         what = "float32 (no autocast)" if self.autocast_dtype is None else f"{self.name} autocast"
-        return f"precision: {what} ({self.requested}: {self.reason})"
+        return f"precision: {what}; {self.requested}: {self.reason}"
 
 
 @functools.cache
