@@ -154,7 +154,13 @@ def main(argv=None):
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--n", type=int, nargs="+", default=[1024, 4096], help="valid positions N")
-    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    ap.add_argument(
+        "--dtype",
+        default="auto",
+        choices=["auto", "float32", "bfloat16", "float16"],
+        help="auto: bfloat16 where the device computes bf16 natively, else float32 "
+        "(ict.precision.choose_precision)",
+    )
     ap.add_argument("--device", default="cuda" if _cuda() else "cpu")
     ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     ap.add_argument("--repeats", type=int, default=3)
@@ -164,6 +170,12 @@ def main(argv=None):
     if args.child:
         return _child(args.child, args.n[0], args.dtype, args.device, args.mode, args.repeats)
 
+    if args.dtype == "auto":
+        from ict.precision import choose_precision
+
+        choice = choose_precision("auto", args.device)
+        args.dtype = "bfloat16" if choice.name == "bf16" else "float32"
+        print(f"# dtype auto -> {args.dtype}: {choice.reason}")
     print(
         f"# V={V} D={D} dtype={args.dtype} device={args.device} OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}"
     )

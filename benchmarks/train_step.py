@@ -55,7 +55,12 @@ def main(argv=None) -> int:
     parser.add_argument("--num-generations", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--micro-batch-size", type=int, default=8)
-    parser.add_argument("--autocast", default="auto")
+    parser.add_argument(
+        "--autocast",
+        default="auto",
+        choices=["auto", "bf16", "fp16", "off"],
+        help="auto: bf16 only where the device computes it natively, else float32 (ict.precision)",
+    )
     parser.add_argument(
         "--no-share-prompt", action="store_true", help="plain forward of every sequence"
     )
@@ -94,6 +99,10 @@ def main(argv=None) -> int:
         config = config.replace(stop=[], max_new_tokens=min(args.max_new_tokens, 8))
     trainer = Trainer(config, **kwargs)
     device = trainer.device
+    from ict.precision import choose_precision
+
+    precision = choose_precision(config.autocast, device)
+    print(precision.describe(), file=sys.stderr)
     initial = copy.deepcopy(trainer.model.state_dict())
     initial_opt = copy.deepcopy(trainer.optimizer.state_dict())
 
@@ -111,6 +120,7 @@ def main(argv=None) -> int:
         return trainer.sampled_logprobs(trainer.model, rollout)
 
     results = {
+        "precision": precision.as_dict(),
         "batch": {
             "sequences": len(rollout),
             "response_tokens": int(mask.sum()),
@@ -165,7 +175,7 @@ def main(argv=None) -> int:
     print(
         f"device {device}, model {args.model or ('tiny' if args.tiny else 'smollm2-135m-instruct')}, "
         f"batch {b['sequences']} sequences, {b['response_tokens']} response / {b['tokens']} total tokens, "
-        f"autocast {config.autocast}, share_prompt {config.share_prompt}, torch threads {torch.get_num_threads()}"
+        f"autocast {config.autocast} -> {precision.name}, share_prompt {config.share_prompt}, torch threads {torch.get_num_threads()}"
     )
     print(f"rollout: {rollout_s:.2f} s (peak {rollout_mem:.0f} MB)")
     print(

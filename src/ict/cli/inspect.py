@@ -41,6 +41,13 @@ def add_parser(subparsers, summary: str) -> None:
     p.add_argument(
         "--temperature", type=float, default=1.0, help="sampling temperature with --model"
     )
+    p.add_argument(
+        "--autocast",
+        choices=["auto", "bf16", "fp16", "off"],
+        default="auto",
+        help="autocast of the --model scoring pass: auto (bf16 only where the hardware has "
+        "native bf16, else float32) | bf16 | fp16 | off (default auto)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--step", type=int, help="training step to show (default: the last logged one)")
     p.add_argument("--all-steps", action="store_true", help="show every logged step")
@@ -86,9 +93,12 @@ def run(args) -> int:
         if not args.prompt:
             raise UserError('--model needs at least one --prompt "..."')
         from ict.models import load_model_and_tokenizer
+        from ict.precision import choose_precision
         from ict.report.from_model import records_from_model
 
         model, tokenizer = load_model_and_tokenizer(None if args.model == "default" else args.model)
+        precision = choose_precision(args.autocast, next(model.parameters()).device)
+        print(precision.describe(), file=sys.stderr)
         records = records_from_model(
             model,
             tokenizer,
@@ -97,6 +107,7 @@ def run(args) -> int:
             temperature=args.temperature,
             max_new_tokens=args.max_new_tokens,
             seed=args.seed,
+            precision=precision,
         )
         title = f"ict token map - {args.model}"
         default_html = Path("token_map.html")

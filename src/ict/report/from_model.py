@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ict.precision import PrecisionChoice, choose_precision
+
 
 def records_from_model(
     model,
@@ -22,8 +24,13 @@ def records_from_model(
     seed: int = 0,
     chat_template: bool = True,
     stop: list[str] | None = None,
+    precision: str | PrecisionChoice = "auto",
 ) -> list[dict]:
-    """One record per sampled response (format of samples.jsonl, docs/ARCHITECTURE.md)."""
+    """One record per sampled response (format of samples.jsonl, docs/ARCHITECTURE.md).
+
+    `precision`: autocast of the scoring pass, a `choose_precision` request ("auto" | "bf16" |
+    "fp16" | "off") or an already made `PrecisionChoice`.
+    """
     import torch
 
     from ict.generation import generate
@@ -31,6 +38,9 @@ def records_from_model(
     from ict.select import select_tokens
     from ict.stats import token_stats
 
+    device = next(model.parameters()).device
+    if not isinstance(precision, PrecisionChoice):
+        precision = choose_precision(precision, device)
     rendered = [format_prompt(tokenizer, p) if chat_template else p for p in prompts]
     model.eval()
     with torch.no_grad():
@@ -46,7 +56,8 @@ def records_from_model(
         )
         ids, attn = rollout.input_ids, rollout.attention_mask
         mask = rollout.response_mask.bool()
-        logits = model(input_ids=ids, attention_mask=attn).logits.float()
+        with precision.context(device):
+            logits = model(input_ids=ids, attention_mask=attn).logits.float()
         # logits[:, t] must predict tokens[:, t]: shift right by one (position 0 has no prediction)
         shifted = torch.cat([logits[:, :1] * 0, logits[:, :-1]], dim=1)
         stats = token_stats(shifted, ids, mask, temperature=temperature, reference="batch_mean")
