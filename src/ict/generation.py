@@ -135,7 +135,9 @@ def generate(
     device = next(model.parameters()).device
     eos_ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
     gen_eos = getattr(model.generation_config, "eos_token_id", None)
-    eos_ids |= set(gen_eos if isinstance(gen_eos, list) else [gen_eos] if gen_eos is not None else [])
+    eos_ids |= set(
+        gen_eos if isinstance(gen_eos, list) else [gen_eos] if gen_eos is not None else []
+    )
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else next(iter(eos_ids))
     stop = list(stop or [])
 
@@ -176,7 +178,8 @@ def generate(
     response_mask = torch.cat([torch.zeros_like(prompt_ids, dtype=torch.bool), resp_mask], dim=1)
     attention_mask = torch.cat([prompt_attn, resp_mask.long()], dim=1)
     texts = tokenizer.batch_decode(
-        [row[: int(n)] for row, n in zip(response_ids, lengths, strict=True)], skip_special_tokens=True
+        [row[: int(n)] for row, n in zip(response_ids, lengths, strict=True)],
+        skip_special_tokens=True,
     )
     return Rollout(
         prompt_index=prompt_index.to(device),

@@ -65,7 +65,11 @@ def ensure_pad_token(tokenizer) -> None:
         return
     for fallback in ("eos_token", "unk_token"):
         if getattr(tokenizer, fallback, None) is not None:
-            logger.warning("tokenizer has no pad token; using its %s %r", fallback, getattr(tokenizer, fallback))
+            logger.warning(
+                "tokenizer has no pad token; using its %s %r",
+                fallback,
+                getattr(tokenizer, fallback),
+            )
             tokenizer.pad_token = getattr(tokenizer, fallback)
             return
     raise ModelLoadError(
@@ -88,7 +92,9 @@ def drop_gguf_marker(model) -> None:
             del model.config.quantization_config
 
 
-def load_model_and_tokenizer(name_or_path: str | os.PathLike | None = None, *, dtype=None, device="cpu"):
+def load_model_and_tokenizer(
+    name_or_path: str | os.PathLike | None = None, *, dtype=None, device="cpu"
+):
     """Load `(model, tokenizer)` for training or evaluation.
 
     Args:
@@ -121,7 +127,9 @@ def load_model_and_tokenizer(name_or_path: str | os.PathLike | None = None, *, d
                 )
             source = str(checkpoint)
         elif _looks_like_local_path(name):
-            raise ModelLoadError(f"model path {name!r} does not exist; check the path or pass a hub id")
+            raise ModelLoadError(
+                f"model path {name!r} does not exist; check the path or pass a hub id"
+            )
         else:
             source = name
     try:

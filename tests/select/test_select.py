@@ -92,7 +92,9 @@ def test_ties_keep_first_flat_indices():
     mask = torch.ones(3, 10, dtype=torch.bool)
     mask[0, :4] = False  # first valid flat index is 4
     stats = SimpleNamespace(js=torch.full((3, 10), 0.5), entropy=torch.zeros(3, 10))
-    sel = select_tokens("ict", mask, stats=stats, ratio=0.2, scope="global")  # 26 valid -> ceil(5.2) = 6
+    sel = select_tokens(
+        "ict", mask, stats=stats, ratio=0.2, scope="global"
+    )  # 26 valid -> ceil(5.2) = 6
     expected = torch.zeros(30, dtype=torch.bool)
     expected[4:10] = True
     assert torch.equal(sel.flatten(), expected)
@@ -220,18 +222,17 @@ def test_random_is_roughly_uniform():
 def test_composition_is_intersection():
     mask, stats, adv = stapo_case()
     stats.js = torch.tensor([[0.9, 0.8, 0.1, 0.1, 5.0], [0.7, 0.1, 0.1, 0.1, 5.0]])
-    ict = select_tokens("ict", mask, stats=stats, ratio=0.3, scope="global")  # ceil(2.4) = 3: (0,0) (0,1) (1,0)
+    ict = select_tokens(
+        "ict", mask, stats=stats, ratio=0.3, scope="global"
+    )  # ceil(2.4) = 3: (0,0) (0,1) (1,0)
     assert ict.nonzero().tolist() == [[0, 0], [0, 1], [1, 0]]
-    both = select_tokens(
-        "ict+stapo", mask, stats=stats, advantages=adv, ratio=0.3, scope="global"
-    )
+    both = select_tokens("ict+stapo", mask, stats=stats, advantages=adv, ratio=0.3, scope="global")
     assert both.nonzero().tolist() == [[0, 1], [1, 0]]  # STAPO's spurious (0,0) removed
     stapo = select_tokens("stapo", mask, stats=stats, advantages=adv)
     assert torch.equal(both, ict & stapo)
     assert torch.equal(
-        both, select_tokens(
-            "stapo+ict", mask, stats=stats, advantages=adv, ratio=0.3, scope="global"
-        )
+        both,
+        select_tokens("stapo+ict", mask, stats=stats, advantages=adv, ratio=0.3, scope="global"),
     )
     assert torch.equal(select_tokens("grpo", mask), mask)
 

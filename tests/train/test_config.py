@@ -23,18 +23,45 @@ def test_packaged_default_preset_equals_dataclass_defaults():
 
 def test_defaults_follow_method_md():
     c = TrainConfig()
-    assert (c.method, c.reference, c.scope, c.granularity) == (
+    # method settings left None take the method's (ict.methods): the paper's ICT
+    assert (c.method, c.reference, c.scope, c.loss_agg, c.dense_warmup_steps) == (
         "ict",
-        "batch_mean",
-        "global",
-        "position",
+        None,
+        None,
+        None,
+        None,
     )
-    assert (c.eps_low, c.eps_high, c.loss_agg, c.normalize_by) == (
+    r = c.resolved()
+    assert (r.reference, r.scope, r.granularity, r.ratio) == (
+        "group_position",
+        "sequence",
+        "position",
+        0.1,
+    )
+    assert (r.eps_low, r.eps_high, r.loss_agg, r.normalize_by, r.dense_warmup_steps) == (
         0.2,
         0.28,
-        "token_mean",
+        "seq_mean_token_mean",
         "selected",
+        10,
     )
+    # the earlier guess stays reachable by name and by flags
+    b = TrainConfig(method="ict_batch_mean").resolved()
+    assert (b.reference, b.scope, b.loss_agg, b.dense_warmup_steps) == (
+        "batch_mean",
+        "global",
+        "token_mean",
+        0,
+    )
+    f = TrainConfig(reference="batch_mean", scope="global", loss_agg="token_mean").resolved()
+    assert (f.reference, f.scope, f.loss_agg, f.dense_warmup_steps) == (
+        "batch_mean",
+        "global",
+        "token_mean",
+        10,
+    )
+    e = TrainConfig(method="entropy").resolved()
+    assert (e.scope, e.ratio, e.dense_warmup_steps) == ("global", 0.2, 0)
     assert (c.stapo_prob_below, c.stapo_entropy_quantile, c.kl_coef, c.advantage) == (
         0.01,
         0.05,
@@ -78,7 +105,7 @@ def test_unknown_key_names_key_and_close_match(tmp_path):
     ("changes", "pattern"),
     [
         ({"method": "ictt"}, r"unknown method 'ictt'.*did you mean ict"),
-        ({"method": "ict+foo"}, r"unknown method 'foo'"),
+        ({"method": "ict+foo"}, r"unknown selector 'foo'"),
         ({"reference": "mean"}, r"reference='mean' is not one of batch_mean"),
         ({"ratio": 1.5}, r"ratio must be in \(0, 1\]"),
         ({"num_generations": 1}, r"num_generations must be >= 2"),

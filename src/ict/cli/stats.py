@@ -39,7 +39,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.reference not in REFERENCES or args.reference == "reference_policy":
         choices = ", ".join(r for r in REFERENCES if r != "reference_policy")
-        raise ConfigError(f"--reference {args.reference!r} is not available here; choose one of {choices}")
+        raise ConfigError(
+            f"--reference {args.reference!r} is not available here; choose one of {choices}"
+        )
     if min(args.batch, args.length, args.vocab) < 2:
         raise ConfigError("--batch, --length and --vocab must each be at least 2")
 
@@ -49,7 +51,9 @@ def run(args: argparse.Namespace) -> int:
     scale = torch.where(torch.arange(args.length) % 3 == 0, 0.3, 4.0)[None, :, None]
     logits = torch.randn(shape, generator=generator) * scale
     probs = torch.softmax(logits / args.temperature, dim=-1)
-    tokens = torch.multinomial(probs.reshape(-1, args.vocab), 1, generator=generator).reshape(shape[:2])
+    tokens = torch.multinomial(probs.reshape(-1, args.vocab), 1, generator=generator).reshape(
+        shape[:2]
+    )
     mask = torch.ones(shape[:2], dtype=torch.bool)
     mask[-1, -2:] = False  # padding at the end of the last response
     advantages = torch.linspace(-1, 1, args.batch)
@@ -71,7 +75,9 @@ def run(args: argparse.Namespace) -> int:
         f"random batch: {args.batch} responses x {args.length} tokens, vocabulary {args.vocab}, "
         f"T={args.temperature}, seed {args.seed}, JS reference {args.reference}"
     )
-    print("positions t % 3 == 0 have flat logits (x0.3), the others peaked ones (x4); '.' = padding\n")
+    print(
+        "positions t % 3 == 0 have flat logits (x0.3), the others peaked ones (x4); '.' = padding\n"
+    )
     header = f"{'resp':>4} {'t':>3} {'H':>7} {'H2':>7} {'p(y)':>7} {'JS':>7}  " + " ".join(
         f"{name:>7}" for name in selections
     )
@@ -88,6 +94,11 @@ def run(args: argparse.Namespace) -> int:
                 f"{stats.prob[b, t].item():7.3f} {stats.js[b, t].item():7.3f}  {marks}"
             )
     n_valid = int(mask.sum())
-    print("\nselected / valid: " + ", ".join(f"{n} {int(s.sum())}/{n_valid}" for n, s in selections.items()))
-    print("H and H2 in nats; JS in nats, in [0, log 2 = 0.693]; stapo keeps all but spurious tokens.")
+    print(
+        "\nselected / valid: "
+        + ", ".join(f"{n} {int(s.sum())}/{n_valid}" for n, s in selections.items())
+    )
+    print(
+        "H and H2 in nats; JS in nats, in [0, log 2 = 0.693]; stapo keeps all but spurious tokens."
+    )
     return 0

@@ -134,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
             f"task {config.task}, {config.max_steps} steps; outputs in {trainer.run_dir}",
             flush=True,
         )
+        print(trainer.precision.describe(), flush=True)
         summary = trainer.train()
     paths = summary.get("paths", {})
     print(

@@ -84,7 +84,9 @@ def evaluate_task(run_dir: Path, preset: Preset) -> dict:
 
     model, tokenizer = load_model_and_tokenizer(str(run_dir))
     spec = preset.eval
-    trained_on = TrainConfig(**preset.train)  # the cells' task and response budget, defaults included
+    trained_on = TrainConfig(
+        **preset.train
+    )  # the cells' task and response budget, defaults included
     metrics = evaluate(
         model,
         tokenizer,

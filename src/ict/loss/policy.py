@@ -33,21 +33,27 @@ def _safe_div(num: Tensor, den) -> Tensor:
     return num / torch.where(den > 0, den, torch.ones_like(den))
 
 
-def token_mean(values, loss_mask, norm_mask, *, max_response_length, denominator):
+def token_mean(values, loss_mask, norm_mask, *, max_response_length, denominator, row_counts=None):
     """sum(l M) / sum(D); `denominator` replaces sum(D). 0 when the normaliser is 0."""
     num = torch.where(loss_mask, values, 0.0).sum()
     return _safe_div(num, norm_mask.sum() if denominator is None else denominator)
 
 
-def seq_mean_token_mean(values, loss_mask, norm_mask, *, max_response_length, denominator):
+def seq_mean_token_mean(
+    values, loss_mask, norm_mask, *, max_response_length, denominator, row_counts=None
+):
     """Mean over responses of sum_t(l M) / sum_t(D), over the responses with sum_t(D) > 0 (as
-    verl); `denominator` replaces that number of responses."""
-    per_row = _safe_div(torch.where(loss_mask, values, 0.0).sum(-1), norm_mask.sum(-1))
-    rows = (norm_mask.sum(-1) > 0).sum() if denominator is None else denominator
+    verl); `denominator` replaces that number of responses and `row_counts` [B] the per-response
+    sum_t(D) (for a slice of the columns: the counts of the whole responses)."""
+    counts = norm_mask.sum(-1) if row_counts is None else row_counts.to(values.device)
+    per_row = _safe_div(torch.where(loss_mask, values, 0.0).sum(-1), counts)
+    rows = (counts > 0).sum() if denominator is None else denominator
     return _safe_div(per_row.sum(), rows)
 
 
-def seq_mean_token_sum_norm(values, loss_mask, norm_mask, *, max_response_length, denominator):
+def seq_mean_token_sum_norm(
+    values, loss_mask, norm_mask, *, max_response_length, denominator, row_counts=None
+):
     """Dr. GRPO: sum(l M) / (B * max_response_length) (default T); `denominator` replaces the
     product. `normalize_by` does not apply (the normaliser is a constant)."""
     B, T = values.shape
@@ -118,6 +124,15 @@ class LossConfig:
         """True when a term reads rows whatever their advantage (KL or entropy bonus)."""
         return self.kl_coef != 0.0 or self.entropy_coef != 0.0
 
+    def row_counts(self, mask: Tensor, selected: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Per-response normaliser counts of whole responses: (policy/entropy terms [B], KL term
+        [B]), to pass as `row_counts=` / `kl_row_counts=` when a loss sees a slice of columns."""
+        valid = mask.bool()
+        M = valid if selected is None else valid & selected.bool()
+        D = M if self.normalize_by == "selected" else valid
+        D_K = D if self.kl_on == "selected" else valid
+        return D.sum(-1), D_K.sum(-1)
+
     def denominator(self, mask: Tensor, selected: Tensor | None = None) -> float:
         """The normaliser of a whole (mini-)batch, for summing its micro-batches' losses exactly.
 
@@ -179,12 +194,15 @@ def policy_loss(
     ref_logprob: Tensor | None = None,
     entropy: Tensor | None = None,
     denominator: float | Tensor | None = None,
+    row_counts: Tensor | None = None,
+    kl_row_counts: Tensor | None = None,
     **settings,
 ) -> tuple[Tensor, dict[str, float]]:
     """Clipped surrogate loss on the selected tokens. Returns (scalar loss, metrics).
 
     config: a LossConfig (default LossConfig()); keyword `settings` (eps_low=..., loss_agg=...)
-    override its fields for one call.
+    override its fields for one call. row_counts: [B] per-response normaliser counts when the
+    tensors hold only some columns of each response (`LossConfig.row_counts` of the full rows).
 
     logprob: [B, T] log pi_theta(y_t) (with grad). old_logprob, ref_logprob: [B, T] (no grad is
     taken through them). advantages: [B] or [B, T] (no grad). mask: bool [B, T] valid response
@@ -226,7 +244,8 @@ def policy_loss(
     D = M if c.normalize_by == "selected" else valid
     agg = LOSS_AGGREGATIONS[c.loss_agg]
     kw = dict(max_response_length=c.max_response_length, denominator=denominator)
-    pg_loss = agg(per_token, M, D, **kw)
+    kw_policy = dict(kw, row_counts=row_counts)
+    pg_loss = agg(per_token, M, D, **kw_policy)
     loss = pg_loss
     metrics: dict[str, float] = {}
 
@@ -236,12 +255,13 @@ def policy_loss(
         d = torch.where(K, ref_logprob.detach().to(dtype) - logprob, 0.0)
         kl = KL_ESTIMATORS[c.kl_estimator](d.clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
         if kl_coef != 0.0:
-            loss = loss + kl_coef * agg(kl, K, D_K, **kw)
+            kl_rows = row_counts if kl_on == "selected" else kl_row_counts
+            loss = loss + kl_coef * agg(kl, K, D_K, **kw, row_counts=kl_rows)
         metrics["kl"] = float(_safe_div(torch.where(K, kl.detach(), 0.0).sum(), K.sum()))
     if entropy is not None:
         entropy = entropy.to(dtype)
         if entropy_coef != 0.0:
-            loss = loss - entropy_coef * agg(torch.where(M, entropy, 0.0), M, D, **kw)
+            loss = loss - entropy_coef * agg(torch.where(M, entropy, 0.0), M, D, **kw_policy)
         metrics["entropy"] = float(_safe_div(torch.where(M, entropy.detach(), 0.0).sum(), M.sum()))
 
     with torch.no_grad():

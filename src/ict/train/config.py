@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ict.errors import ConfigError
+from ict.precision import CHOICES as PRECISION_CHOICES
 
 SECTIONS = {
     "model": "model and numerics",
@@ -29,7 +30,6 @@ SECTIONS = {
 }
 
 SCHEDULERS = ("constant", "linear", "cosine")
-AUTOCAST = ("auto", "bf16", "fp16", "off")
 REPORT_TO = ("none", "tensorboard", "wandb")
 
 
@@ -78,7 +78,7 @@ class TrainConfig:
     autocast: str = _f(
         "auto",
         "model",
-        "autocast for the statistics and update passes: auto (bf16) | bf16 | fp16 | off",
+        "autocast for the statistics and update passes: auto (bf16 where the hardware computes it natively, else float32) | bf16 | fp16 | off",
     )
     rollout_autocast: bool = _f(
         False, "model", "also autocast generation (faster, slightly off-policy)"
@@ -257,7 +257,7 @@ class TrainConfig:
         choices = {
             **registry_choices(),
             "lr_scheduler": SCHEDULERS,
-            "autocast": AUTOCAST,
+            "autocast": PRECISION_CHOICES,
             "report_to": REPORT_TO,
             "dtype": ("float32", "bfloat16", "float16"),
         }

@@ -226,5 +226,7 @@ def batch_plan(rows: int, config) -> tuple[int, int]:
     """(G if prompts are shared else 1, rows per micro-batch: a multiple of G when shared).
 
     config: anything with num_generations, share_prompt and micro_batch_size (TrainConfig)."""
-    group = config.num_generations if config.share_prompt and rows % config.num_generations == 0 else 1
+    group = (
+        config.num_generations if config.share_prompt and rows % config.num_generations == 0 else 1
+    )
     return group, max(1, config.micro_batch_size // group) * group

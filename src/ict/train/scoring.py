@@ -129,7 +129,10 @@ def select_for_method(method, config, mask, stats, advantages, tokens, *, seed: 
     if dense:
         return mask.clone()
     facts = selector_facts(method.selector)
-    options = {"prob_below": config.stapo_prob_below, "entropy_quantile": config.stapo_entropy_quantile}
+    options = {
+        "prob_below": config.stapo_prob_below,
+        "entropy_quantile": config.stapo_entropy_quantile,
+    }
     options.update(config.selector_options)
     options = {k: v for k, v in options.items() if k in facts["options"]}
     return select_tokens(
@@ -165,7 +168,9 @@ def select_step(method, config, mask, stats, advantages, tokens, *, step: int):
         diag = get_method(name).resolved()
         if "kl" in diag.needs() and getattr(stats, "kl", None) is None:
             continue
-        selections[name] = select_for_method(diag, config, mask, stats, advantages, tokens, seed=seed)
+        selections[name] = select_for_method(
+            diag, config, mask, stats, advantages, tokens, seed=seed
+        )
     selections[method.name] = own
     dense = step <= method.dense_warmup_steps
     return (mask.clone() if dense else own), selections

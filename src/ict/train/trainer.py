@@ -114,13 +114,11 @@ class Trainer:
         config = config.resolved()  # the method's settings made explicit (saved in config.yaml)
         self.config = config
         self.method = config.method_settings()
-        self.loss_config = LossConfig.from_config(
-            config, max_response_length=config.max_new_tokens
-        )
+        self.loss_config = LossConfig.from_config(config, max_response_length=config.max_new_tokens)
         self.run_dir = Path(run_dir or config.output_dir or default_run_dir(config))
         self.device = resolve_device(config.device)
         self.precision = choose_precision(config.autocast, self.device)
-        logger.info("precision: %s (%s)", self.precision.name, self.precision.reason)
+        logger.info("%s", self.precision.describe())
         self.resume = resume
         random.seed(config.seed)
         np.random.seed(config.seed)
@@ -256,9 +254,7 @@ class Trainer:
         )
         mask = rollout.response_mask.to(self.device).bool()
         tokens = rollout.input_ids.to(self.device)
-        selected, selections = select_step(
-            method, cfg, mask, stats, advantages, tokens, step=step
-        )
+        selected, selections = select_step(method, cfg, mask, stats, advantages, tokens, step=step)
         metrics["time/stats_s"] = time.perf_counter() - t0
         metrics["dense_warmup"] = step <= method.dense_warmup_steps
 

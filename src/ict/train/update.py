@@ -101,7 +101,12 @@ def update_policy(
         for mini in (chunk.flatten() for chunk in order.split(mini_units)):
             optimizer.zero_grad(set_to_none=True)
             denominator = loss_config.denominator(mask[mini], selected[mini])
-            run = contributing_rows(mini, advantages, positions, loss_config, group) if skip_rows else mini
+            row_counts, kl_row_counts = loss_config.row_counts(mask, selected)
+            run = (
+                contributing_rows(mini, advantages, positions, loss_config, group)
+                if skip_rows
+                else mini
+            )
             mini_sums: dict[str, float] = {}
             mini_weights: dict[str, float] = {}
             for micro in run.split(micro_rows) if run.numel() else ():
@@ -133,6 +138,8 @@ def update_policy(
                     ref_logprob=None if ref_logprob is None else ref_logprob[micro, cols],
                     entropy=entropy,
                     denominator=denominator,
+                    row_counts=row_counts[micro],
+                    kl_row_counts=kl_row_counts[micro],
                 )
                 loss.backward()
                 n_loss = float(positions[micro, cols].sum())

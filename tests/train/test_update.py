@@ -1,0 +1,189 @@
+"""The update's savings change nothing: skipping zero-advantage rows, the LM head on the loss
+positions only and stopping at the last loss column give the plain update's gradient."""
+
+import itertools
+
+import pytest
+import torch
+
+from ict.loss import LossConfig
+from ict.train import TrainConfig
+from ict.train.scoring import old_policy_pass, select_for_method
+from ict.train.update import contributing_rows, loss_positions, update_policy
+
+
+class GradRecorder:
+    """An optimizer stand-in that records the gradient of every step (and changes nothing)."""
+
+    def __init__(self, params):
+        self.params = list(params)
+        self.grads = []
+
+    def zero_grad(self, set_to_none=True):
+        for p in self.params:
+            p.grad = None
+
+    def step(self):
+        self.grads.append(
+            torch.cat(
+                [
+                    (p.grad if p.grad is not None else torch.zeros_like(p)).flatten()
+                    for p in self.params
+                ]
+            )
+        )
+
+
+class NoScheduler:
+    def step(self):
+        pass
+
+
+@pytest.fixture(scope="module")
+def batch():
+    """A 4-prompt x 4-sample rollout of the tiny model, ragged responses, rewards with 2 constant
+    groups (advantage exactly 0) and 2 mixed ones."""
+    from ict.generation import generate
+    from ict.loss import compute_advantages
+    from ict.testing import tiny_model_and_tokenizer
+
+    torch.manual_seed(0)
+    model, tok = tiny_model_and_tokenizer(seed=0)
+    prompts = ["Q: 1+2", "Q: 33+4", "Q: 5", "Q: 7+8+9"]
+    rollout = generate(model, tok, prompts, num_samples=4, max_new_tokens=9, seed=3)
+    rewards = torch.tensor([1.0, 1, 1, 1, 0, 1, 0, 0, 0, 0, 0, 0, 1, 0, 1, 1])
+    advantages, _ = compute_advantages(rewards, rollout.prompt_index)
+    assert (advantages[:4] == 0).all() and (advantages[8:12] == 0).all()
+    return model, rollout, advantages
+
+
+def config_for(**changes):
+    base = dict(
+        num_generations=4,
+        prompts_per_step=4,
+        micro_batch_size=4,
+        autocast="off",
+        max_grad_norm=0.0,
+        max_new_tokens=9,
+        stats_chunk_size=7,
+    )
+    return TrainConfig(**{**base, **changes}).resolved()
+
+
+def gradients(model, rollout, advantages, cfg, selected, **switches):
+    loss_config = LossConfig.from_config(cfg, max_response_length=cfg.max_new_tokens)
+    from contextlib import nullcontext
+
+    stats, old_logprob, ref_logprob = old_policy_pass(
+        model,
+        model if cfg.kl_coef else None,
+        rollout,
+        cfg,
+        cfg.method_settings(),
+        torch.device("cpu"),
+        nullcontext,
+    )
+    recorder = GradRecorder(model.parameters())
+    metrics = update_policy(
+        model,
+        recorder,
+        NoScheduler(),
+        rollout,
+        old_logprob,
+        advantages,
+        selected,
+        ref_logprob,
+        cfg,
+        loss_config,
+        step=1,
+        device=torch.device("cpu"),
+        autocast=nullcontext,
+        **switches,
+    )
+    return recorder.grads, metrics
+
+
+def selection(model, rollout, advantages, cfg):
+    from contextlib import nullcontext
+
+    stats, _, _ = old_policy_pass(
+        model, model, rollout, cfg, cfg.method_settings(), torch.device("cpu"), nullcontext
+    )
+    mask = rollout.response_mask.bool()
+    return select_for_method(
+        cfg.method_settings(), cfg, mask, stats, advantages, rollout.input_ids, seed=0
+    )
+
+
+PLAIN = dict(skip_rows=False, head_on_loss_only=False, stop_at_last=False)
+
+
+@pytest.mark.parametrize(
+    "loss_agg,normalize_by,share_prompt",
+    [
+        (agg, norm, share)
+        for agg, norm in itertools.product(
+            ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"), ("selected", "valid")
+        )
+        for share in (True, False)
+    ],
+)
+def test_savings_give_the_plain_gradient(batch, loss_agg, normalize_by, share_prompt):
+    model, rollout, advantages = batch
+    # global top 10%: many rows have no selected token; sequence scope would keep one per row
+    cfg = config_for(
+        method="ict",
+        scope="global",
+        loss_agg=loss_agg,
+        normalize_by=normalize_by,
+        share_prompt=share_prompt,
+        dense_warmup_steps=0,
+    )
+    selected = selection(model, rollout, advantages, cfg)
+    plain, _ = gradients(model, rollout, advantages, cfg, selected, **PLAIN)
+    fast, metrics = gradients(model, rollout, advantages, cfg, selected)
+    assert len(plain) == len(fast) == 1
+    assert plain[0].abs().max() > 0
+    torch.testing.assert_close(fast[0], plain[0], atol=1e-6, rtol=1e-4)
+    assert metrics["update/rows_run"] < metrics["update/rows"]  # something was skipped
+    for switch in ("skip_rows", "head_on_loss_only", "stop_at_last"):  # each one alone
+        one = dict(PLAIN, **{switch: True})
+        alone, _ = gradients(model, rollout, advantages, cfg, selected, **one)
+        torch.testing.assert_close(alone[0], plain[0], atol=1e-6, rtol=1e-4)
+
+
+def test_kl_over_valid_tokens_runs_every_row_and_matches(batch):
+    model, rollout, advantages = batch
+    cfg = config_for(
+        method="ict", kl_coef=0.1, kl_on="valid", normalize_by="valid", dense_warmup_steps=0
+    )
+    selected = selection(model, rollout, advantages, cfg)
+    plain, _ = gradients(model, rollout, advantages, cfg, selected, **PLAIN)
+    fast, metrics = gradients(model, rollout, advantages, cfg, selected)
+    torch.testing.assert_close(fast[0], plain[0], atol=1e-6, rtol=1e-4)
+    assert metrics["update/rows_run"] == metrics["update/rows"]  # KL reads zero-advantage rows
+
+
+def test_all_rows_skipped_still_steps_with_zero_gradient(batch):
+    model, rollout, _ = batch
+    cfg = config_for(method="grpo")
+    zero = torch.zeros(rollout.input_ids.shape[0])
+    grads, metrics = gradients(model, rollout, zero, cfg, rollout.response_mask.bool())
+    assert metrics["update/rows_run"] == 0 and len(grads) == 1 and grads[0].abs().max() == 0
+
+
+def test_contributing_rows_and_loss_positions():
+    mask = torch.tensor([[1, 1, 0], [1, 1, 1], [1, 0, 0], [1, 1, 0]], dtype=torch.bool)
+    selected = torch.tensor([[0, 1, 0], [0, 0, 0], [1, 0, 0], [1, 1, 0]], dtype=torch.bool)
+    adv = torch.tensor([0.5, 1.0, 0.0, -1.0])
+    plain = LossConfig()
+    positions = loss_positions(mask, selected, plain)
+    assert torch.equal(positions, mask & selected)
+    rows = torch.arange(4)
+    # row 1 has no selected token, row 2 a zero advantage
+    assert contributing_rows(rows, adv, positions, plain, group=1).tolist() == [0, 3]
+    # whole groups of 2: (0, 1) keeps row 0, (2, 3) keeps row 3
+    assert contributing_rows(rows, adv, positions, plain, group=2).tolist() == [0, 1, 2, 3]
+    kl_valid = LossConfig(kl_coef=0.1, kl_on="valid", normalize_by="valid")
+    assert torch.equal(loss_positions(mask, selected, kl_valid), mask)
+    assert contributing_rows(rows, adv, mask, kl_valid, group=1).tolist() == [0, 1, 2, 3]
