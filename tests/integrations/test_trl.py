@@ -104,6 +104,7 @@ def test_trl_steps_train_only_selected_tokens(tmp_path, method):
         advantages=batch["advantages"],
         tokens=batch["completion_ids"],
         seed=0,
+        scope="global",
         **options,
     )
     assert torch.equal(selected, want)
@@ -113,7 +114,9 @@ def test_trl_steps_train_only_selected_tokens(tmp_path, method):
     if method in expected_count:
         assert int(selected.sum()) == expected_count[method]
     if "stapo" in method:  # STAPO silenced at least one token here (thresholds loosened above)
-        base = want if method == "stapo" else select_tokens("ict", valid, stats=stats)
+        base = (
+            want if method == "stapo" else select_tokens("ict", valid, stats=stats, scope="global")
+        )
         assert int(selected.sum()) < int((valid if method == "stapo" else base).sum())
 
     total_selected, signal = int(selected.sum()), False
@@ -130,6 +133,7 @@ def test_trl_steps_train_only_selected_tokens(tmp_path, method):
         want_loss, _ = policy_loss(
             rec["logps"], old, inp["advantages"], inp["completion_mask"].bool(), sel,
             eps_low=0.2, eps_high=0.28, denominator=torch.tensor(float(total_selected)),
+            loss_agg="token_mean",
         )  # fmt: skip
         torch.testing.assert_close(rec["loss"], want_loss.detach(), atol=1e-6, rtol=1e-5)
 
