@@ -147,7 +147,9 @@ def test_old_policy_pass_and_update_through_verls_engine(monkeypatch, gloo, remo
     engine.module.zero_grad()
     logp = torch.log_softmax(_response_logits_grad(engine, td, mask) / T_SAMPLE, -1)
     logp = logp.gather(-1, tokens[..., None]).squeeze(-1)
-    loss, _ = policy_loss(logp, old_log_probs, adv, mask, selected, dual_clip=3.0)
+    loss, _ = policy_loss(
+        logp, old_log_probs, adv, mask, selected, dual_clip=3.0, loss_agg="token_mean"
+    )
     loss.backward()
     torch.testing.assert_close(got_grad, engine.module.table.grad, atol=1e-6, rtol=1e-5)
     assert got_grad.abs().sum() > 0
