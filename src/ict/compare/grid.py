@@ -120,18 +120,23 @@ def evaluate_task(run_dir: Path, preset: Preset) -> dict:
     settings.validate()
     sampler, verifier = runner.hf_sampler(model, tokenizer, settings), default_verifier()
     metrics, intervals, per_problem = {}, {}, {}
-    for label, bench_items in items.items():
-        records = runner.evaluate_benchmark(label, bench_items, sampler, verifier, settings)
-        summary = runner.summarise(records, settings)
-        for k in spec.ks:
-            metrics[f"eval/{label}/pass@{k}"] = summary[f"pass@{k}"]
-            intervals[f"eval/{label}/pass@{k}"] = summary[f"pass@{k}_ci95"]
-        metrics[f"eval/{label}/accuracy"] = summary["accuracy"]
-        per_problem[label] = per_problem_record(
-            [r["id"] for r in records],
-            [r["n"] for r in records],
-            [r["num_correct"] for r in records],
-        )
+    try:
+        for label, bench_items in items.items():
+            records = runner.evaluate_benchmark(label, bench_items, sampler, verifier, settings)
+            summary = runner.summarise(records, settings)
+            for k in spec.ks:
+                metrics[f"eval/{label}/pass@{k}"] = summary[f"pass@{k}"]
+                intervals[f"eval/{label}/pass@{k}"] = summary[f"pass@{k}_ci95"]
+            metrics[f"eval/{label}/accuracy"] = summary["accuracy"]
+            per_problem[label] = per_problem_record(
+                [r["id"] for r in records],
+                [r["n"] for r in records],
+                [r["num_correct"] for r in records],
+            )
+    finally:
+        close = getattr(verifier, "close", None)
+        if close is not None:
+            close()
     return {"metrics": metrics, "bootstrap_95": intervals, "per_problem": per_problem}
 
 
