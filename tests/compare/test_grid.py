@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 
@@ -91,6 +92,19 @@ def test_interrupted_grid_resumes_and_finished_cells_are_not_rerun(tmp_path, cac
         assert cell_state(c, 2) == "done" and steps_of(c) == [1, 2]
         final = json.loads((c / "final_eval.json").read_text())
         assert set(final["metrics"]) == {"eval/toy_add/pass@1", "eval/toy_add/pass@2"}
+        counts = final["per_problem"]["toy_add"]  # what the report's bootstrap needs
+        assert counts["n"] == [2] * 6 and len(counts["ids"]) == len(set(counts["ids"])) == 6
+        assert final["metrics"]["eval/toy_add/pass@1"] == pytest.approx(sum(counts["correct"]) / 12)
+    # one line per cell and phase: "[k/4] method seed s: train ..." and "...: eval pass@1 x [lo, hi]"
+    assert sum(": train stopped early" in line for line in logs) == 4
+    assert (
+        sum(re.match(r"\[\d/4\] \w+ seed \d: train resumed, 2 steps", x) is not None for x in logs)
+        == 4
+    )
+    evals = [line for line in logs if ": eval pass@1 " in line]
+    assert len(evals) == 4 and all(
+        re.search(r"pass@2 \d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\]", e) for e in evals
+    )
     stamps = {
         c: [(c / f).stat().st_mtime_ns for f in ("metrics.jsonl", "final_eval.json")] for c in cells
     }
@@ -150,20 +164,85 @@ def test_task_cells_are_evaluated_on_the_task_they_trained_on(tmp_path, monkeypa
     import ict.models
     from ict.compare.grid import evaluate_task
     from ict.compare.presets import EvalSpec, Preset
+    from ict.eval import runner
     from ict.train import TrainConfig
     from ict.train.trainer import task_spec
 
     calls = {}
-    monkeypatch.setattr(ict.models, "load_model_and_tokenizer", lambda path: ("model", "tok"))
+    monkeypatch.setattr(ict.models, "load_model_and_tokenizer", lambda path: (object(), "tok"))
+    monkeypatch.setattr(runner, "hf_sampler", lambda model, tok, settings: "sampler")
+    monkeypatch.setattr("ict.rewards.default_verifier", lambda: "verifier")
 
-    def fake_evaluate(model, tokenizer, benchmarks, **kwargs):
-        calls.update(benchmarks=benchmarks, **kwargs)
-        return {"eval/x/pass@1": 0.5, "settings": "not a number"}
+    def fake_items(benchmarks, limit):
+        calls.update(benchmarks=benchmarks, limit=limit)
+        return {"x": ["item"] * 3}
 
-    monkeypatch.setattr(ict.eval, "evaluate", fake_evaluate)
+    def fake_benchmark(label, items, sampler, verifier, settings):
+        calls.update(settings=settings)
+        return [
+            {
+                "id": f"x/{i}",
+                "n": 2,
+                "num_correct": c,
+                "samples": [{"format_ok": True, "length": 3, "error": None, "timed_out": False}]
+                * 2,
+            }
+            for i, c in enumerate([2, 1, 0])
+        ]
+
+    monkeypatch.setattr(runner, "load_all_eval_items", fake_items)
+    monkeypatch.setattr(runner, "evaluate_benchmark", fake_benchmark)
     preset = Preset("p", "", dict(max_steps=1, max_new_tokens=20), EvalSpec(size=3, n=2, ks=(1,)))
     result = evaluate_task(tmp_path, preset)
     assert calls["benchmarks"] == [task_spec(TrainConfig())]  # the default task, with its options
     assert "min_terms=2" in calls["benchmarks"][0]
-    assert calls["max_new_tokens"] == 20 and calls["limit"] == 3 and calls["n"] == 2
-    assert result == {"metrics": {"eval/x/pass@1": 0.5}}
+    settings = calls["settings"]
+    assert (settings.max_new_tokens, settings.n, calls["limit"]) == (20, 2, 3)
+    assert result["metrics"]["eval/x/pass@1"] == pytest.approx(0.5)
+    # per-problem counts for the report's bootstrap over problems
+    assert result["per_problem"] == {
+        "x": {"ids": ["x/0", "x/1", "x/2"], "n": [2, 2, 2], "correct": [2, 1, 0]}
+    }
+    low, high = result["bootstrap_95"]["eval/x/pass@1"]
+    assert 0.0 <= low <= 0.5 <= high <= 1.0
+
+
+def test_cli_grid_console_is_quiet_unless_verbose(tmp_path, cache, monkeypatch, capfd):
+    import transformers.utils.logging as tf_logging
+
+    import ict.compare.presets
+
+    monkeypatch.setattr(ict.compare.presets, "get_preset", lambda name: tiny_preset())
+    before = (tf_logging.get_verbosity(), tf_logging.is_progress_bar_enabled())
+    args = ["compare", "--methods", "grpo", "--seeds", "1"]
+    assert main([*args, "--out", str(tmp_path / "quiet")]) == 0
+    out, err = capfd.readouterr()
+    assert "Loading weights" not in out + err and "it/s" not in out + err
+    lines = [line for line in out.splitlines() if line.startswith("[1/1] grpo seed 0:")]
+    assert [line.split(":")[1].split()[0] for line in lines] == ["train", "eval"]
+    assert (tf_logging.get_verbosity(), tf_logging.is_progress_bar_enabled()) == before  # restored
+
+    assert main([*args, "--out", str(tmp_path / "loud"), "--verbose"]) == 0
+    out, err = capfd.readouterr()
+    assert "Loading weights" in out + err
+
+
+def test_quiet_console_keeps_errors_and_verbose_changes_nothing():
+    import transformers.utils.logging as tf_logging
+    from huggingface_hub import utils as hub_utils
+
+    from ict.cli.compare import quiet_console
+
+    original = tf_logging.get_verbosity()
+    tf_logging.set_verbosity_warning()
+    try:
+        state = (tf_logging.get_verbosity(), tf_logging.is_progress_bar_enabled())
+        with quiet_console():
+            assert tf_logging.get_verbosity() == tf_logging.ERROR  # errors still print
+            assert not tf_logging.is_progress_bar_enabled()
+            assert hub_utils.are_progress_bars_disabled()
+        assert (tf_logging.get_verbosity(), tf_logging.is_progress_bar_enabled()) == state
+        with quiet_console(verbose=True):
+            assert (tf_logging.get_verbosity(), tf_logging.is_progress_bar_enabled()) == state
+    finally:
+        tf_logging.set_verbosity(original)

@@ -1,6 +1,7 @@
 """End to end: `ict eval` of the tiny offline model on fixture files and a reasoning-gym task."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -54,6 +55,10 @@ def test_ict_eval_end_to_end_and_rerun_uses_the_cache(tiny_dir, tmp_path, capsys
     assert main(argv) == 0
     table = capsys.readouterr().out
     assert "pass@2 (95% CI)" in table and "| gsm8k | 2 |" in table and "commonsenseqa" in table
+    # every pass@k and accuracy cell: value [low, high] in %, inside [0, 100] and around the value
+    cells = re.findall(r"(\d+\.\d) \[(\d+\.\d), (\d+\.\d)\]", table)
+    assert len(cells) == 3 * 3  # 3 benchmarks x (pass@1, pass@2, accuracy)
+    assert all(0 <= float(lo) <= float(v) <= float(hi) <= 100 for v, lo, hi in cells)
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["benchmarks"]) == {
         "gsm8k",

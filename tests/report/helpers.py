@@ -19,8 +19,11 @@ def write_run(
     final_pass: float = 0.5,
     collapse: bool = False,
     samples: list[dict] | None = None,
+    correct: list[int] | None = None,
+    n: int = 4,
 ) -> Path:
-    """A run dir with config.yaml, metrics.jsonl (deterministic curves), summary.json."""
+    """A run dir with config.yaml, metrics.jsonl (deterministic curves), summary.json; with
+    `correct` (correct samples of `n` per problem), a final_eval.json as `ict compare` writes it."""
     run = root / f"{method}_seed{seed}"
     run.mkdir(parents=True)
     (run / "config.yaml").write_text(
@@ -53,6 +56,8 @@ def write_run(
         for row in rows:
             f.write(json.dumps(row) + "\n")
     (run / "summary.json").write_text(json.dumps({"method": method, "seed": seed}))
+    if correct is not None:
+        write_final_eval(run, correct, n)
     if samples is not None:
         with open(run / "samples.jsonl", "w") as f:
             for rec in samples:
@@ -85,3 +90,32 @@ def make_sample(
         "js": js.round(4).tolist(),
         "selected": {"ict": ict.tolist(), "entropy": ent.tolist(), "stapo": stapo.tolist()},
     }
+
+
+def write_final_eval(run: Path, correct: list[int], n: int) -> None:
+    """final_eval.json with pass@1 and pass@n of toy problems p0.. and their per-problem counts."""
+    c = np.asarray(correct)
+    metrics = {
+        "eval/toy/pass@1": float((c / n).mean()),
+        f"eval/toy/pass@{n}": float((c > 0).mean()),
+    }
+    (run / "final_eval.json").write_text(
+        json.dumps(
+            {
+                "metrics": metrics,
+                "settings": {
+                    "problems": len(c),
+                    "samples_per_problem": n,
+                    "temperature": 1.0,
+                    "seed": 7,
+                },
+                "per_problem": {
+                    "toy": {
+                        "ids": [f"p{i}" for i in range(len(c))],
+                        "n": [n] * len(c),
+                        "correct": c.tolist(),
+                    }
+                },
+            }
+        )
+    )

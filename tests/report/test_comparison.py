@@ -1,5 +1,6 @@
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -38,9 +39,11 @@ def report_dir(tmp_path_factory):
     return out
 
 
-def test_report_numbers_match_scipy(report_dir):
+def test_without_per_problem_data_the_fallback_is_clipped_t(report_dir):
+    # these runs have no final_eval.json: Student t / paired t, clipped to the possible range
     raw = json.loads((report_dir / "report.json").read_text())
     ict = raw["metrics"]["eval/toy/pass@4"]["ict"]
+    assert ict["method"] == "t, clipped to [0, 1]"
     low, high = stats.t.interval(0.95, 2, loc=np.mean(ICT), scale=stats.sem(ICT))
     assert (ict["mean"], ict["low"], ict["high"], ict["n"]) == (
         pytest.approx(np.mean(ICT)),
@@ -50,27 +53,31 @@ def test_report_numbers_match_scipy(report_dir):
     )
     ref = stats.ttest_rel(ICT, GRPO).confidence_interval(0.95)
     d = ict["difference"]
-    assert d["method"] == "paired t" and d["verdict"] == "higher"
+    assert d["method"] == "paired t, clipped to [-1, 1]" and d["verdict"] == "higher"
     assert (d["low"], d["high"]) == (pytest.approx(ref.low), pytest.approx(ref.high))
     assert (
         raw["metrics"]["eval/toy/pass@4"]["entropy"]["difference"]["verdict"]
         == "no significant difference"
     )
-    # training reward: mean of the last 5 steps per seed (helpers: 0.1 * s + 0.01 * seed, s = 0..5)
+    # training reward: mean of the last 5 steps per seed (helpers: 0.1 * s + 0.01 * seed, s = 0..5),
+    # with a bootstrap over seeds and those steps: inside the range of the logged rewards
     reward = raw["metrics"]["reward/mean"]["grpo"]
     assert reward["mean"] == pytest.approx(
         np.mean([np.mean([0.1 * s + 0.01 * seed for s in range(1, 6)]) for seed in range(3)])
     )
+    assert reward["method"] == "hierarchical bootstrap"
+    assert 0.1 <= reward["low"] < reward["mean"] < reward["high"] <= 0.52
 
 
 def test_report_markdown_is_honest(report_dir):
     md = (report_dir / "report.md").read_text()
-    assert "no significant difference" in md and "Student-t" in md
+    assert "no significant difference" in md and "hierarchical bootstrap" in md
     assert "| grpo | 3 |" in md and "(baseline)" in md
-    # every difference printed with an interval: "+0.110 [+0.085, +0.135] (paired t)"
+    # every difference printed with an interval and its method: "+0.110 [+0.085, +0.135] (paired t...)"
     diffs = re.findall(r"\| ([+-]\d\.\d{3}[^|]*) \|", md)
-    assert diffs and all(
-        re.match(r"[+-]\d\.\d{3} \[[+-]\d\.\d{3}, [+-]\d\.\d{3}\] \(paired t\)", d) for d in diffs
+    assert len(diffs) == 6 and all(
+        re.match(r"[+-]\d\.\d{3} \[[+-]\d\.\d{3}, [+-]\d\.\d{3}\] \(paired (t|hier)", d)
+        for d in diffs
     )
     assert "COLLAPSE" in md and "1 of 9 runs" in md
     assert "Mean Jaccard" in md and "| ICT token |" in md.replace("rank | ", "")
@@ -96,3 +103,69 @@ def test_one_seed_gives_no_interval(tmp_path):
 def test_no_runs_is_a_data_error(tmp_path):
     with pytest.raises(DataError, match="--runs"):
         build_report([], tmp_path)
+
+
+# per-problem results (final_eval.json as `ict compare` writes it): 2 methods x 2 seeds, 20 problems
+CORRECT = {
+    ("grpo", 0): [4] * 10 + [0] * 10,  # pass@1 0.50
+    ("grpo", 1): [4] * 12 + [0] * 8,  # 0.60
+    ("ict", 0): [4] * 19 + [0] * 1,  # 0.95
+    ("ict", 1): [4] * 20,  # 1.00: all correct
+}
+GOLDEN = Path(__file__).parent / "golden" / "final_results.md"
+
+
+@pytest.fixture(scope="module")
+def per_problem_report(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("pp")
+    runs = [
+        write_run(tmp / "runs", m, s, correct=c, final_pass=0.0) for (m, s), c in CORRECT.items()
+    ]
+    build_report(runs, tmp / "report", title="golden")
+    return tmp / "report"
+
+
+def test_per_problem_intervals_stay_in_range_and_show_per_seed(per_problem_report):
+    raw = json.loads((per_problem_report / "report.json").read_text())
+    ict, grpo = raw["metrics"]["eval/toy/pass@1"]["ict"], raw["metrics"]["eval/toy/pass@1"]["grpo"]
+    assert ict["method"] == grpo["method"] == "hierarchical bootstrap"
+    assert ict["mean"] == pytest.approx(0.975) and grpo["mean"] == pytest.approx(0.55)
+    # a Student t over the two seed means would give 0.975 +- 0.318, past 1
+    assert 0.9 <= ict["low"] < ict["high"] <= 1.0
+    assert ict["per_seed"]["1"] == [1.0, 1.0, 1.0]  # all correct: a point, still in range
+    low, high = ict["per_seed"]["0"][1:]
+    assert 0.85 <= low < 0.95 < high <= 1.0
+    d = ict["difference"]
+    assert d["method"] == "paired hierarchical bootstrap" and -1 <= d["low"] < d["high"] <= 1
+    assert d["mean"] == pytest.approx(0.425) and d["verdict"] == "higher"
+
+
+def test_report_golden_settings_table_and_method_names(per_problem_report):
+    """The Final results section (settings table, interval methods, per-seed intervals) as
+    golden text; regenerate with ICT_UPDATE_GOLDEN=1 after an intended change."""
+    import os
+
+    md = (per_problem_report / "report.md").read_text()
+    section = md[md.index("## Final results") : md.index("## Entropy health")]
+    if os.environ.get("ICT_UPDATE_GOLDEN"):
+        GOLDEN.parent.mkdir(exist_ok=True)
+        GOLDEN.write_text(section)
+    assert section == GOLDEN.read_text()
+    page = (per_problem_report / "report.html").read_text()
+    assert "<th>setting</th><th>value</th>" in page and "<td>samples per problem</td>" in page
+    assert "hierarchical bootstrap" in md and "**Per seed**" in md and "EMA" in md
+
+
+def test_one_seed_with_per_problem_data_has_an_interval_over_problems(tmp_path):
+    runs = [
+        write_run(tmp_path, "grpo", 0, correct=[0] * 10),  # all wrong
+        write_run(tmp_path, "ict", 0, correct=[4] * 10),  # all right
+    ]
+    build_report(runs, tmp_path / "r")
+    raw = json.loads((tmp_path / "r" / "report.json").read_text())["metrics"]["eval/toy/pass@1"]
+    assert raw["grpo"]["method"] == "bootstrap over problems"
+    assert (raw["grpo"]["low"], raw["grpo"]["high"]) == (0.0, 0.0)
+    assert (raw["ict"]["low"], raw["ict"]["high"]) == (1.0, 1.0)
+    assert raw["ict"]["difference"]["verdict"] == "higher (1 seed: over problems only)"
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "s0 1.000 [1.000, 1.000]" in md and "no interval" not in md

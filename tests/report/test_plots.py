@@ -82,3 +82,27 @@ def test_plot_methods(tmp_path):
     assert path is not None and _is_png(path)
     assert plot_methods(runs, [("nope", "")], tmp_path / "x.png", title="x", ylabel="y") is None
     assert not (tmp_path / "x.png").exists()
+
+
+def test_ema_by_hand():
+    from ict.report.plots import EMA_ALPHA, ema
+
+    assert EMA_ALPHA == 0.3
+    np.testing.assert_allclose(ema([1.0, 0.0, 0.0, 1.0]), [1.0, 0.7, 0.49, 0.643])
+    assert ema([]).shape == (0,)
+
+
+def test_method_curves_are_ema_lines_over_faint_raw_points(tmp_path, monkeypatch):
+    import ict.report.plots as plots
+
+    figures = []
+    monkeypatch.setattr(plots, "save_figure", lambda fig, path: figures.append(fig) or path)
+    runs = {m: [load_run(write_run(tmp_path / m, m, s)) for s in (0, 1)] for m in ("grpo", "ict")}
+    plot_methods(runs, [("reward/mean", "")], tmp_path / "r.png", title="t", ylabel="y")
+    ax = figures[0].axes[0]
+    steps, mean, _, _ = band(runs["grpo"], "reward/mean")
+    line = ax.lines[0]  # grpo's smoothed line
+    np.testing.assert_allclose(line.get_ydata(), plots.ema(mean))
+    raw = [c for c in ax.collections if c.get_offsets().shape[0] == len(steps)]
+    assert raw and np.allclose(raw[0].get_offsets()[:, 1], mean) and raw[0].get_alpha() < 1
+    assert "EMA" in ax.get_legend().get_title().get_text()

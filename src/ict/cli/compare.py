@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 from pathlib import Path
 
 from ict.errors import ConfigError
@@ -50,7 +52,69 @@ def add_parser(subparsers, summary: str) -> None:
     )
     p.add_argument("--confidence", type=float, default=0.95, help="interval level (default 0.95)")
     p.add_argument("--title", help="report title")
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show third-party logs and loading bars (transformers, huggingface_hub, datasets)",
+    )
     p.set_defaults(func=run)
+
+
+@contextlib.contextmanager
+def quiet_console(verbose: bool = False):
+    """Silence transformers' info logs and the loading/saving bars of transformers,
+    huggingface_hub and datasets for the duration (errors still print); no-op when `verbose`.
+    Restores the previous verbosity and bar settings on exit."""
+    if verbose:
+        yield
+        return
+    import transformers.utils.logging as tf_logging
+    from huggingface_hub import utils as hub_utils
+
+    env = {"HF_DATASETS_DISABLE_PROGRESS_BARS": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+    saved_env = {key: os.environ.get(key) for key in env}
+    saved = (
+        tf_logging.get_verbosity(),
+        tf_logging.is_progress_bar_enabled(),
+        hub_utils.are_progress_bars_disabled(),
+    )
+    os.environ.update(env)
+    tf_logging.set_verbosity_error()
+    tf_logging.disable_progress_bar()
+    hub_utils.disable_progress_bars()
+    datasets_bars = _datasets_bars(enable=False)
+    try:
+        yield
+    finally:
+        tf_logging.set_verbosity(saved[0])
+        if saved[1]:
+            tf_logging.enable_progress_bar()
+        if not saved[2]:
+            hub_utils.enable_progress_bars()
+        if datasets_bars:
+            _datasets_bars(enable=True)
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _datasets_bars(*, enable: bool) -> bool:
+    """Switch datasets' bars if datasets is already imported (else the env variable covers it);
+    returns whether they were on before a disable."""
+    import sys
+
+    if "datasets" not in sys.modules:
+        return False
+    from datasets.utils import logging as ds_logging
+
+    if enable:
+        ds_logging.enable_progress_bar()
+        return True
+    was_on = ds_logging.is_progress_bar_enabled()
+    ds_logging.disable_progress_bar()
+    return was_on
 
 
 def run(args) -> int:
@@ -79,13 +143,15 @@ def run(args) -> int:
         raise ConfigError(f"--steps must be >= 1, got {args.steps}")
     out = Path(args.out or f"runs/compare-{preset.name}")
     overrides = {"max_steps": args.steps} if args.steps else None
-    dirs = run_grid(
-        preset,
-        out,
-        methods=methods,
-        seeds=range(args.seeds) if args.seeds else None,
-        overrides=overrides,
-    )
+    with quiet_console(args.verbose):
+        dirs = run_grid(
+            preset,
+            out,
+            methods=methods,
+            seeds=range(args.seeds) if args.seeds else None,
+            overrides=overrides,
+            log=lambda line: print(line, flush=True),
+        )
     notes = [f"Preset **{preset.name}**: {preset.description}"]
     warm = out / "warm_start.json"
     if warm.exists():

@@ -22,6 +22,7 @@ import numpy as np
 
 from ict.compare.presets import EvalSpec, Preset
 from ict.errors import ConfigError
+from ict.eval.files import write_json_atomic
 
 logger = logging.getLogger("ict.compare")
 
@@ -42,8 +43,20 @@ def cell_state(run_dir: Path, max_steps: int) -> str:
     return "new"
 
 
+def per_problem_record(ids: Sequence, n: Sequence[int], correct: Sequence[int]) -> dict:
+    """final_eval.json's per-problem block of one benchmark: {"ids", "n", "correct"}, each [P]
+    (samples and correct samples per problem), so the report can recompute pass@k per problem
+    and bootstrap over problems (and over seeds, with the same problems for every cell)."""
+    return {
+        "ids": [str(i) for i in ids],
+        "n": [int(x) for x in n],
+        "correct": [int(x) for x in correct],
+    }
+
+
 def evaluate_toy(model, tokenizer, preset: Preset) -> dict:
-    """pass@k on the toy task's held-out pairs, with a bootstrap interval over problems."""
+    """pass@k on the toy task's held-out pairs, with a bootstrap interval over problems and the
+    per-problem counts (see `per_problem_record`)."""
     import torch
 
     from ict.compare import toy
@@ -72,33 +85,59 @@ def evaluate_toy(model, tokenizer, preset: Preset) -> dict:
         per_problem = pass_at_k_per_problem([spec.n] * len(pairs), correct, k)
         metrics[f"eval/toy_add/pass@{k}"] = float(per_problem.mean())
         intervals[f"eval/toy_add/pass@{k}"] = bootstrap_ci(per_problem, seed=spec.seed)
-    return {"metrics": metrics, "bootstrap_95": intervals}
+    ids = [f"{a}+{b}" for a, b in pairs]
+    return {
+        "metrics": metrics,
+        "bootstrap_95": intervals,
+        "per_problem": {"toy_add": per_problem_record(ids, [spec.n] * len(pairs), correct)},
+    }
 
 
 def evaluate_task(run_dir: Path, preset: Preset) -> dict:
-    """pass@k of a finished cell's checkpoint on its task via ict.eval."""
-    from ict.eval import evaluate
+    """pass@k of a finished cell's checkpoint on its task via ict.eval, with per-problem counts."""
+    from ict.eval import runner
     from ict.models import load_model_and_tokenizer
+    from ict.rewards import default_verifier
     from ict.train import TrainConfig
     from ict.train.problems import task_spec
 
-    model, tokenizer = load_model_and_tokenizer(str(run_dir))
     spec = preset.eval
     trained_on = TrainConfig(
         **preset.train
     )  # the cells' task and response budget, defaults included
-    metrics = evaluate(
-        model,
-        tokenizer,
-        [task_spec(trained_on)],
+    items = runner.load_all_eval_items([task_spec(trained_on)], spec.size)
+    model, tokenizer = load_model_and_tokenizer(str(run_dir))
+    settings = runner.EvalSettings(  # as ict.eval.evaluate (the training hook) sets them
+        model=type(model).__name__,
         n=spec.n,
-        k=spec.ks,
+        k=list(spec.ks),
         temperature=spec.temperature,
         max_new_tokens=trained_on.max_new_tokens,
         seed=spec.seed,
         limit=spec.size,
+        num_bootstrap=200,
     )
-    return {"metrics": {k: v for k, v in metrics.items() if isinstance(v, (int, float))}}
+    settings.validate()
+    sampler, verifier = runner.hf_sampler(model, tokenizer, settings), default_verifier()
+    metrics, intervals, per_problem = {}, {}, {}
+    try:
+        for label, bench_items in items.items():
+            records = runner.evaluate_benchmark(label, bench_items, sampler, verifier, settings)
+            summary = runner.summarise(records, settings)
+            for k in spec.ks:
+                metrics[f"eval/{label}/pass@{k}"] = summary[f"pass@{k}"]
+                intervals[f"eval/{label}/pass@{k}"] = summary[f"pass@{k}_ci95"]
+            metrics[f"eval/{label}/accuracy"] = summary["accuracy"]
+            per_problem[label] = per_problem_record(
+                [r["id"] for r in records],
+                [r["n"] for r in records],
+                [r["num_correct"] for r in records],
+            )
+    finally:
+        close = getattr(verifier, "close", None)
+        if close is not None:
+            close()
+    return {"metrics": metrics, "bootstrap_95": intervals, "per_problem": per_problem}
 
 
 def run_grid(
@@ -157,19 +196,17 @@ def run_grid(
         problems = toy.problems(preset.toy, "train", configs[methods[0], seeds[0]].train_size)
 
     dirs = []
-    for (method, seed), config in configs.items():
+    for index, ((method, seed), config) in enumerate(configs.items(), start=1):
         run_dir = cell_dir(out, method, seed)
         dirs.append(run_dir)
+        tag = f"[{index}/{len(configs)}] {method} seed {seed}:"
         state = cell_state(run_dir, config.max_steps)
         if state == "done":
-            log(f"[{method} seed {seed}] done, skipped")
+            log(f"{tag} done, skipped")
             continue
-        t0 = time.perf_counter()
         model = copy.deepcopy(base) if base is not None else None
         if state in ("new", "partial"):
-            log(
-                f"[{method} seed {seed}] {'resuming' if state == 'partial' else 'training'} -> {run_dir}"
-            )
+            t0 = time.perf_counter()
             summary = train(
                 config.replace(output_dir=str(run_dir)),
                 run_dir=run_dir,
@@ -180,10 +217,13 @@ def run_grid(
                 stop_after=stop_after,
             )
             if not summary:
-                log(
-                    f"[{method} seed {seed}] stopped early (stop_after={stop_after}); rerun to resume"
-                )
+                log(f"{tag} train stopped early (stop_after={stop_after}); rerun to resume")
                 continue
+            log(
+                f"{tag} train {'resumed, ' if state == 'partial' else ''}{config.max_steps} steps "
+                f"{time.perf_counter() - t0:.0f} s"
+            )
+        t0 = time.perf_counter()
         if base is not None:
             from transformers import LlamaForCausalLM
 
@@ -199,10 +239,20 @@ def run_grid(
             "temperature": preset.eval.temperature,
             "seed": preset.eval.seed,
         }
-        (run_dir / "final_eval.json").write_text(json.dumps(result, indent=2))
-        log(
-            f"[{method} seed {seed}] "
-            + ", ".join(f"{k.split('/')[-1]} {v:.3f}" for k, v in result["metrics"].items())
-            + f" ({time.perf_counter() - t0:.0f} s)"
-        )
+        write_json_atomic(run_dir / "final_eval.json", result)
+        log(f"{tag} eval {eval_line(result)} {time.perf_counter() - t0:.0f} s")
     return dirs
+
+
+def eval_line(result: dict) -> str:
+    """'pass@1 0.610 [0.520, 0.700], pass@4 ...' from a final_eval result (95% CI over problems)."""
+    ci = result.get("bootstrap_95", {})
+    parts = []
+    for key, value in result["metrics"].items():
+        if "/pass@" not in key:
+            continue
+        text = f"{key.split('/')[-1]} {value:.3f}"
+        if key in ci and len(ci[key]) == 2:
+            text += f" [{ci[key][0]:.3f}, {ci[key][1]:.3f}]"
+        parts.append(text)
+    return ", ".join(parts)

@@ -256,12 +256,13 @@ def _pct(value: float) -> str:
 
 
 def results_table(summary: dict[str, Any]) -> str:
-    """A Markdown table: one row per benchmark, pass@k with 95% intervals, accuracy, format, length."""
+    """A Markdown table: one row per benchmark, pass@k and accuracy with their 95% percentile
+    bootstrap intervals over problems (this model's own uncertainty), format rate, length."""
     ks = summary["settings"]["k"]
     head = (
         ["benchmark", "problems"]
         + [f"pass@{k} (95% CI)" for k in ks]
-        + ["accuracy", "format", "length"]
+        + ["accuracy (95% CI)", "format", "length"]
     )
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for label, m in summary["benchmarks"].items():
@@ -269,7 +270,11 @@ def results_table(summary: dict[str, Any]) -> str:
         for k in ks:
             low, high = m[f"pass@{k}_ci95"]
             cells.append(f"{_pct(m[f'pass@{k}'])} [{_pct(low)}, {_pct(high)}]")
-        cells += [_pct(m["accuracy"]), _pct(m["format_rate"]), f"{m['response_length_mean']:.1f}"]
+        accuracy = _pct(m["accuracy"])
+        if "accuracy_ci95" in m:
+            low, high = m["accuracy_ci95"]
+            accuracy += f" [{_pct(low)}, {_pct(high)}]"
+        cells += [accuracy, _pct(m["format_rate"]), f"{m['response_length_mean']:.1f}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

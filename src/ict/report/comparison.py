@@ -2,10 +2,12 @@
 
 Works on any run directories in the documented format (native trainer, TRL, verl), so one report
 format serves every engine. Final numbers: the final value of each eval/<benchmark>/pass@<k> key
-(final_eval.json when `ict compare` wrote one) and the reward of the last steps; mean and a
-Student-t interval across seeds, and each method's difference to the baseline (paired t over seeds
-shared with the baseline, else Welch t). A difference whose interval contains 0 is reported as
-"no significant difference"; a number is never printed without its interval and sample size.
+(final_eval.json when `ict compare` wrote one) and the reward of the last steps; mean over seeds
+with a hierarchical bootstrap interval over seeds and problems (ict.report.hierarchical), each
+run's own interval over problems, and each method's difference to the baseline with the same
+paired resampling. Runs without per-problem results fall back to t / Welch t clipped to the
+metric's range. A difference whose interval contains 0 is reported as "no significant
+difference"; a number is never printed without its interval and sample size.
 """
 
 from __future__ import annotations
@@ -18,7 +20,16 @@ from pathlib import Path
 import numpy as np
 
 from ict.errors import DataError
+from ict.eval.files import write_atomic
+from ict.eval.metrics import pass_at_k_per_problem
 from ict.report.document import Document
+from ict.report.hierarchical import (
+    RunUnits,
+    bootstrap_difference,
+    bootstrap_mean,
+    clipped,
+    run_units,
+)
 from ict.report.intervals import (
     Interval,
     format_interval,
@@ -28,7 +39,7 @@ from ict.report.intervals import (
     welch_difference,
 )
 from ict.report.overlap import POSITION_BINS, overlap_study, plot_overlap
-from ict.report.plots import plot_methods
+from ict.report.plots import SMOOTHING_TEXT, plot_methods
 from ict.report.runs import Run, flat_config, load_run, read_jsonl
 
 METHOD_ORDER = ["grpo", "entropy", "stapo", "random", "ict"]
@@ -79,49 +90,173 @@ def last_steps_mean(run: Run, key: str, last: int = LAST_STEPS) -> float | None:
     return float(np.mean(values[-last:])) if values else None
 
 
+def seed_key(run: Run) -> int | str:
+    """The key that pairs a run with the baseline's run of the same seed."""
+    return run.seed if run.seed is not None else run.path.name
+
+
 def final_values(runs: Sequence[Run], key: str) -> dict[int | str, float]:
     """{seed (or run name): final value} over runs that have the key."""
     out = {}
     for run in runs:
         value = last_steps_mean(run, key) if key == "reward/mean" else run.final(key)
         if value is not None and math.isfinite(value):
-            out[run.seed if run.seed is not None else run.path.name] = value
+            out[seed_key(run)] = value
     return out
 
 
+def pass_key(key: str) -> tuple[str, int] | None:
+    """'eval/<benchmark>/pass@<k>' -> (benchmark, k); None for other keys."""
+    if not key.startswith("eval/") or "/pass@" not in key:
+        return None
+    bench, _, k = key[5:].rpartition("/pass@")
+    return (bench, int(k)) if k.isdigit() else None
+
+
+def unit_values(run: Run, key: str) -> RunUnits | None:
+    """Per-unit values behind one run's number: pass@k of each held-out problem (from the
+    per-problem counts in final_eval.json) or the training reward of each of the last steps.
+    None when the run directory does not hold them (older final_eval.json, other engines)."""
+    if key == "reward/mean":
+        steps, values = run.series(key)
+        if not values:
+            return None
+        return run_units(values[-LAST_STEPS:], ids=steps[-LAST_STEPS:])
+    parsed = pass_key(key)
+    if parsed is None:
+        return None
+    bench, k = parsed
+    block = run.final_eval.get("per_problem", {}).get(bench)
+    if not isinstance(block, dict) or not block.get("n"):
+        return None
+    n, c = block["n"], block["correct"]
+    if len(n) != len(c) or min(n) < k:
+        return None
+    return run_units(pass_at_k_per_problem(n, c, k), ids=block.get("ids"))
+
+
+def value_bounds(key: str, values: Sequence[float]) -> tuple[float, float]:
+    """The possible range of a metric: [0, 1] for pass@k and outcome rewards (widened to the data
+    if a run logged values outside it, e.g. a shaped reward)."""
+    lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
+    return min(0.0, lo), max(1.0, hi)
+
+
 def difference(values: dict, base: dict, confidence: float) -> Interval:
-    """Paired t over shared seeds when there are >= 2 of them, else Welch t."""
+    """Paired t over shared seeds when there are >= 2 of them, else Welch t (fallback when the
+    per-unit values are missing)."""
     shared = sorted(set(values) & set(base), key=str)
     if len(shared) >= 2 and len(shared) == min(len(values), len(base)):
         return paired_difference([values[s] for s in shared], [base[s] for s in shared], confidence)
     return welch_difference(list(values.values()), list(base.values()), confidence)
 
 
+def method_interval(
+    units: dict, values: dict, bounds: tuple[float, float], confidence: float
+) -> Interval:
+    """Hierarchical bootstrap when every run has per-unit values, else a t interval clipped to
+    the metric's range (older run directories)."""
+    if units and all(u is not None for u in units.values()):
+        return bootstrap_mean(list(units.values()), confidence)
+    return clipped(t_interval(list(values.values()), confidence), *bounds)
+
+
+def difference_interval(
+    units: dict, base_units: dict, values: dict, base: dict, bounds, confidence: float
+) -> Interval:
+    """Bootstrap difference when both methods' runs have per-unit values, else paired t / Welch t
+    clipped to the possible range of a difference."""
+    every = [*units.values(), *base_units.values()]
+    if every and all(u is not None for u in every):
+        return bootstrap_difference(units, base_units, confidence)
+    width = bounds[1] - bounds[0]
+    return clipped(difference(values, base, confidence), -width, width)
+
+
+def stored_interval(run: Run, key: str) -> tuple[float, float] | None:
+    """The 95% interval over problems that `ict compare` stored in final_eval.json, if any."""
+    ci = run.final_eval.get("bootstrap_95", {}).get(key)
+    if (
+        isinstance(ci, (list, tuple))
+        and len(ci) == 2
+        and all(isinstance(x, (int, float)) for x in ci)
+    ):
+        return float(ci[0]), float(ci[1])
+    return None
+
+
+def per_seed_text(units: dict, values: dict, stored: dict, confidence: float) -> str:
+    """'s0 0.610 [0.520, 0.700]; s1 ...': each run with its own interval over its units (or the
+    interval stored in its final_eval.json when the per-unit values are missing)."""
+    parts = []
+    for seed, value in values.items():
+        u = units.get(seed)
+        if u is not None:
+            text = format_interval(bootstrap_mean([u], confidence))
+        elif stored.get(seed) is not None and abs(confidence - 0.95) < 1e-9:
+            text = f"{value:.3f} [{stored[seed][0]:.3f}, {stored[seed][1]:.3f}]"
+        else:
+            text = f"{value:.3f} (no per-problem data)"
+        parts.append(f"s{seed} {text}" if isinstance(seed, int) else f"{seed} {text}")
+    return "; ".join(parts)
+
+
+def verdict_words(diff: Interval) -> str:
+    """verdict(), saying when one seed makes it a statement about evaluation noise only."""
+    word = verdict(diff)
+    if diff.defined and diff.n == 1 and word in ("higher", "lower"):
+        return f"{word} (1 seed: over problems only)"
+    return word
+
+
 def results_table(
     groups: dict[str, list[Run]], key: str, baseline: str, confidence: float
 ) -> tuple[list[str], list[list[str]], dict]:
-    """Header, rows and raw numbers for one metric: mean [CI], n, difference to the baseline."""
+    """Header, rows and raw numbers for one metric: mean [CI], per-seed [CI over units],
+    difference to the baseline [CI] and its verdict."""
     pct = int(round(confidence * 100))
+    units_name = f"the last {LAST_STEPS} steps" if key == "reward/mean" else "problems"
     header = [
         "method",
         "seeds",
         f"mean [{pct}% CI]",
+        f"per seed [{pct}% CI over {units_name}]",
         f"difference to {baseline} [{pct}% CI]",
         "verdict",
     ]
     rows, raw = [], {}
-    base = final_values(groups.get(baseline, []), key)
-    for method, runs in groups.items():
-        values = final_values(runs, key)
+    values_by = {m: final_values(runs, key) for m, runs in groups.items()}
+    units_by = {
+        m: {seed_key(r): unit_values(r, key) for r in runs if seed_key(r) in values_by[m]}
+        for m, runs in groups.items()
+    }
+    bounds = value_bounds(key, [v for vs in values_by.values() for v in vs.values()])
+    base = values_by.get(baseline, {})
+    base_units = units_by.get(baseline, {})
+    for method in groups:
+        values, units = values_by[method], units_by[method]
         if not values:
             continue
-        iv = t_interval(list(values.values()), confidence)
-        entry = {"values": values, "mean": iv.mean, "low": iv.low, "high": iv.high, "n": iv.n}
+        iv = method_interval(units, values, bounds, confidence)
+        entry = {
+            "values": values,
+            "mean": iv.mean,
+            "low": iv.low,
+            "high": iv.high,
+            "n": iv.n,
+            "method": iv.method,
+            "per_seed": {
+                str(s): _triple(bootstrap_mean([u], confidence))
+                for s, u in units.items()
+                if u is not None
+            },
+        }
         if method == baseline or not base:
             diff_text, word = "(baseline)" if method == baseline else "n/a (no baseline runs)", ""
         else:
-            diff = difference(values, base, confidence)
-            diff_text, word = f"{format_interval(diff, signed=True)} ({diff.method})", verdict(diff)
+            diff = difference_interval(units, base_units, values, base, bounds, confidence)
+            word = verdict_words(diff)
+            diff_text = f"{format_interval(diff, signed=True)} ({diff.method})"
             entry["difference"] = {
                 "mean": diff.mean,
                 "low": diff.low,
@@ -130,9 +265,27 @@ def results_table(
                 "method": diff.method,
                 "verdict": word,
             }
-        rows.append([method, str(iv.n), format_interval(iv), diff_text, word])
+        rows.append(
+            [
+                method,
+                str(iv.n),
+                f"{format_interval(iv)} ({iv.method})",
+                per_seed_text(
+                    units,
+                    values,
+                    {seed_key(r): stored_interval(r, key) for r in groups[method]},
+                    confidence,
+                ),
+                diff_text,
+                word,
+            ]
+        )
         raw[method] = entry
     return header, rows, raw
+
+
+def _triple(iv: Interval) -> list[float]:
+    return [iv.mean, iv.low, iv.high]
 
 
 def _json_safe(obj):
@@ -163,6 +316,55 @@ def settings_tables(runs: Sequence[Run]) -> tuple[dict, list[str], list[list[str
         for r, f in zip(runs, flats, strict=True)
     ]
     return common, header, rows
+
+
+INTERVAL_METHOD = (
+    "hierarchical percentile bootstrap over seeds and problems (paired with the baseline); "
+    "clipped t when per-problem results are missing"
+)
+
+
+def interval_method_text(baseline: str, pct: int) -> list[str]:
+    """The report's statement of how every interval is computed, and why."""
+    return [
+        f"**Intervals** ({pct}%, two-sided): **hierarchical bootstrap** - each resample draws the "
+        "seeds with replacement and, within them, the held-out problems with replacement (the same "
+        "problems for every seed and method, as every cell is evaluated on the same problems); the "
+        "interval is the percentile interval of the resampled mean of per-problem pass@k (unbiased "
+        f"estimator). Differences to **{baseline}** use the same resamples for both methods "
+        "(**paired** seeds and problems). Why: pass@k and rewards are bounded means and there are few "
+        "seeds, so a Student-t interval over seeds can leave [0, 1] or collapse to zero width; a "
+        "bootstrap of observed values never leaves the possible range ([0, 1], differences [-1, 1]) "
+        "and uses the problem-level spread each run carries. With one seed the interval covers "
+        "evaluation noise over problems only; with 2-3 seeds the seed level has few distinct "
+        "resamples and understates seed-to-seed spread: read intervals before means.",
+        "**Per seed**: each run's own percentile bootstrap interval over its problems. The training "
+        f"reward (mean of the last {LAST_STEPS} logged steps) is treated the same way with those "
+        "steps as the units. A difference whose interval contains 0 is reported as *no significant "
+        "difference*. Runs without per-problem results (older final_eval.json, other engines) fall "
+        "back to a Student-t / Welch interval clipped to the possible range, and the table says so.",
+    ]
+
+
+def evaluation_settings_table(runs: Sequence[Run]) -> tuple[list[str], list[list[str]]] | None:
+    """(header, rows) of final_eval.json's settings: one `setting | value` row each when every
+    run shares them, else one row per run; None when no run stored settings."""
+    stored = [(r, r.final_eval.get("settings")) for r in runs]
+    stored = [(r, st) for r, st in stored if isinstance(st, dict) and st]
+    if not stored:
+        return None
+    distinct = {json.dumps(st, sort_keys=True, default=str) for _, st in stored}
+    if len(distinct) == 1:
+        return ["setting", "value"], [
+            [k.replace("_", " "), _setting_text(v)] for k, v in stored[0][1].items()
+        ]
+    keys = sorted({k for _, st in stored for k in st})
+    rows = [[r.path.name, *(_setting_text(st.get(k, "")) for k in keys)] for r, st in stored]
+    return ["run", *(k.replace("_", " ") for k in keys)], rows
+
+
+def _setting_text(value) -> str:
+    return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
 def build_report(
@@ -198,16 +400,12 @@ def build_report(
     )
     for note in notes:
         doc.para(note)
-    doc.para(
-        f"Intervals: mean across seeds with a two-sided {pct}% Student-t interval (n = number of seeds; "
-        f"no interval with one seed). Differences to **{baseline}**: paired t over seeds shared with the "
-        "baseline (same data order and evaluation), else Welch t. A difference whose interval contains 0 "
-        "is reported as *no significant difference*. Seeds are few: intervals are wide, read them before the means."
-    )
+    for paragraph in interval_method_text(baseline, pct):
+        doc.para(paragraph)
 
     raw: dict = {
         "confidence": confidence,
-        "interval": "student-t across seeds",
+        "interval": INTERVAL_METHOD,
         "baseline": baseline,
         "metrics": {},
     }
@@ -215,15 +413,10 @@ def build_report(
     eval_keys = sorted(
         {k for r in runs for k in r.keys() if k.startswith("eval/") and "/pass@" in k}
     )
-    settings_notes = sorted(
-        {
-            json.dumps(r.final_eval.get("settings"), sort_keys=True)
-            for r in runs
-            if r.final_eval.get("settings")
-        }
-    )
-    for note in settings_notes:
-        doc.para(f"Evaluation settings: `{note}`.")
+    eval_settings = evaluation_settings_table(runs)
+    if eval_settings is not None:
+        doc.para("Evaluation settings (the same held-out problems and samples for every run):")
+        doc.table(*eval_settings)
     if not eval_keys:
         doc.para(
             "No held-out evaluation (eval/<benchmark>/pass@k) in these runs; only training metrics below."
@@ -261,7 +454,8 @@ def build_report(
 
     doc.heading("Curves")
     doc.para(
-        "Lines: mean across seeds; shaded band: min to max across seeds (not a confidence interval)."
+        f"Faint points: mean across seeds at each logged step; line: its {SMOOTHING_TEXT}; "
+        "shaded band: min to max across seeds (not a confidence interval)."
     )
     curves = list(CURVES)
     for key in eval_keys:
@@ -340,13 +534,13 @@ def build_report(
         doc.table(header, rows)
     if common:
         doc.para("Settings shared by every run:")
-        doc.pre("\n".join(f"{k}: {json.dumps(v, default=str)}" for k, v in common.items()))
+        doc.table(["setting", "value"], [[k, _setting_text(v)] for k, v in common.items()])
     doc.para("Run directories: " + ", ".join(f"`{r.path}`" for r in runs))
 
     md_path = out / "report.md"
-    md_path.write_text(doc.markdown(out), encoding="utf-8")
-    (out / "report.html").write_text(doc.html(), encoding="utf-8")
-    (out / "report.json").write_text(json.dumps(_json_safe(raw), indent=2), encoding="utf-8")
+    write_atomic(md_path, doc.markdown(out))
+    write_atomic(out / "report.html", doc.html())
+    write_atomic(out / "report.json", json.dumps(_json_safe(raw), indent=2))
     return md_path
 
 

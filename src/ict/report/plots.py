@@ -49,6 +49,21 @@ RUN_PLOTS: list[tuple[str, str, str, list[tuple[str, str]]]] = [
 ]
 
 
+EMA_ALPHA = 0.3  # weight of the newest logged step in the smoothed curves
+SMOOTHING_TEXT = f"exponential moving average (EMA, weight {EMA_ALPHA} on the newest step)"
+RAW_STYLE = dict(alpha=0.45, s=12, lw=0)  # faint raw points under the smoothed line
+
+
+def ema(values, alpha: float = EMA_ALPHA) -> np.ndarray:
+    """[S] -> [S] exponential moving average over logged points: s_0 = x_0,
+    s_t = alpha * x_t + (1 - alpha) * s_{t-1}. No look-ahead, so the line lags a trend slightly."""
+    x = np.asarray(values, dtype=np.float64)
+    out = np.empty_like(x)
+    for i, v in enumerate(x):
+        out[i] = v if i == 0 else alpha * v + (1.0 - alpha) * out[i - 1]
+    return out
+
+
 def _pyplot():
     import matplotlib
 
@@ -60,7 +75,8 @@ def _pyplot():
 
 def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
     """Write RUN_DIR/plots/<name>.png (reward, accuracy, entropy valid vs selected, renyi2, js,
-    selected fraction, response length, clip fraction, eval pass@k) and return their paths."""
+    selected fraction, response length, clip fraction, eval pass@k) and return their paths.
+    Each metric: faint logged points and their EMA (`ema`) as a line."""
     run = load_run(run_dir)
     out = Path(out_dir) if out_dir is not None else run.path / "plots"
     out.mkdir(parents=True, exist_ok=True)
@@ -76,12 +92,14 @@ def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Pat
         if not lines:
             continue
         fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
-        for label, steps, values in lines:
-            ax.plot(steps, values, label=label, marker="o" if len(steps) < 20 else None, ms=3)
+        colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        for i, (label, steps, values) in enumerate(lines):
+            color = colors[i % len(colors)]
+            ax.scatter(steps, values, color=color, **RAW_STYLE)
+            ax.plot(steps, ema(values), color=color, label=f"{label} (EMA)")
         ax.set(title=f"{title} - {run.method}", xlabel="step", ylabel=ylabel)
         ax.grid(alpha=0.3)
-        if len(lines) > 1:
-            ax.legend(fontsize=8)
+        ax.legend(fontsize=8, title=f"points: logged; lines: EMA α={EMA_ALPHA}", title_fontsize=7)
         fig.tight_layout()
         path = out / f"{stem}.png"
         fig.savefig(path)
@@ -114,12 +132,13 @@ def plot_methods(
     title: str,
     ylabel: str,
 ) -> Path | None:
-    """One figure: for each method and key, the mean across seeds (line) and the min-max band.
+    """One figure: for each method and key, the mean across seeds (faint points), its EMA (line)
+    and the min-max band across seeds.
 
     `keys`: (metric key, suffix for the legend, e.g. "valid"/"selected"; "" for none). The second key
     is dashed. Returns None (and writes nothing) when no method logged any of the keys."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+    fig, ax = plt.subplots(figsize=(8.5, 4), dpi=100)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     drawn = False
     for i, (method, runs) in enumerate(runs_by_method.items()):
@@ -130,15 +149,22 @@ def plot_methods(
                 continue
             drawn = True
             label = f"{method} ({suffix})" if suffix else method
-            ax.plot(steps, mean, color=color, ls="-" if j == 0 else "--", label=label)
+            ax.scatter(steps, mean, color=color, **RAW_STYLE)
+            ax.plot(steps, ema(mean), color=color, ls="-" if j == 0 else "--", label=label)
             if len(runs) > 1:
-                ax.fill_between(steps, low, high, color=color, alpha=0.15, lw=0)
+                ax.fill_between(steps, low, high, color=color, alpha=0.07, lw=0)
     if not drawn:
         plt.close(fig)
         return None
     ax.set(title=title, xlabel="step", ylabel=ylabel)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(
+        fontsize=7,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        title=f"points: mean over seeds\nlines: EMA α={EMA_ALPHA}\nband: min-max over seeds",
+        title_fontsize=7,
+    )
     return save_figure(fig, path)
 
 
