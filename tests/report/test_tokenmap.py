@@ -102,7 +102,7 @@ def test_summary_fractions_and_jaccard_by_hand():
     assert s["jaccard"] == {"ict|entropy": pytest.approx(1 / 3)}
     assert s["top_ict"] == [("a", 2)]
     assert top_tokens([rec, rec]) == [("a", 4, 4)]
-    assert np.isnan(jaccard([0, 0], [0, 0]))
+    assert jaccard([0, 0], [0, 0]) == 1.0  # two empty selections are the same set (ict.select)
 
 
 def test_terminal_plain_and_colour(records):

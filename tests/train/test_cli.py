@@ -62,12 +62,20 @@ def test_cli_trains_and_prints_where_outputs_went(model_dir, task_file, tmp_path
             str(out_dir),
             "--method",
             "ict+stapo",
+            "--eval-size",
+            "5",
+            "--eval-num-samples",
+            "2",
             *FAST,
         ]
     )
     assert rc == 0
     printed = capsys.readouterr().out
     assert f"run directory: {out_dir}" in printed and "summary.json" in printed
+    # the last line says what happened: held-out pass@1 before -> after (paired interval), reward
+    last = printed.strip().splitlines()[-1]
+    assert last.startswith("held-out pass@1 ") and "; reward " in last, last
+    assert "token_map" in printed and (out_dir / "token_map.html").exists()
     for name in (
         "config.yaml",
         "metrics.jsonl",
@@ -78,6 +86,16 @@ def test_cli_trains_and_prints_where_outputs_went(model_dir, task_file, tmp_path
         assert (out_dir / name).exists(), name
     summary = json.loads((out_dir / "summary.json").read_text())
     assert summary["steps"] == 2 and summary["method"] == "ict+stapo"
+    heldout = summary["heldout"]
+    before = json.loads((out_dir / "heldout_before.json").read_text())
+    after = json.loads((out_dir / "heldout_after.json").read_text())
+    assert before["per_problem"]["ids"] == after["per_problem"]["ids"]  # the same 5 problems
+    assert heldout["problems"] == 5 and heldout["samples_per_problem"] == 2
+    assert heldout["before"]["mean"] == pytest.approx(before["summary"]["pass@1"])
+    d = heldout["difference"]
+    assert d["mean"] == pytest.approx(heldout["after"]["mean"] - heldout["before"]["mean"])
+    assert -1 <= d["low"] <= d["mean"] <= d["high"] <= 1
+    assert summary["precision"]["autocast"] in ("bf16", "off", "fp16")
     import yaml
 
     saved = yaml.safe_load((out_dir / "config.yaml").read_text())

@@ -137,17 +137,20 @@ def run(args: argparse.Namespace) -> int:
         print(trainer.precision.describe(), flush=True)
         summary = trainer.train()
     paths = summary.get("paths", {})
-    print(
-        f"\ndone: {summary.get('steps')} steps; reward {summary.get('reward_first_steps')} (first steps) -> "
-        f"{summary.get('reward_last_steps')} (last steps)"
-    )
-    health = summary.get("health", {})
-    if health.get("entropy_collapse") or health.get("entropy_explosion"):
-        print(f"warning: entropy health flags {health} (see metrics.jsonl health/*)")
+    print(f"\ndone: {summary.get('steps')} steps in {summary.get('seconds_this_session', 0):.0f} s")
+    heldout = summary.get("heldout")
+    if heldout:
+        st = heldout["settings"]
+        print(
+            f"held-out: {heldout['problems']} {heldout['benchmark']} problems x {st['n']} samples "
+            f"(temperature {st['temperature']}, {st['max_new_tokens']} new tokens, seed {st['seed']}); "
+            f"{heldout['method']}"
+        )
     print(f"run directory: {paths.get('run_dir')}")
-    for key in ("metrics", "samples", "checkpoint", "plots"):
+    for key in ("metrics", "samples", "checkpoint", "plots", "token_map"):
         if paths.get(key):
             print(f"  {key:10s} {paths[key]}")
     print(f"  summary    {Path(paths.get('run_dir', '.')) / 'summary.json'}")
     print(f"next: ict eval --model {paths.get('run_dir')}   |   ict inspect {paths.get('run_dir')}")
+    print(summary.get("headline", ""))
     return 0

@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from ict.errors import DataError
+from ict.select.overlap import jaccard
 
 METRICS = {
     "entropy": "H (Shannon entropy, nats)",
@@ -51,13 +52,6 @@ def validate_record(record: dict, index: int = 0) -> None:
             raise DataError(
                 f"sample {index}: selected['{name}'] has {len(sel)} values for {n} tokens"
             )
-
-
-def jaccard(a: Sequence[int], b: Sequence[int]) -> float:
-    """|A and B| / |A or B| of two 0/1 masks (NaN when both are empty)."""
-    inter = sum(1 for x, y in zip(a, b, strict=True) if x and y)
-    union = sum(1 for x, y in zip(a, b, strict=True) if x or y)
-    return inter / union if union else math.nan
 
 
 def response_summary(record: dict, top: int = 5) -> dict:

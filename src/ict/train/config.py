@@ -226,6 +226,12 @@ class TrainConfig:
     keep_last: int = _f(2, "run", "checkpoints kept")
     log_samples_every: int = _f(5, "run", "write per-token samples every N steps (and step 1)")
     num_log_samples: int = _f(4, "run", "responses written to samples.jsonl per logged step")
+    heldout_eval: bool = _f(
+        True,
+        "run",
+        "evaluate held-out pass@1 before the first step and after the last, on the same problems and sampling settings (eval_size x eval_num_samples), and report the paired difference",
+    )
+    eval_seed: int = _f(1234, "run", "sampling seed of the held-out evaluations")
     eval_every: int = _f(0, "run", "held-out pass@k every N steps via ict.eval (0 = off)")
     eval_size: int = _f(64, "run", "held-out problems for periodic evaluation")
     eval_num_samples: int = _f(8, "run", "samples per held-out problem (n of pass@k)")

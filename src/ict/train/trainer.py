@@ -125,6 +125,7 @@ class Trainer:
         torch.manual_seed(config.seed)
 
         # the task first: a bad task spec fails before a model is loaded
+        self.task_loaded = problems is None  # held-out problems exist only for a task spec
         self.problems = (
             [as_problem(p) for p in problems] if problems is not None else load_problems(config)
         )
@@ -375,6 +376,67 @@ class Trainer:
             if isinstance(v, (int, float))
         }
 
+    def _heldout(self, when: str) -> dict | None:
+        """Held-out pass@1 `when` ("before" / "after"), saved as heldout_<when>.json (reused if a
+        resumed run already has it). None when off or when the run has no task spec."""
+        from ict.eval.files import write_json_atomic
+        from ict.train.heldout import heldout_eval, load_result
+
+        cfg = self.config
+        if not (cfg.heldout_eval and self.task_loaded):
+            return None
+        path = self.run_dir / f"heldout_{when}.json"
+        result = load_result(path)
+        if result is not None:
+            return result
+        if when == "before" and self.step > 0:
+            logger.warning("%s is missing and the run is past step 0: no before/after result", path)
+            return None
+        t0 = time.perf_counter()
+        label = cfg.model or "smollm2-135m-instruct (embedded GGUF)"
+        result = heldout_eval(self.model, self.tokenizer, cfg, model_label=label)
+        result["seconds"] = round(time.perf_counter() - t0, 1)
+        result["step"] = self.step
+        write_json_atomic(path, result)
+        s = result["summary"]
+        lo, hi = s["pass@1_ci95"]
+        logger.info(
+            "held-out pass@1 %s step %d: %.3f [%.3f, %.3f] (%d problems x %d samples, %.0f s)",
+            when,
+            self.step,
+            s["pass@1"],
+            lo,
+            hi,
+            s["problems"],
+            s["n"],
+            result["seconds"],
+        )
+        return result
+
+    def _write_token_map(self) -> Path | None:
+        """token_map.html of the last logged step's samples (as `ict inspect RUN` writes it)."""
+        from ict.report.runs import read_jsonl
+        from ict.report.tokenmap import render_html
+
+        samples = self.run_dir / "samples.jsonl"
+        try:
+            records = read_jsonl(samples) if samples.exists() else []
+            if not records:
+                return None
+            last = max(r["step"] for r in records)
+            html = render_html(
+                [r for r in records if r["step"] == last],
+                title=f"ict token map - {self.run_dir.name} step {last}",
+            )
+        except Exception as err:  # noqa: BLE001 - a convenience, never lose a run over it
+            logger.warning("could not write the token map: %s", err)
+            return None
+        path = self.run_dir / "token_map.html"
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(html, encoding="utf-8")
+        tmp.replace(path)
+        return path
+
     # ---- the loop ---------------------------------------------------------------------------
     def train(self, *, stop_after: int | None = None) -> dict:
         """Run until `max_steps` (or `stop_after` steps in this call); returns the summary dict."""
@@ -390,6 +452,7 @@ class Trainer:
             dynamic_ncols=True,
         )
         done_here = 0
+        self._heldout("before")
         try:
             while self.step < cfg.max_steps and (stop_after is None or done_here < stop_after):
                 metrics = self.train_step()
@@ -424,8 +487,13 @@ class Trainer:
         _close_default_verifier()
 
     def finish(self, seconds: float) -> dict:
-        """Plots, summary.json; closes the outputs. Returns the summary."""
+        """Held-out after-RL evaluation, plots, summary.json; closes the outputs. Returns the
+        summary."""
+        from ict.train.heldout import compare_before_after, headline
+
         cfg = self.config
+        before = self._heldout("before")
+        after = self._heldout("after") if before is not None else None
         self.close()
         plots_dir = None
         if cfg.plots:
@@ -476,8 +544,26 @@ class Trainer:
                 "plots": plots_dir,
             },
         }
-        (self.run_dir / "summary.json").write_text(
-            json.dumps(summary, indent=2, default=str), encoding="utf-8"
+        token_map = self._write_token_map()
+        if token_map:
+            summary["paths"]["token_map"] = str(token_map)
+        if before is not None and after is not None:
+            summary["heldout"] = compare_before_after(before, after) | {
+                "benchmark": before["benchmark"],
+                "settings": {
+                    k: before["settings"][k]
+                    for k in ("n", "temperature", "top_p", "max_new_tokens", "seed", "limit")
+                },
+            }
+            summary["paths"]["heldout"] = [
+                str(self.run_dir / "heldout_before.json"),
+                str(self.run_dir / "heldout_after.json"),
+            ]
+        summary["headline"] = headline(summary.get("heldout"), summary)
+        from ict.eval.files import write_json_atomic
+
+        write_json_atomic(
+            self.run_dir / "summary.json", json.loads(json.dumps(summary, default=str))
         )
         return summary
 
