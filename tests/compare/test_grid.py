@@ -134,7 +134,11 @@ def test_grid_same_data_for_every_method(tmp_path, cache):
 
 def test_presets_and_bad_grid(tmp_path):
     assert [get_preset(n).name for n in ("toy", "quick", "smollm")] == ["toy", "quick", "smollm"]
-    assert get_preset("toy").methods == ["grpo", "entropy", "stapo", "random", "ict"]
+    toy = get_preset("toy")
+    # both ICT variants: the paper's and the earlier batch-mean guess, 5 seeds (issue 9)
+    assert toy.methods == ["grpo", "entropy", "stapo", "random", "ict", "ict_batch_mean"]
+    assert toy.seeds >= 5
+    assert get_preset("quick").train["dense_warmup_steps"] < get_preset("quick").train["max_steps"]
     with pytest.raises(ConfigError, match="unknown preset"):
         get_preset("huge")
     with pytest.raises(ConfigError, match="at least one method"):

@@ -11,7 +11,7 @@ from ict.errors import ConfigError
 
 EXAMPLES = """\
 examples:
-  ict compare --preset toy                  # toy task: warm start + 5 methods x 3 seeds (~10 min, 2 CPU cores)
+  ict compare --preset toy                  # toy task: warm start + 6 methods x 5 seeds (2 CPU cores)
   ict compare --quick                       # a few minutes, first contact
   ict compare                               # embedded SmolLM2 on chain_sum (preset smollm)
   ict compare --preset toy --methods grpo,ict --seeds 5 --steps 100
@@ -36,7 +36,7 @@ def add_parser(subparsers, summary: str) -> None:
     )
     p.add_argument("--quick", action="store_true", help="same as --preset quick")
     p.add_argument(
-        "--methods", help="comma-separated methods (default grpo,entropy,stapo,random,ict)"
+        "--methods", help="comma-separated methods (default grpo,entropy,stapo,random,ict,ict_batch_mean; any of ict.methods)"
     )
     p.add_argument("--seeds", type=int, help="number of seeds 0..N-1 (default: the preset's, 3)")
     p.add_argument("--steps", type=int, help="RL steps per cell (default: the preset's)")
