@@ -10,7 +10,8 @@ Cases (all start from hidden states [N, D] and the head weight, so they compare 
   (b2) logits   full logits, then token_stats(logits, reference="group_position")
   (d) floor     LM-head matmul + one log_softmax (what any log-prob computation pays)
   (e) matmul    LM-head matmul alone
-Each case runs in its own subprocess. Time: best of --repeats after one warm-up. Peak extra
+Each case runs in its own subprocess. Time: best of --repeats after one warm-up; the CPU-time
+column (process time, best of the same runs) is steadier than wall time on a shared machine. Peak extra
 memory: after one warm-up call (steady state, as in a training loop), on CUDA
 torch.cuda.max_memory_allocated minus what is allocated before the call; on CPU the process's peak
 RSS (VmHWM, reset through /proc/self/clear_refs) minus its RSS before the call, in a separate run
@@ -148,14 +149,15 @@ def _child(case, n, dtype_name, device, mode, repeats, group):
             print(json.dumps({"extra_bytes": extra}))
         else:
             fn(hidden, weight, tokens, mask)  # warm-up
-            times = []
+            times, cpu = [], []
             for _ in range(repeats):
                 sync()
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 fn(hidden, weight, tokens, mask)
                 sync()
                 times.append(time.perf_counter() - t0)
-            print(json.dumps({"seconds": min(times), "all": times}))
+                cpu.append(time.process_time() - c0)
+            print(json.dumps({"seconds": min(times), "all": times, "cpu_seconds": min(cpu)}))
 
 
 def _run(case, n, dtype, device, mode, repeats, group):
@@ -198,16 +200,19 @@ def main(argv=None):
         for case in args.cases:
             t = _run(case, n, args.dtype, args.device, "time", args.repeats, args.group)
             m = _run(case, n, args.dtype, args.device, "memory", 1, args.group)
-            rows[case] = (t["seconds"], m["extra_bytes"])
+            rows[case] = (t["seconds"], m["extra_bytes"], t["cpu_seconds"])
             print(f"  n={n} {case}: {t['seconds']:.3f} s (runs {', '.join(f'{x:.2f}' for x in t['all'])}), "
                   f"peak extra {m['extra_bytes'] / 2**20:.0f} MiB", file=sys.stderr)  # fmt: skip
-        floor = rows.get("d", (float("nan"),))[0]
+        floor, _, floor_cpu = rows.get("d", (float("nan"),) * 3)
         print(f"\nN = {n}, full float32 logits = {full / 2**20:.0f} MiB\n")
-        print("| case | time (s) | time / (d) | peak extra memory (MiB) | / full logits |")
-        print("|---|---:|---:|---:|---:|")
-        for case, (sec, extra) in rows.items():
+        print(
+            "| case | time (s) | time / (d) | CPU time / (d) | peak extra memory (MiB) | / full logits |"
+        )
+        print("|---|---:|---:|---:|---:|---:|")
+        for case, (sec, extra, cpu) in rows.items():
             print(
-                f"| {CASES[case]} | {sec:.2f} | {sec / floor:.2f}x | {extra / 2**20:.0f} | {100 * extra / full:.1f}% |"
+                f"| {CASES[case]} | {sec:.2f} | {sec / floor:.2f}x | {cpu / floor_cpu:.2f}x | "
+                f"{extra / 2**20:.0f} | {100 * extra / full:.1f}% |"
             )
         sys.stdout.flush()
 
