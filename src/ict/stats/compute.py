@@ -507,25 +507,21 @@ def _group_position(policy, b, t, tok, seg, k, T, chunk_size, want_kl):
     cell = torch.repeat_interleave(torch.arange(counts.numel(), device=dev), counts)
     cell_ends = counts.cumsum(0).tolist()
     cell_starts = [0] + cell_ends[:-1]
-    blocks = _pack(cell_ends, block)  # (first cell, end cell)
-    chunks = _pack([cell_ends[c1 - 1] for _, c1 in blocks], fill)  # (first block, end block)
-    rows = lambda c0, c1: cell_ends[c1 - 1] - cell_starts[c0]  # noqa: E731
-    m_max = max(rows(*bl) for bl in blocks)
-    zbuf = torch.empty(
-        max(rows(blocks[b0][0], blocks[b1 - 1][1]) for b0, b1 in chunks), V, dtype=dt, device=dev
-    )
-    P, S, L = _buffers(m_max, V, dt, dev, 3)
+    # blocks: (first row, end row, first cell, end cell); chunks: (first row, end row, blocks)
+    blocks = [(cell_starts[c0], cell_ends[c1 - 1], c0, c1) for c0, c1 in _pack(cell_ends, block)]
+    chunks = [
+        (blocks[i][0], blocks[j - 1][1], blocks[i:j])
+        for i, j in _pack([bl[1] for bl in blocks], fill)
+    ]
+    zbuf = torch.empty(max(e - s for s, e, _ in chunks), V, dtype=dt, device=dev)
+    P, S, L = _buffers(max(e - o for o, e, _, _ in blocks), V, dt, dev, 3)
     floor = torch.finfo(dt).min
     cnt = counts.to(dt)
-    for b0, b1 in chunks:
-        s = cell_starts[blocks[b0][0]]
-        z = policy.fill(
-            b[s : cell_ends[blocks[b1 - 1][1] - 1]], t[s : cell_ends[blocks[b1 - 1][1] - 1]], zbuf
-        )
-        for c0, c1 in blocks[b0:b1]:
-            o, e = cell_starts[c0], cell_ends[c1 - 1]
-            m, c, i = e - o, c1 - c0, slice(o, e)
-            zb, p, local = z[o - s : e - s], P[:m], cell[i] - c0
+    for s, e, in_chunk in chunks:
+        z = policy.fill(b[s:e], t[s:e], zbuf)
+        for o, oe, c0, c1 in in_chunk:
+            m, c, i = oe - o, c1 - c0, slice(o, oe)
+            zb, p, local = z[o - s : oe - s], P[:m], cell[i] - c0
             ent[i], ren[i], lp[i] = policy_block_(zb, tok[i], p, L[:m])
             r = zb[:c].zero_().index_add_(0, local, p).div_(cnt[c0:c1, None])
             h_r = torch.log(r, out=L[:c]).clamp_(min=floor).mul_(r).sum(-1).neg_()
