@@ -25,9 +25,12 @@ References r_t (docs/METHOD.md):
                   k. A (group, k) cell with one row scores exactly 0. One pass, chunked by whole
                   cells: a chunk holds consecutive cells in (group, k) order, at most chunk_size
                   rows, or a single cell when that cell alone has more rows than chunk_size (the
-                  bound is then max(chunk_size, G)). Working memory: two [chunk, V] buffers (logits,
-                  then the cell means; p) plus two [block, V] scratch buffers - never groups x T x V.
-                  Under torch.distributed every group's rows must sit on one rank (checked).
+                  bound is then max(chunk_size, G)); blocks inside it likewise hold whole cells, so
+                  a cell's mean and its rows' JS are computed while its p is in cache. Working
+                  memory: one [chunk, V] logits buffer (a block's cell means overwrite its logits)
+                  plus three [block, V] buffers - O(G x block x V), never groups x T x V. Default
+                  chunk as above (on GPU, where block = chunk, the three buffers count towards the
+                  1/16). Under torch.distributed every group's rows must sit on one rank (checked).
 
 divergence="kl" (group_position only) also returns KL(p || r) = sum p log p - sum p log r in
 TokenStats.kl; r > 0 wherever p > 0 since r includes p / G.
@@ -463,62 +466,70 @@ def _check_groups_rank_local(group_ids, mask, group):
         )
 
 
+def _pack(ends, limit):
+    """Greedy runs of whole units: `ends` are the cumulative row ends of consecutive units (cells or
+    blocks); returns [(first unit, end unit)], each run at most `limit` rows or a single unit."""
+    runs, u0, s = [], 0, 0
+    while u0 < len(ends):
+        u1 = max(bisect.bisect_right(ends, s + limit), u0 + 1)
+        runs.append((u0, u1))
+        u0, s = u1, ends[u1 - 1]
+    return runs
+
+
 def _group_position(policy, b, t, tok, seg, k, T, chunk_size, want_kl):
     """The paper's reference: r = mean of p over the rows of the same group at the same aligned
     position k. b, t, tok, seg (dense group index), k: [N] long, the valid positions in flat order.
 
-    Positions are sorted by (group, k, row), so each (group, k) cell is contiguous; chunks are runs of
-    whole cells (see the module docstring for the bound). Per chunk: fill the logits, p and H, H2,
-    log p(y) block by block into a [n, V] p buffer, the cell means into the logits buffer (no longer
-    needed), then JS (and KL) of each row against its cell mean. Returns ent, ren, lp, js, kl ([N],
-    compute dtype, flat order; kl None unless want_kl); cells with one row get js = kl = 0 exactly.
+    Positions are sorted by (group, k, row), so each (group, k) cell is contiguous. Cells are packed
+    into blocks (cache-sized on CPU, whole chunks on GPU) and blocks into chunks (one LM-head matmul
+    each), a run holding one unit when that unit alone is larger than the limit. Per block, while its
+    p is hot: H, H2, log p(y) and p; the cell means (written over the block's logits, no longer
+    needed) and their entropies; JS (and KL) of each row against its cell mean. Returns ent, ren,
+    lp, js, kl ([N], compute dtype, flat order; kl None unless want_kl); cells with one row get
+    js = kl = 0 exactly.
     """
     N, V, dt, dev = b.numel(), policy.vocab, policy.dtype, policy.device
     ent, ren, lp, js = (torch.zeros(N, dtype=dt, device=dev) for _ in range(4))
     kl = torch.zeros(N, dtype=dt, device=dev) if want_kl else None
     if N == 0:
         return ent, ren, lp, js, kl
-    row_bytes = V * torch.finfo(dt).bits // 8  # the p buffer counts towards the default chunk
-    fill, block = _plan(chunk_size, V, dt, dev, False, N, policy.temp_row_bytes + row_bytes)
-    order = torch.argsort(seg * T + k, stable=True)  # stable: rows ascending inside a cell
+    # off CPU a block is a whole chunk: its three scratch buffers count towards the default chunk
+    row_bytes = V * torch.finfo(dt).bits // 8
+    scratch_bytes = 0 if dev.type == "cpu" else 3 * row_bytes
+    fill, block = _plan(
+        chunk_size, V, dt, dev, policy.gathers_rows, N, policy.temp_row_bytes + scratch_bytes
+    )
+    key = seg * T + k
+    order = torch.argsort(key, stable=True)  # stable: rows ascending inside a cell
     b, t, tok = b[order], t[order], tok[order]
-    _, counts = torch.unique_consecutive((seg * T + k)[order], return_counts=True)
+    _, counts = torch.unique_consecutive(key[order], return_counts=True)
     cell = torch.repeat_interleave(torch.arange(counts.numel(), device=dev), counts)
-    ends = counts.cumsum(0).tolist()
-    chunks, s, c0 = [], 0, 0  # (first row, end row, first cell, end cell)
-    while s < N:
-        c1 = max(bisect.bisect_right(ends, s + fill), c0 + 1)  # whole cells; one if it is too big
-        chunks.append((s, ends[c1 - 1], c0, c1))
-        s, c0 = ends[c1 - 1], c1
-    n_max = max(e - s for s, e, _, _ in chunks)
-    block = min(block, n_max)
-    zbuf, P = _buffers(n_max, V, dt, dev, 2)
-    S, L = _buffers(block, V, dt, dev, 2)
+    cell_ends = counts.cumsum(0).tolist()
+    cell_starts = [0] + cell_ends[:-1]
+    # blocks: (first row, end row, first cell, end cell); chunks: (first row, end row, blocks)
+    blocks = [(cell_starts[c0], cell_ends[c1 - 1], c0, c1) for c0, c1 in _pack(cell_ends, block)]
+    chunks = [
+        (blocks[i][0], blocks[j - 1][1], blocks[i:j])
+        for i, j in _pack([bl[1] for bl in blocks], fill)
+    ]
+    zbuf = torch.empty(max(e - s for s, e, _ in chunks), V, dtype=dt, device=dev)
+    P, S, L = _buffers(max(e - o for o, e, _, _ in blocks), V, dt, dev, 3)
     floor = torch.finfo(dt).min
     cnt = counts.to(dt)
-    h_r = torch.empty(counts.numel(), dtype=dt, device=dev)
-    for s, e, c0, c1 in chunks:
-        n, c = e - s, c1 - c0
+    for s, e, in_chunk in chunks:
         z = policy.fill(b[s:e], t[s:e], zbuf)
-        p = P[:n]
-        for o in range(0, n, block):
-            m, i = min(block, n - o), slice(s + o, s + min(o + block, n))
-            ent[i], ren[i], lp[i] = policy_block_(z[o : o + m], tok[i], p[o : o + m], L[:m])
-        r = zbuf[:c].zero_()  # the cell means overwrite the logits
-        r.index_add_(0, cell[s:e] - c0, p).div_(cnt[c0:c1, None])
-        for o in range(0, c, block):
-            ro = r[o : o + block]
-            buf = torch.log(ro, out=L[: ro.shape[0]])
-            h_r[c0 + o : c0 + o + ro.shape[0]] = buf.clamp_(min=floor).mul_(ro).sum(-1).neg_()
-        for o in range(0, n, block):
-            m, i = min(block, n - o), slice(s + o, s + min(o + block, n))
-            pb, local = p[o : o + m], cell[i] - c0
+        for o, oe, c0, c1 in in_chunk:
+            m, c, i = oe - o, c1 - c0, slice(o, oe)
+            zb, p, local = z[o - s : oe - s], P[:m], cell[i] - c0
+            ent[i], ren[i], lp[i] = policy_block_(zb, tok[i], p, L[:m])
+            r = zb[:c].zero_().index_add_(0, local, p).div_(cnt[c0:c1, None])
+            h_r = torch.log(r, out=L[:c]).clamp_(min=floor).mul_(r).sum(-1).neg_()
             rb = torch.index_select(r, 0, local, out=S[:m])
             if want_kl:  # KL = -H(p) - sum p log r (0 log 0 = 0; r > 0 wherever p > 0)
-                cross = torch.log(rb, out=L[:m]).clamp_(min=floor).mul_(pb).sum(-1)
+                cross = torch.log(rb, out=L[:m]).clamp_(min=floor).mul_(p).sum(-1)
                 kl[i] = cross.add_(ent[i]).neg_().clamp_(min=0.0)
-            h_mix = mixture_entropy_(pb.add_(rb), L[:m])
-            js[i] = js_from_entropies(h_mix, ent[i], h_r[cell[i]])
+            js[i] = js_from_entropies(mixture_entropy_(p.add_(rb), L[:m]), ent[i], h_r[local])
     _raise_if_bad(ent, b, t)
     alone = counts[cell] == 1  # a position only one row reaches: r = p, score exactly 0
     js.masked_fill_(alone, 0.0)
