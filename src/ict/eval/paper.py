@@ -135,3 +135,100 @@ def paper_markdown(table: dict[str, Any], label: str = "") -> str:
     avg = table["average"]
     lines.append(f"| **Avg.** | {_cell(avg['pass@1'])} | {_cell(avg['pass@4'])} |")
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# The comparison grid (`ict compare --preset paper`): one table row per method, over seeds
+# ---------------------------------------------------------------------------------------------
+def evaluate_cell(run_dir, spec, *, data_dir=None, max_new_tokens: int = 256) -> dict[str, Any]:
+    """The final evaluation of one trained cell on `spec.benchmarks` (an EvalSpec of
+    ict.compare.presets): {"metrics": {"eval/<bench>/pass@k": ...}, "benchmarks": [...]}, the
+    content of the cell's final_eval.json. `max_new_tokens` is used when spec.max_new_tokens is None.
+    """
+    from ict.eval.runner import evaluate
+    from ict.models import load_model_and_tokenizer
+
+    if not spec.benchmarks:
+        raise ConfigError("evaluate_cell needs spec.benchmarks (e.g. the paper's seven)")
+    model, tokenizer = load_model_and_tokenizer(str(run_dir))
+    metrics = evaluate(
+        model,
+        tokenizer,
+        list(spec.benchmarks),
+        n=spec.n,
+        k=list(spec.ks),
+        temperature=spec.temperature,
+        max_new_tokens=spec.max_new_tokens or max_new_tokens,
+        seed=spec.seed,
+        limit=spec.size,
+        data_dir=data_dir,
+    )
+    return {"metrics": metrics, "benchmarks": list(spec.benchmarks)}
+
+
+def summary_from_metrics(metrics: dict[str, float]) -> dict[str, Any]:
+    """Flat {"eval/<bench>/<metric>": v} (final_eval.json) -> {"benchmarks": {bench: {metric: v}}}."""
+    out: dict[str, dict[str, float]] = {}
+    for key, value in metrics.items():
+        if key.startswith("eval/") and key.count("/") >= 2:
+            bench, metric = key[len("eval/") :].rsplit("/", 1)
+            out.setdefault(bench, {})[metric] = value
+    return {"benchmarks": out}
+
+
+def grid_paper_tables(run_dirs, benchmarks: Sequence[str] = PAPER_BENCHMARKS) -> dict[str, dict]:
+    """{method: paper_table over its seeds} from cell dirs `<method>_seed<s>` holding
+    final_eval.json; methods in first-seen order. ConfigError naming a cell without results."""
+    import json
+    from pathlib import Path
+
+    by_method: dict[str, list[dict]] = {}
+    for run_dir in map(Path, run_dirs):
+        method = run_dir.name.rsplit("_seed", 1)[0]
+        path = run_dir / "final_eval.json"
+        if not path.is_file():
+            raise ConfigError(f"{run_dir} has no final_eval.json: finish the grid first")
+        metrics = json.loads(path.read_text())["metrics"]
+        by_method.setdefault(method, []).append(summary_from_metrics(metrics))
+    return {m: paper_table(summaries, benchmarks) for m, summaries in by_method.items()}
+
+
+def grid_paper_markdown(tables: dict[str, dict], title: str = "") -> str:
+    """The paper's Table 1 layout: one row per method, P@1 / P@4 per benchmark, then Avg."""
+    if not tables:
+        raise ConfigError("no methods to tabulate")
+    first = next(iter(tables.values()))
+    benches = list(first["rows"])
+    head = ["method"]
+    for bench in benches + ["Avg."]:
+        name = PAPER_NAMES.get(bench, bench)
+        head += [f"{name} P@1", f"{name} P@4"]
+    seeds = {t["seeds"] for t in tables.values()}
+    lines = [
+        (f"{title}\n\n" if title else "")
+        + f"pass@k in %, mean over {'/'.join(map(str, sorted(seeds)))} seeds"
+        + (" [95% t interval over seeds]" if max(seeds) > 1 else ""),
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
+    for method, table in tables.items():
+        cells = [method]
+        for bench in benches:
+            cells += [_cell(table["rows"][bench]["pass@1"]), _cell(table["rows"][bench]["pass@4"])]
+        cells += [_cell(table["average"]["pass@1"]), _cell(table["average"]["pass@4"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def write_grid_paper_table(run_dirs, out_dir) -> str:
+    """Write OUT/paper_table.md and OUT/paper_table.json for a finished grid; returns the text."""
+    from pathlib import Path
+
+    from ict.eval.files import write_atomic, write_json_atomic
+
+    tables = grid_paper_tables(run_dirs)
+    text = grid_paper_markdown(tables)
+    write_json_atomic(Path(out_dir) / "paper_table.json", tables)
+    write_atomic(Path(out_dir) / "paper_table.md", text + "\n")
+    return text
