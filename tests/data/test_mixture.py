@@ -111,3 +111,21 @@ def test_decontamination_needs_the_eval_file(tmp_path, monkeypatch):
     (tmp_path / "gsm8k_train.jsonl").write_text((FIXTURES / "gsm8k_train.jsonl").read_text())
     with pytest.raises(DataError, match="gsm8k.jsonl"):
         load_task("gsm8k", "train", data_dir=tmp_path)
+
+
+def test_export_verl_parquet_matches_load_task(tmp_path):
+    import pyarrow.parquet as pq
+
+    from ict.data.export import export_verl_parquet
+
+    path = tmp_path / "train.parquet"
+    count = export_verl_parquet(PAPER_MIX, path, seed=2, size=6, data_dir=FIXTURES)
+    rows = pq.read_table(path).to_pylist()
+    items = load_task(PAPER_MIX, "train", seed=2, size=6, data_dir=FIXTURES)
+    assert count == len(rows) == 6
+    assert [r["reward_model"]["ground_truth"] for r in rows] == [i.answer for i in items]
+    assert {r["data_source"] for r in rows} == {
+        "openai/gsm8k",
+        "DigitalLearningGmbH/MATH-lighteval",
+    }
+    assert rows[0]["prompt"][-1]["content"] == items[0].prompt
