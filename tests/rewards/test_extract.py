@@ -66,10 +66,22 @@ def test_gsm8k_gold():
         ("Answer: A because B is wrong", "A"),
         ("no letter here", None),
         ("<answer>Z</answer>", None),
+        ("<answer>A or B</answer>", None),  # a hedge is no answer
+        ("<answer>A, B, C, D</answer>", None),
+        ("A. red\nB. blue\nC. green", None),  # listing the options names no answer
+        ("The answer is a secret", None),  # lower-case article, not an option
+        ("answer is: B", "B"),
+        ("The answer is A. No wait, the answer is C.", "C"),
+        ("<answer>(B) because of x</answer>", "B"),
     ],
 )
 def test_choice_letter(text, expected):
     assert extract_choice_letter(text) == expected
+
+
+def test_choice_letter_respects_option_count():
+    assert extract_choice_letter("<answer>E</answer>", "ABCD") is None
+    assert extract_choice_letter("<answer>D</answer>", "ABCD") == "D"
 
 
 def test_extract_answer_priority_and_format_flag():

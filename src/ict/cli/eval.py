@@ -12,7 +12,9 @@ examples:
   ict eval --model runs/my_run --n 16 --k 1,4,8         # a trained run (its latest checkpoint)
   ict eval --model Qwen/Qwen2.5-0.5B-Instruct --benchmarks gsm8k,math500 --data-dir data/
   ict eval --benchmarks 'rg:chain_sum?min_terms=3&max_terms=3' --limit 50
-Benchmarks: gsm8k, math500, aime24, amc23, olympiadbench, minerva, commonsenseqa, rg:<task>[?config].
+  ict eval --model Qwen/Qwen2.5-0.5B-Instruct --benchmarks paper --n 16 --k 1,4 --seeds 5 --data-dir data/
+Benchmarks: paper (= math500, gsm8k, mmlu_stem, gpqa, aime23, aime24, aime25), math, amc23,
+olympiadbench, minerva, commonsenseqa, rg:<task>[?config].
 Local files: DIR/<benchmark>.jsonl or .parquet via --data-dir DIR or ICT_DATA_DIR (see docs/eval.md).
 """
 
@@ -30,20 +32,12 @@ def _int_list(text: str) -> list[int]:
 
 
 def split_benchmarks(text: str) -> list[str]:
-    """Split on commas that separate specs (not the commas inside an rg config value list)."""
-    specs, depth, current = [], 0, ""
-    for char in text:
-        if char in "[{":
-            depth += 1
-        elif char in "]}":
-            depth -= 1
-        if char == "," and depth == 0:
-            specs.append(current)
-            current = ""
-        else:
-            current += char
-    specs.append(current)
-    return [s.strip() for s in specs if s.strip()]
+    """Split on commas that separate specs (not the commas inside an rg config value list);
+    the word `paper` becomes the paper's seven benchmarks."""
+    from ict.data import split_specs
+    from ict.eval.paper import expand_benchmarks
+
+    return expand_benchmarks(split_specs(text))
 
 
 def add_parser(subparsers, summary: str) -> None:
@@ -62,7 +56,15 @@ def add_parser(subparsers, summary: str) -> None:
     p.add_argument(
         "--benchmarks",
         default=DEFAULT_BENCHMARKS,
-        help="comma-separated benchmark specs (default: held-out 2-term chain sums)",
+        help="comma-separated benchmark specs; 'paper' = the paper's seven, with its table "
+        "(default: held-out 2-term chain sums)",
+    )
+    p.add_argument(
+        "--seeds",
+        type=int,
+        default=1,
+        help="evaluate with sampling seeds --seed .. --seed+N-1 (OUT/seed<s>/ each) and report "
+        "the mean and 95%% interval over them (default 1)",
     )
     p.add_argument("--n", type=int, default=16, help="samples per problem (default 16)")
     p.add_argument(
@@ -126,6 +128,29 @@ def default_out_dir(model: str | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Evaluate once per seed (the model is loaded once); the paper's table when asked for."""
+    from ict.errors import ConfigError
+    from ict.eval.paper import check_paper_settings, wants_paper_table
+
+    if args.seeds < 1:
+        raise ConfigError(f"--seeds must be >= 1, got {args.seeds}")
+    benchmarks = split_benchmarks(args.benchmarks)
+    paper = wants_paper_table(benchmarks)
+    if paper:
+        check_paper_settings(args.n, args.k)
+    out = args.out or default_out_dir(args.model)
+    summaries, sampler = [], None
+    for seed in range(args.seed, args.seed + args.seeds):
+        seed_out = out if args.seeds == 1 else f"{out}/seed{seed}"
+        summary, sampler = _run_one(args, seed, benchmarks, seed_out, sampler)
+        summaries.append(summary)
+    if paper:
+        _write_paper_table(summaries, out, args.model)
+    return 0
+
+
+def _run_one(args: argparse.Namespace, seed: int, benchmarks, seed_out: str, sampler):
+    """One evaluation with sampling seed `seed` into `seed_out`: (summary, sampler)."""
     import sys
 
     from ict.eval.runner import (
@@ -145,22 +170,21 @@ def run(args: argparse.Namespace) -> int:
         top_p=args.top_p,
         max_new_tokens=args.max_new_tokens,
         batch_size=args.batch_size,
-        seed=args.seed,
+        seed=seed,
         limit=args.limit,
         backend=args.backend,
     )
     settings.validate()
-    benchmarks = split_benchmarks(args.benchmarks)
-    out = args.out or default_out_dir(args.model)
     items = load_all_eval_items(benchmarks, settings.limit, args.data_dir)  # data errors first
-    sampler = make_sampler(args, settings)
+    if sampler is None:  # loaded once: the seed only enters through sample(seed=...)
+        sampler = make_sampler(args, settings)
     verifier = Verifier(timeout_s=args.verify_timeout)
     try:
         summary = run_eval(
             sampler,
             benchmarks,
             settings,
-            out_dir=out,
+            out_dir=seed_out,
             data_dir=args.data_dir,
             verifier=verifier,
             overwrite=args.overwrite,
@@ -173,9 +197,26 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"\nmodel {summary['model']}; n={settings.n}, temperature={settings.temperature}, "
         f"top_p={settings.top_p}, max_new_tokens={settings.max_new_tokens}, seed={settings.seed}; "
-        f"values in %, 95% bootstrap CI over problems.\nwrote {out}/summary.json, summary.md, samples/"
+        f"values in %, 95% bootstrap CI over problems.\nwrote {seed_out}/summary.json, summary.md, samples/"
     )
-    return 0
+    return summary, sampler
+
+
+def _write_paper_table(summaries: list[dict], out: str, model: str | None) -> None:
+    """Print the paper's table and save it as OUT/paper_table.json and OUT/paper_table.md."""
+    from pathlib import Path
+
+    from ict.eval.files import write_atomic, write_json_atomic
+    from ict.eval.paper import paper_markdown, paper_table
+
+    table = paper_table(summaries)
+    table["model"] = summaries[0]["model"]
+    table["seeds_used"] = [s["settings"]["seed"] for s in summaries]
+    text = paper_markdown(table, label=table["model"])
+    print("\n" + text)
+    write_json_atomic(Path(out) / "paper_table.json", table)
+    write_atomic(Path(out) / "paper_table.md", text + "\n")
+    print(f"wrote {out}/paper_table.json, paper_table.md")
 
 
 def make_sampler(args: argparse.Namespace, settings):

@@ -6,11 +6,20 @@
           (the paper's 10-step dense warm-up is cut to 3 steps there, for every method).
 - smollm: the embedded default model (SmolLM2-135M-Instruct) on reasoning-gym chain_sum; about an
           hour per seed on 2 CPU cores (minutes on a GPU).
+- paper:  the paper's set-up (arXiv 2606.19771): Qwen2.5-0.5B-Instruct (1.5B, 7B by `model_size`)
+          trained on GSM8K train + MATH train with GRPO, 20-Entropy, STAPO and ICT, 5 seeds,
+          evaluated on its seven benchmarks (pass@1, pass@4); GPUs only (docs/paper.md has the
+          GPU-hours). `paper_preset(dry_run=True, work_dir=...)`: the same pipeline with the tiny
+          offline model and the benchmark fixtures, for tests and first contact.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ict.compare.toy import ToyTask, WarmStart
 from ict.errors import ConfigError
@@ -23,11 +32,13 @@ METHODS = ["grpo", "entropy", "stapo", "random", "ict", "ict_batch_mean"]
 class EvalSpec:
     """Final held-out evaluation of every cell: `size` problems, `n` samples each, pass@k for `ks`."""
 
-    size: int = 100
+    size: int | None = 100  # problems per benchmark (None: all)
     n: int = 8
     ks: tuple[int, ...] = (1, 2, 4, 8)
     temperature: float = 1.0
     seed: int = 1234
+    benchmarks: tuple[str, ...] = ()  # benchmark specs; () = the training task's held-out split
+    max_new_tokens: int | None = None  # None: the cells' training response budget
 
 
 @dataclass
@@ -40,6 +51,12 @@ class Preset:
     seeds: int = 3
     toy: ToyTask | None = None  # None: the task comes from train["task"] via ict.data
     warm: WarmStart | None = None
+    method_train: dict[str, dict] = field(default_factory=dict)  # per-method TrainConfig overrides
+    data_dir: str | None = None  # benchmark files (ICT_DATA_DIR while the grid runs)
+
+    def cell_train(self, method: str) -> dict:
+        """The TrainConfig fields of a `method` cell: shared settings, then the method's own."""
+        return {**self.train, **self.method_train.get(method, {}), "method": method}
 
 
 _TOY_TRAIN = dict(
@@ -67,8 +84,155 @@ _TOY_TRAIN = dict(
 )
 
 
-def get_preset(name: str) -> Preset:
-    """A fresh Preset by name; ConfigError listing the names when unknown."""
+PAPER_METHODS = ["grpo", "entropy", "stapo", "ict"]
+PAPER_MODELS = {
+    "0.5b": "Qwen/Qwen2.5-0.5B-Instruct",
+    "1.5b": "Qwen/Qwen2.5-1.5B-Instruct",
+    "7b": "Qwen/Qwen2.5-7B-Instruct",
+}
+PAPER_TASK = "mix:gsm8k@0.5,math@0.5"
+# The paper does not give learning rate, batch, G, lengths or temperature (METHOD.md): these are
+# common GRPO settings for Qwen2.5 on GSM8K + MATH, stated in docs/paper.md.
+_PAPER_TRAIN = dict(
+    task=PAPER_TASK,
+    train_size=14_000,  # 7,000 from each source: below both decontaminated train splits, no repeats
+    chat_template=True,
+    stop=[],  # boxed-answer prompt: the response ends at the end-of-turn token
+    dtype="bfloat16",
+    autocast="auto",
+    device="auto",
+    prompts_per_step=32,
+    num_generations=8,
+    generation_batch_size=256,
+    micro_batch_size=16,
+    max_new_tokens=1024,
+    temperature=1.0,
+    learning_rate=1e-6,
+    warmup_steps=10,
+    max_steps=200,
+    save_every=50,
+    keep_last=1,
+    log_samples_every=25,
+    plots=False,
+    progress=True,
+)
+_PAPER_METHOD_TRAIN = {
+    "entropy": {"ratio": 0.2},  # 20-Entropy: top 20% of valid positions by entropy
+    "ict": {  # the paper's ICT: top 10% inside each response, Sparse-GRPO aggregation
+        "ratio": 0.1,
+        "scope": "sequence",
+        "loss_agg": "seq_mean_token_mean",
+        "normalize_by": "selected",
+    },
+}
+PAPER_EVAL = dict(n=8, ks=(1, 4), temperature=0.6, seed=1234, max_new_tokens=2048)
+
+
+def paper_preset(
+    model_size: str = "0.5b", *, dry_run: bool = False, work_dir: str | os.PathLike | None = None
+) -> Preset:
+    """The paper's grid (see the module docstring); `dry_run` needs `work_dir` (the tiny model is
+    saved there) and reads the benchmark fixtures of tests/fixtures/benchmarks."""
+    from ict.data import PAPER_BENCHMARKS
+
+    if model_size not in PAPER_MODELS:
+        raise ConfigError(
+            f"unknown paper model size {model_size!r}; choose one of {', '.join(PAPER_MODELS)}"
+        )
+    if not dry_run:
+        return Preset(
+            "paper",
+            f"The paper's set-up: {PAPER_MODELS[model_size]} trained on GSM8K train + MATH train "
+            "(equal weights, decontaminated against every evaluation set) with GRPO, 20-Entropy, "
+            "STAPO and ICT, 5 seeds, 200 steps of 32 prompts x 8 samples; evaluated on MATH-500, "
+            "GSM8K, MMLU-STEM, GPQA-Diamond, AIME 2023/2024/2025 (pass@1, pass@4, n=8).",
+            dict(_PAPER_TRAIN, model=PAPER_MODELS[model_size]),
+            EvalSpec(size=None, benchmarks=tuple(PAPER_BENCHMARKS), **PAPER_EVAL),
+            methods=list(PAPER_METHODS),
+            seeds=5,
+            method_train={m: dict(o) for m, o in _PAPER_METHOD_TRAIN.items()},
+        )
+    if work_dir is None:
+        raise ConfigError("the paper dry run needs a work_dir for its tiny model")
+    if not FIXTURES_DIR.is_dir():
+        raise ConfigError(
+            f"the paper dry run reads the benchmark fixtures in {FIXTURES_DIR}, which this install "
+            "lacks; run it from a source checkout of ict"
+        )
+    from ict.testing import save_tiny_model
+
+    model_dir = Path(work_dir) / "tiny-model"
+    if not (model_dir / "config.json").is_file():
+        save_tiny_model(model_dir)
+    train = dict(
+        _PAPER_TRAIN,
+        model=str(model_dir),
+        train_size=8,
+        dtype="float32",
+        device="cpu",
+        prompts_per_step=2,
+        num_generations=4,
+        generation_batch_size=8,
+        micro_batch_size=8,
+        max_new_tokens=8,
+        learning_rate=1e-3,
+        warmup_steps=0,
+        max_steps=2,
+        save_every=2,
+        log_samples_every=2,
+        progress=False,
+    )
+    return Preset(
+        "paper-dry-run",
+        "Dry run of the paper preset: the tiny offline model, 2 steps per cell, the paper's four "
+        "methods and seven benchmarks on the fixture files (2 problems each), 2 seeds. Checks the "
+        "pipeline, not the claim.",
+        train,
+        EvalSpec(
+            size=2,
+            n=4,
+            ks=(1, 4),
+            temperature=1.0,
+            seed=1234,
+            max_new_tokens=6,
+            benchmarks=tuple(PAPER_BENCHMARKS),
+        ),  # fmt: skip
+        methods=list(PAPER_METHODS),
+        seeds=2,
+        method_train={m: dict(o) for m, o in _PAPER_METHOD_TRAIN.items()},
+        data_dir=str(FIXTURES_DIR),
+    )
+
+
+FIXTURES_DIR = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "benchmarks"
+
+
+@contextmanager
+def using_data_dir(data_dir: str | os.PathLike | None) -> Iterator[None]:
+    """Set ICT_DATA_DIR to `data_dir` for the block (training reads task files through it);
+    nothing changes when `data_dir` is None."""
+    if data_dir is None:
+        yield
+        return
+    old = os.environ.get("ICT_DATA_DIR")
+    os.environ["ICT_DATA_DIR"] = str(data_dir)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("ICT_DATA_DIR", None)
+        else:
+            os.environ["ICT_DATA_DIR"] = old
+
+
+def get_preset(name: str, **options) -> Preset:
+    """A fresh Preset by name; ConfigError listing the names when unknown.
+
+    `paper` takes `model_size` ("0.5b", "1.5b", "7b"), `dry_run` and `work_dir` (paper_preset)."""
+    if name == "paper":
+        return paper_preset(**options)
+    if options:
+        raise ConfigError(f"preset {name!r} takes no options, got {sorted(options)}")
     if name == "toy":
         return Preset(
             "toy",
@@ -114,4 +278,4 @@ def get_preset(name: str) -> Preset:
             ),
             EvalSpec(size=32, n=8, ks=(1, 4, 8)),
         )
-    raise ConfigError(f"unknown preset {name!r}; choose one of toy, quick, smollm")
+    raise ConfigError(f"unknown preset {name!r}; choose one of toy, quick, smollm, paper")

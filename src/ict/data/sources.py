@@ -1,7 +1,7 @@
 """Rows from local JSONL/JSON/Parquet files or the Hugging Face hub, as lists of plain dicts.
 
 Local files come first: `--data-dir DIR` (or env `ICT_DATA_DIR`) holding `DIR/<name>.jsonl`,
-`DIR/<name>.parquet` or `DIR/<name>.json`. The hub is tried only when it is reachable or the hub
+`DIR/<name>.parquet`, `DIR/<name>.json` or `DIR/<name>.csv` (header row). The hub is tried only when it is reachable or the hub
 is in offline mode (then only the local cache is used); it never hangs: a 3 s connection probe
 decides first.
 """
@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 
 from ict.errors import DataError
 
-FILE_SUFFIXES = (".jsonl", ".parquet", ".json")
+FILE_SUFFIXES = (".jsonl", ".parquet", ".json", ".csv")
 DATA_DIR_ENV = "ICT_DATA_DIR"
 
 
@@ -30,7 +30,7 @@ def data_dirs(data_dir: str | os.PathLike | None = None) -> list[Path]:
 
 
 def find_local_file(name: str, data_dir: str | os.PathLike | None = None) -> Path | None:
-    """`DIR/<name>.jsonl|.parquet|.json` in the first directory that has one, else None."""
+    """`DIR/<name>.jsonl|.parquet|.json|.csv` in the first directory that has one, else None."""
     for directory in data_dirs(data_dir):
         for suffix in FILE_SUFFIXES:
             path = directory / f"{name}{suffix}"
@@ -40,7 +40,7 @@ def find_local_file(name: str, data_dir: str | os.PathLike | None = None) -> Pat
 
 
 def read_rows(path: str | os.PathLike) -> list[dict[str, Any]]:
-    """All rows of a JSONL, JSON (list of objects) or Parquet file as plain Python dicts."""
+    """All rows of a JSONL, JSON (list of objects), Parquet or CSV (header row) file as dicts."""
     path = Path(path)
     if not path.is_file():
         raise DataError(f"data file {path} does not exist")
@@ -54,10 +54,15 @@ def read_rows(path: str | os.PathLike) -> list[dict[str, Any]]:
             if not isinstance(rows, list):
                 raise DataError(f"{path}: expected a JSON list of objects")
             return rows
+        if path.suffix == ".csv":
+            import csv
+
+            with path.open(encoding="utf-8", newline="") as f:
+                return [dict(row) for row in csv.DictReader(f)]
         if path.suffix == ".jsonl":
             with path.open(encoding="utf-8") as f:
                 return [json.loads(line) for line in f if line.strip()]
-    except (json.JSONDecodeError, OSError, ValueError) as err:
+    except (json.JSONDecodeError, OSError, ValueError, UnicodeDecodeError) as err:
         if isinstance(err, DataError):
             raise
         raise DataError(f"cannot read {path}: {err}") from err

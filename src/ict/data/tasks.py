@@ -2,28 +2,32 @@
 
 Spec forms (options after `?`, joined by `&`):
     chain_sum, rg:chain_sum?min_terms=2&max_terms=2     reasoning-gym task (+ its config fields)
-    gsm8k, math500, ..., commonsenseqa                   registered benchmark (ict.data.benchmarks)
+    gsm8k, math, math500, ..., gpqa                      registered benchmark (ict.data.benchmarks)
+    mix:gsm8k@0.5,math@0.5                               weighted mixture (ict.data.mixture)
     hf:openai/gsm8k?config=main&split=train&answer_format=gsm8k     any hub dataset
     data/train.parquet?question=problem&answer=answer    a local JSONL/JSON/Parquet file
 Common options: template=<prompt template>. reasoning-gym: seed=, size= (data seed and count).
 Hub/file options: question=, answer= (column or dotted path, e.g. reward_model.ground_truth),
 answer_format=plain|gsm8k|boxed (how to read the gold answer), verifier=math|exact|choice,
-config=, split= (hub only).
+config=, split= (hub only). Benchmarks: template=, decontaminate=false (keep training problems
+that also appear in a related evaluation set; the default removes them, ict.data.decontam).
 """
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from typing import Any
 from urllib.parse import parse_qsl
 
 from ict.data.benchmarks import BENCHMARKS, as_answer, load_benchmark
+from ict.data.decontam import decontaminate_benchmark_train
 from ict.data.items import Item
+from ict.data.mixture import MIX_PREFIX, load_mixture
 from ict.data.prompts import PROMPT_TEMPLATES, render_messages
 from ict.data.rg import load_rg_items, rg_task_names
 from ict.data.sources import FILE_SUFFIXES, get_field, load_hub_rows, read_rows
+from ict.data.unknown import unknown_task_error
 from ict.errors import DataError
 from ict.rewards.extract import extract_boxed, extract_gsm8k_gold
 
@@ -65,17 +69,6 @@ def task_label(spec: str) -> str:
 def file_stem(label: str) -> str:
     """A file-name-safe version of a label ("rg:chain_sum?a=1" -> "rg_chain_sum_a=1")."""
     return re.sub(r"[^A-Za-z0-9._=-]+", "_", label).strip("_")
-
-
-def unknown_task_error(name: str) -> DataError:
-    """A DataError for an unknown task name, listing close matches."""
-    known = sorted(BENCHMARKS) + [f"rg:{n}" for n in rg_task_names()]
-    close = difflib.get_close_matches(name, known + rg_task_names(), n=5, cutoff=0.5)
-    hint = f" Did you mean: {', '.join(close)}?" if close else ""
-    return DataError(
-        f"unknown task or benchmark {name!r}.{hint} Benchmarks: {', '.join(sorted(BENCHMARKS))}; "
-        "reasoning-gym tasks as rg:<task>; hub datasets as hf:<id>; local files as path.jsonl/.parquet."
-    )
 
 
 def _pop_template(options: dict) -> str | None:
@@ -161,6 +154,8 @@ def load_task(
     """
     if split not in ("train", "eval"):
         raise DataError(f"split must be 'train' or 'eval', got {split!r}")
+    if spec.strip().startswith(MIX_PREFIX):
+        return load_mixture(spec, load_task, split, seed, size, data_dir=data_dir)
     name, options = parse_spec(spec)
     if name.startswith("rg:") or (name not in BENCHMARKS and name in rg_task_names()):
         task = name.removeprefix("rg:")
@@ -170,16 +165,25 @@ def load_task(
         return load_rg_items(task, options, split=split, seed=seed, size=size, template=template)
     if name in BENCHMARKS:
         template = _pop_template(options)
+        clean = bool(options.pop("decontaminate", True))
         if options:
-            raise DataError(f"{name}: unknown options {sorted(options)} (only template= applies)")
+            raise DataError(
+                f"{name}: unknown options {sorted(options)} (template= and decontaminate= apply)"
+            )
         bench = BENCHMARKS[name]
         if split == "train" and bench.train_split is None:
             raise DataError(
                 f"{name} has no training split (it is an evaluation set: {bench.hub_id} {bench.split}); "
                 "train on another source, e.g. hf:<id>?split=train or a local file"
             )
-        chosen = bench.split if split == "eval" else bench.train_split
-        return load_benchmark(name, data_dir=data_dir, limit=size, split=chosen, template=template)
+        if split == "eval":
+            return load_benchmark(
+                name, data_dir=data_dir, limit=size, split=bench.split, template=template
+            )
+        items = load_benchmark(name, data_dir=data_dir, split=bench.train_split, template=template)
+        if clean:
+            items = decontaminate_benchmark_train(name, items, data_dir=data_dir)
+        return items[:size] if size else items
     if name.startswith("hf:"):
         hub_id = name.removeprefix("hf:")
         config = options.pop("config", None)
@@ -194,4 +198,4 @@ def load_task(
     if name.endswith(FILE_SUFFIXES):
         rows = read_rows(name)
         return rows_to_items_mapped(rows[:size] if size else rows, name, options)
-    raise unknown_task_error(name)
+    raise unknown_task_error(name, BENCHMARKS)

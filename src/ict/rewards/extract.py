@@ -14,7 +14,8 @@ _OPEN_TAG = re.compile(r"<answer>", re.IGNORECASE)
 # A number: optional sign, digits with optional thousands commas, optional decimals, or a fraction.
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?|-?\.\d+")
 _LETTER_PATTERNS = [
-    re.compile(r"answer\s*(?:is|:)?\s*(?:option\s*)?\(?([A-J])\)?(?![A-Za-z])", re.IGNORECASE),
+    # "answer is (B)", "Answer: B", "answer is: option B"; the letter itself must be a capital.
+    re.compile(r"(?i:answer\s*(?:is\s*:?|:)?\s*(?:option\s*)?)\(?([A-J])\)?(?![A-Za-z])"),
     re.compile(r"\(([A-J])\)"),
     re.compile(r"(?<![A-Za-z])([A-J])(?![A-Za-z])"),
 ]
@@ -64,22 +65,35 @@ def extract_gsm8k_gold(solution: str) -> str:
 
 
 def extract_choice_letter(text: str, letters: str = "ABCDE") -> str | None:
-    """An option letter: from tags/boxed if present, else `answer is (B)`, `(B)`, a lone `B`.
+    """An option letter among `letters`, or None when there is none or it is ambiguous.
 
-    Returns the last match of the first pattern that matches, upper-cased, restricted to `letters`.
+    Inside answer tags / a box: a bare letter ("B", "(B)", "B.") wins; else an explicit
+    "answer is B"; else the one letter named there (two different letters, a hedge such as
+    "A or B", give None). Without tags or box: the last explicit "answer is (B)" / "Answer: B";
+    else the letter of "(B)" or a lone "B" when the text names exactly one such letter (a list of
+    options "A. .. B. .." names several and gives None).
     """
-    inner = extract_answer_tag(text) or extract_boxed(text)
+    inner = extract_answer_tag(text)
+    if inner is None:
+        inner = extract_boxed(text)
     if inner is not None:
-        bare = inner.strip().strip("().:").upper()
+        bare = inner.strip().strip("().:*").strip().upper()
         if len(bare) == 1 and bare in letters:
             return bare
-    candidates = [inner] if inner is not None else []
-    candidates.append(text)
-    for candidate in candidates:
-        for pattern in _LETTER_PATTERNS:
-            found = [m.upper() for m in pattern.findall(candidate) if m.upper() in letters]
-            if found:
-                return found[-1]
+        return _letter_in(inner, letters)
+    return _letter_in(text, letters)
+
+
+def _letter_in(text: str, letters: str) -> str | None:
+    stated = [m.upper() for m in _LETTER_PATTERNS[0].findall(text) if m.upper() in letters]
+    if stated:
+        return stated[-1]
+    for pattern in _LETTER_PATTERNS[1:]:
+        found = {m.upper() for m in pattern.findall(text) if m.upper() in letters}
+        if len(found) == 1:
+            return found.pop()
+        if len(found) > 1:
+            return None
     return None
 
 
@@ -92,7 +106,9 @@ class Extraction:
     format_ok: bool  # True when the answer came in the requested format (tags or boxed)
 
 
-def extract_answer(text: str, *, mode: str = "math", number_fallback: bool = True) -> Extraction:
+def extract_answer(
+    text: str, *, mode: str = "math", number_fallback: bool = True, letters: str = "ABCDE"
+) -> Extraction:
     """Find the final answer in a response.
 
     Args:
@@ -104,7 +120,7 @@ def extract_answer(text: str, *, mode: str = "math", number_fallback: bool = Tru
     """
     if mode == "choice":
         tagged = extract_answer_tag(text) is not None or extract_boxed(text) is not None
-        letter = extract_choice_letter(text)
+        letter = extract_choice_letter(text, letters)
         return Extraction(letter, "letter" if letter else "none", tagged and letter is not None)
     if mode not in ("math", "tag"):
         raise ValueError(f"unknown extraction mode {mode!r}; use 'math', 'tag' or 'choice'")

@@ -44,6 +44,15 @@ class RewardFunction(Protocol):
     def score(self, samples: Sequence[tuple[Any, str]]) -> list[Verdict]: ...
 
 
+def choice_letters(item) -> str:
+    """The valid option letters of a multiple-choice item: one per entry of metadata["options"]
+    ("ABCD" for four options); "ABCDE" when the item does not list its options."""
+    options = (getattr(item, "metadata", None) or {}).get("options")
+    if options:
+        return "ABCDEFGHIJ"[: len(options)]
+    return "ABCDE"
+
+
 def _normalise(text: str) -> str:
     return re.sub(r"\s+|\$|\\[,!;: ]", "", text).rstrip(".")
 
@@ -92,7 +101,7 @@ class Verifier:
             raise ValueError(f"unknown verifier {kind!r} on item; use one of {VERIFIERS}")
         gold = str(item.answer)
         if kind == "choice":
-            found = extract_answer(text, mode="choice")
+            found = extract_answer(text, mode="choice", letters=choice_letters(item))
             ok = found.answer is not None and found.answer == gold.strip().upper()
             return Verdict(float(ok), ok, found.answer, found.format_ok)
         numeric_gold = _INTEGER.fullmatch(gold.strip().replace(",", "")) is not None

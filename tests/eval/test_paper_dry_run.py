@@ -1,0 +1,91 @@
+"""The paper preset: its settings construct valid training configs, and its dry run (tiny model,
+fixtures) goes through the whole pipeline: mixture training of the four methods over seeds, the
+seven-benchmark evaluation of every cell, and the paper's table over seeds."""
+
+import json
+
+import pytest
+
+from ict.compare.presets import (
+    PAPER_METHODS,
+    PAPER_MODELS,
+    PAPER_TASK,
+    get_preset,
+    paper_preset,
+    using_data_dir,
+)
+from ict.data import PAPER_BENCHMARKS
+from ict.errors import ConfigError
+from ict.eval.paper import evaluate_cell, grid_paper_tables, write_grid_paper_table
+
+
+@pytest.mark.parametrize("size", sorted(PAPER_MODELS))
+def test_paper_preset_configs_are_valid(size):
+    from ict.train import TrainConfig
+
+    preset = get_preset("paper", model_size=size)
+    assert preset.methods == ["grpo", "entropy", "stapo", "ict"] and preset.seeds == 5
+    assert preset.eval.benchmarks == PAPER_BENCHMARKS and set(preset.eval.ks) == {1, 4}
+    assert 4 <= preset.eval.n <= 16 and preset.train["task"] == PAPER_TASK
+    for method in preset.methods:
+        config = TrainConfig(**preset.cell_train(method))
+        assert config.method == method and config.model == PAPER_MODELS[size]
+    assert TrainConfig(**preset.cell_train("ict")).scope == "sequence"
+    assert TrainConfig(**preset.cell_train("entropy")).ratio == 0.2
+
+
+def test_paper_preset_errors():
+    with pytest.raises(ConfigError, match="0.5b"):
+        paper_preset("3b")
+    with pytest.raises(ConfigError, match="work_dir"):
+        paper_preset(dry_run=True)
+    with pytest.raises(ConfigError, match="no options"):
+        get_preset("toy", model_size="7b")
+
+
+def test_using_data_dir_restores_the_environment(monkeypatch, tmp_path):
+    import os
+
+    monkeypatch.setenv("ICT_DATA_DIR", "before")
+    with using_data_dir(tmp_path):
+        assert os.environ["ICT_DATA_DIR"] == str(tmp_path)
+    assert os.environ["ICT_DATA_DIR"] == "before"
+
+
+def test_paper_dry_run_pipeline(tmp_path):
+    """What `ict compare --preset paper --dry-run` runs, cell by cell (grid wiring aside)."""
+    from ict.train import TrainConfig, train
+
+    preset = paper_preset(dry_run=True, work_dir=tmp_path)
+    dirs = []
+    with using_data_dir(preset.data_dir):
+        for method in preset.methods:
+            for seed in range(preset.seeds):
+                run_dir = tmp_path / "runs" / f"{method}_seed{seed}"
+                config = TrainConfig(
+                    **preset.cell_train(method), seed=seed, output_dir=str(run_dir)
+                )
+                summary = train(config, run_dir=run_dir)
+                assert summary["steps"] == preset.train["max_steps"]
+                result = evaluate_cell(run_dir, preset.eval, data_dir=preset.data_dir)
+                (run_dir / "final_eval.json").write_text(json.dumps(result))
+                dirs.append(run_dir)
+    # training used the boxed-answer prompt on the decontaminated mixture
+    prompts = [
+        json.loads(line)["prompt"]
+        for run_dir in dirs
+        for line in (run_dir / "samples.jsonl").read_text().splitlines()
+    ]
+    assert prompts and all("\\boxed{}" in p for p in prompts)
+    assert not any("apples and buys 4 more" in p.lower() for p in prompts)  # a GSM8K test problem
+    text = write_grid_paper_table(dirs, tmp_path / "report")
+    assert "| grpo |" in text and "| ict |" in text and "AIME 2025 P@4" in text
+    tables = grid_paper_tables(dirs)
+    assert list(tables) == PAPER_METHODS
+    for table in tables.values():
+        assert table["seeds"] == 2 and list(table["rows"]) == list(PAPER_BENCHMARKS)
+        assert table["average"]["pass@4"]["ci95"] is not None
+        for row in table["rows"].values():
+            assert 0 <= row["pass@1"]["mean"] <= row["pass@4"]["mean"] <= 1
+    saved = json.loads((tmp_path / "report" / "paper_table.json").read_text())
+    assert set(saved) == set(PAPER_METHODS)
