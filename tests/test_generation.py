@@ -17,7 +17,9 @@ def test_layout_masks_and_reproducibility():
     assert r.prompt_index.tolist() == [0, 0, 0, 1, 1, 1]
     # no response token inside the prompt block; masks agree with attention
     assert not r.response_mask[:, : r.prompt_length].any()
-    assert torch.equal(r.attention_mask[:, r.prompt_length :].bool(), r.response_mask[:, r.prompt_length :])
+    assert torch.equal(
+        r.attention_mask[:, r.prompt_length :].bool(), r.response_mask[:, r.prompt_length :]
+    )
     # response tokens are contiguous from the start of the response block
     resp = r.response_mask[:, r.prompt_length :]
     lengths = resp.sum(1)
@@ -66,7 +68,9 @@ def test_stop_string_truncates_response():
     # choose a character that appears mid-response in some sample, then stop on it
     text = next(t for t in r.texts if len(t) > 3)
     stop_char = text[2]
-    s = generate(model, tok, _prompts(tok), num_samples=4, max_new_tokens=30, seed=0, stop=[stop_char])
+    s = generate(
+        model, tok, _prompts(tok), num_samples=4, max_new_tokens=30, seed=0, stop=[stop_char]
+    )
     for full, cut in zip(r.texts, s.texts, strict=True):
         if stop_char in full:
             assert cut == full[: full.index(stop_char) + 1]
@@ -93,7 +97,9 @@ def test_shared_prompt_cache_gives_the_same_samples():
 def test_shared_prompt_feeds_each_prompt_once():
     model, tok = tiny_model_and_tokenizer()
     seen = []
-    model.model.embed_tokens.register_forward_hook(lambda mod, inp, out: seen.append(tuple(inp[0].shape)))
+    model.model.embed_tokens.register_forward_hook(
+        lambda mod, inp, out: seen.append(tuple(inp[0].shape))
+    )
     prompts = _prompts(tok)
     width = tok(prompts, padding=True, return_tensors="pt")["input_ids"].shape[1]
     generate(model, tok, prompts, num_samples=4, max_new_tokens=3, batch_size=8)

@@ -38,7 +38,10 @@ def test_pad_token_falls_back_to_eos():
 def test_format_prompt_uses_chat_template_or_raw_text():
     tok = tiny_tokenizer()
     assert format_prompt(tok, "hi") == "<|user|>hi\n<|assistant|>"
-    assert format_prompt(tok, "hi", system="be brief") == "<|system|>be brief\n<|user|>hi\n<|assistant|>"
+    assert (
+        format_prompt(tok, "hi", system="be brief")
+        == "<|system|>be brief\n<|user|>hi\n<|assistant|>"
+    )
     tok.chat_template = None
     assert format_prompt(tok, "hi") == "hi"
 

@@ -16,7 +16,7 @@ from ict.compare.presets import (
 )
 from ict.data import PAPER_BENCHMARKS
 from ict.errors import ConfigError
-from ict.eval.paper import evaluate_cell, grid_paper_tables, write_grid_paper_table
+from ict.eval.paper import grid_paper_tables
 
 
 @pytest.mark.parametrize("size", sorted(PAPER_MODELS))
@@ -30,8 +30,13 @@ def test_paper_preset_configs_are_valid(size):
     for method in preset.methods:
         config = TrainConfig(**preset.cell_train(method))
         assert config.method == method and config.model == PAPER_MODELS[size]
-    assert TrainConfig(**preset.cell_train("ict")).scope == "sequence"
-    assert TrainConfig(**preset.cell_train("entropy")).ratio == 0.2
+    ict = TrainConfig(**preset.cell_train("ict")).resolved()  # the paper's ICT (ict.methods)
+    assert (ict.scope, ict.reference, ict.loss_agg) == (
+        "sequence",
+        "group_position",
+        "seq_mean_token_mean",
+    )
+    assert TrainConfig(**preset.cell_train("entropy")).resolved().ratio == 0.2
 
 
 def test_paper_preset_errors():
@@ -52,24 +57,19 @@ def test_using_data_dir_restores_the_environment(monkeypatch, tmp_path):
     assert os.environ["ICT_DATA_DIR"] == "before"
 
 
-def test_paper_dry_run_pipeline(tmp_path):
-    """What `ict compare --preset paper --dry-run` runs, cell by cell (grid wiring aside)."""
-    from ict.train import TrainConfig, train
+def test_paper_dry_run_pipeline(tmp_path, capsys):
+    """`ict compare --preset paper --dry-run`: mixture training of the four methods over seeds,
+    the seven-benchmark evaluation of every cell, the report and the paper's table over seeds."""
+    from ict.cli import main
 
-    preset = paper_preset(dry_run=True, work_dir=tmp_path)
-    dirs = []
-    with using_data_dir(preset.data_dir):
-        for method in preset.methods:
-            for seed in range(preset.seeds):
-                run_dir = tmp_path / "runs" / f"{method}_seed{seed}"
-                config = TrainConfig(
-                    **preset.cell_train(method), seed=seed, output_dir=str(run_dir)
-                )
-                summary = train(config, run_dir=run_dir)
-                assert summary["steps"] == preset.train["max_steps"]
-                result = evaluate_cell(run_dir, preset.eval, data_dir=preset.data_dir)
-                (run_dir / "final_eval.json").write_text(json.dumps(result))
-                dirs.append(run_dir)
+    out = tmp_path / "grid"
+    assert main(["compare", "--preset", "paper", "--dry-run", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "AIME 2025 P@4" in printed and "| ict |" in printed
+    preset = paper_preset(dry_run=True, work_dir=out)
+    dirs = [out / "runs" / f"{m}_seed{s}" for m in preset.methods for s in range(preset.seeds)]
+    assert all((d / "final_eval.json").exists() for d in dirs)
+    assert len(dirs) == len(preset.methods) * preset.seeds
     # training used the boxed-answer prompt on the decontaminated mixture
     prompts = [
         json.loads(line)["prompt"]
@@ -78,8 +78,6 @@ def test_paper_dry_run_pipeline(tmp_path):
     ]
     assert prompts and all("\\boxed{}" in p for p in prompts)
     assert not any("apples and buys 4 more" in p.lower() for p in prompts)  # a GSM8K test problem
-    text = write_grid_paper_table(dirs, tmp_path / "report")
-    assert "| grpo |" in text and "| ict |" in text and "AIME 2025 P@4" in text
     tables = grid_paper_tables(dirs)
     assert list(tables) == PAPER_METHODS
     for table in tables.values():
@@ -87,5 +85,6 @@ def test_paper_dry_run_pipeline(tmp_path):
         assert table["average"]["pass@4"]["ci95"] is not None
         for row in table["rows"].values():
             assert 0 <= row["pass@1"]["mean"] <= row["pass@4"]["mean"] <= 1
-    saved = json.loads((tmp_path / "report" / "paper_table.json").read_text())
+    saved = json.loads((out / "report" / "paper_table.json").read_text())
     assert set(saved) == set(PAPER_METHODS)
+    assert (out / "report" / "report.md").exists()

@@ -16,6 +16,8 @@ examples:
   ict compare                               # embedded SmolLM2 on chain_sum (preset smollm)
   ict compare --preset toy --methods grpo,ict --seeds 5 --steps 100
   ict compare --runs runs/a runs/b runs/c   # report from existing run directories (any engine)
+  ict compare --preset paper --dry-run      # the paper's grid end to end on a tiny model + fixtures
+  ict compare --preset paper --model-size 1.5b   # the paper's grid on GPUs (docs/paper.md)
 Rerunning the same command resumes: finished cells are skipped, interrupted ones resume.
 """
 
@@ -30,13 +32,28 @@ def add_parser(subparsers, summary: str) -> None:
     )
     p.add_argument(
         "--preset",
-        choices=["smollm", "toy", "quick"],
+        choices=["smollm", "toy", "quick", "paper"],
         default="smollm",
-        help="what to train and how long (default smollm: the embedded default model)",
+        help="what to train and how long (default smollm: the embedded default model; paper: "
+        "the paper's grid, Qwen2.5-Instruct on GSM8K + MATH, seven benchmarks, see docs/paper.md)",
+    )
+    p.add_argument(
+        "--model-size",
+        choices=["0.5b", "1.5b", "7b"],
+        default="0.5b",
+        help="paper preset: the Qwen2.5-Instruct size (default 0.5b)",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="paper preset: run the whole pipeline with a tiny offline model and the benchmark "
+        "fixtures (minutes on a CPU; checks the pipeline, not the claim)",
     )
     p.add_argument("--quick", action="store_true", help="same as --preset quick")
     p.add_argument(
-        "--methods", help="comma-separated methods (default grpo,entropy,stapo,random,ict,ict_batch_mean; any of ict.methods)"
+        "--methods",
+        help="comma-separated methods (default: the preset's; any name of ict.methods, e.g. "
+        "grpo,entropy,stapo,random,ict,ict_batch_mean)",
     )
     p.add_argument("--seeds", type=int, help="number of seeds 0..N-1 (default: the preset's, 3)")
     p.add_argument("--steps", type=int, help="RL steps per cell (default: the preset's)")
@@ -135,13 +152,20 @@ def run(args) -> int:
     from ict.compare.grid import run_grid
     from ict.compare.presets import get_preset
 
-    preset = get_preset("quick" if args.quick else args.preset)
+    name = "quick" if args.quick else args.preset
+    if args.dry_run and name != "paper":
+        raise ConfigError("--dry-run belongs to --preset paper")
+    default_out = f"runs/compare-{name}{'-dry-run' if args.dry_run else ''}"
+    out = Path(args.out or default_out)
+    if name == "paper":
+        preset = get_preset("paper", model_size=args.model_size, dry_run=args.dry_run, work_dir=out)
+    else:
+        preset = get_preset(name)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None
     if args.seeds is not None and args.seeds < 1:
         raise ConfigError(f"--seeds must be >= 1, got {args.seeds}")
     if args.steps is not None and args.steps < 1:
         raise ConfigError(f"--steps must be >= 1, got {args.steps}")
-    out = Path(args.out or f"runs/compare-{preset.name}")
     overrides = {"max_steps": args.steps} if args.steps else None
     with quiet_console(args.verbose):
         dirs = run_grid(
@@ -183,4 +207,8 @@ def run(args) -> int:
         notes=notes,
     )
     print(f"report: {md} and {md.with_suffix('.html')}")
+    if preset.eval.benchmarks:  # the paper's table: P@1 / P@4 per benchmark and their average
+        from ict.eval.paper import write_grid_paper_table
+
+        print(write_grid_paper_table(dirs, out / "report"))
     return 0

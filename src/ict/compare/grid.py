@@ -105,6 +105,12 @@ def evaluate_task(run_dir: Path, preset: Preset) -> dict:
     trained_on = TrainConfig(
         **preset.train
     )  # the cells' task and response budget, defaults included
+    if spec.benchmarks:  # named benchmarks (the paper's seven), not the task's held-out split
+        from ict.eval.paper import evaluate_cell
+
+        return evaluate_cell(
+            run_dir, spec, data_dir=preset.data_dir, max_new_tokens=trained_on.max_new_tokens
+        )
     items = runner.load_all_eval_items([task_spec(trained_on)], spec.size)
     model, tokenizer = load_model_and_tokenizer(str(run_dir))
     settings = runner.EvalSettings(  # as ict.eval.evaluate (the training hook) sets them
@@ -154,6 +160,30 @@ def run_grid(
 
     `overrides`: TrainConfig fields applied to every cell (e.g. max_steps). `stop_after`: train at
     most this many steps per cell in this call (simulates an interruption; used by tests)."""
+    from ict.compare.presets import using_data_dir
+
+    with using_data_dir(preset.data_dir):  # benchmark files of the preset, if it ships them
+        return _run_grid(
+            preset,
+            out_dir,
+            methods=methods,
+            seeds=seeds,
+            overrides=overrides,
+            stop_after=stop_after,
+            log=log,
+        )
+
+
+def _run_grid(
+    preset: Preset,
+    out_dir: str | Path,
+    *,
+    methods: Sequence[str] | None = None,
+    seeds: Sequence[int] | None = None,
+    overrides: dict | None = None,
+    stop_after: int | None = None,
+    log: Callable[[str], None] = print,
+) -> list[Path]:
     from ict.train import TrainConfig, train
 
     out = Path(out_dir)
@@ -161,9 +191,14 @@ def run_grid(
     seeds = list(range(preset.seeds)) if seeds is None else list(seeds)
     if not methods or not seeds:
         raise ConfigError("the grid needs at least one method and one seed")
-    settings = {**preset.train, **(overrides or {})}
+    # the grid evaluates every cell itself: no per-run before/after held-out evaluation
+    settings = {"heldout_eval": False, **preset.train, **(overrides or {})}
     configs = {
-        (m, s): TrainConfig(**{**settings, "method": m, "seed": s}) for m in methods for s in seeds
+        (m, s): TrainConfig(
+            **{"heldout_eval": False, **preset.cell_train(m), **(overrides or {}), "seed": s}
+        )
+        for m in methods
+        for s in seeds
     }
     out.mkdir(parents=True, exist_ok=True)
     (out / "grid.json").write_text(

@@ -116,15 +116,9 @@ _PAPER_TRAIN = dict(
     plots=False,
     progress=True,
 )
-_PAPER_METHOD_TRAIN = {
-    "entropy": {"ratio": 0.2},  # 20-Entropy: top 20% of valid positions by entropy
-    "ict": {  # the paper's ICT: top 10% inside each response, Sparse-GRPO aggregation
-        "ratio": 0.1,
-        "scope": "sequence",
-        "loss_agg": "seq_mean_token_mean",
-        "normalize_by": "selected",
-    },
-}
+# Per-method overrides: none. `ict` is the paper's ICT by itself (ict.methods: group_position
+# reference, top 10% of each response, Sparse-GRPO, 10 dense warm-up steps); 20-Entropy keeps 20%.
+_PAPER_METHOD_TRAIN: dict[str, dict] = {}
 PAPER_EVAL = dict(n=8, ks=(1, 4), temperature=0.6, seed=1234, max_new_tokens=2048)
 
 
@@ -181,6 +175,7 @@ def paper_preset(
         save_every=2,
         log_samples_every=2,
         progress=False,
+        dense_warmup_steps=1,  # so the dry run's second step exercises ICT's sparse selection
     )
     return Preset(
         "paper-dry-run",
