@@ -99,7 +99,7 @@ def save_qwen_shaped(directory: Path, dtype: str) -> Path:
 
 def toy_problems(count: int = 16):
     """Problems whose reward varies inside a group (so advantages are not all zero)."""
-    from ict.train.trainer import Problem
+    from ict.train import Problem
 
     return [
         Problem(f"Say a digit {i}:", lambda t: float(sum(map(ord, t)) % 3 == 0))

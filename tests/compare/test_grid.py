@@ -170,7 +170,7 @@ def test_task_cells_are_evaluated_on_the_task_they_trained_on(tmp_path, monkeypa
     from ict.compare.presets import EvalSpec, Preset
     from ict.eval import runner
     from ict.train import TrainConfig
-    from ict.train.trainer import task_spec
+    from ict.train.problems import task_spec
 
     calls = {}
     monkeypatch.setattr(ict.models, "load_model_and_tokenizer", lambda path: (object(), "tok"))
