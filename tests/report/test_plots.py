@@ -106,3 +106,28 @@ def test_method_curves_are_ema_lines_over_faint_raw_points(tmp_path, monkeypatch
     raw = [c for c in ax.collections if c.get_offsets().shape[0] == len(steps)]
     assert raw and np.allclose(raw[0].get_offsets()[:, 1], mean) and raw[0].get_alpha() < 1
     assert "EMA" in ax.get_legend().get_title().get_text()
+
+
+def test_plot_run_draws_the_paper_diagnostics_and_score_curve(tmp_path):
+    """The regime shares, the high/low-entropy ratio and the sorted-score curve with its 10% mark."""
+    import json
+
+    run = tmp_path / "ict_seed0"
+    run.mkdir()
+    rows = [
+        {
+            "step": s,
+            "reward/mean": 0.1 * s,
+            "paper/collapse_share": 0.8 - 0.1 * s,
+            "paper/explosion_share": 0.2 + 0.1 * s,
+            "paper/high_low_entropy_ratio": 1.0,
+        }
+        for s in range(1, 4)
+    ]
+    rows[0]["score_curve"] = [0.5 - 0.005 * i for i in range(101)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    stems = {p.stem for p in plot_run(run)}
+    assert {"reward", "regime", "entropy_ratio", "score_curve"} <= stems
+    del rows[0]["score_curve"]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert "score_curve" not in {p.stem for p in plot_run(run, tmp_path / "again")}

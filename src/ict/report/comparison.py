@@ -73,6 +73,12 @@ CURVES = [
         "Jaccard",
         [("overlap/ict_entropy_jaccard", "")],
     ),
+    (
+        "regime",
+        "Share of each method's picks with p(y) > exp(-H2) (the paper's collapse regime)",
+        "share of selected tokens",
+        [("paper/collapse_share", "")],
+    ),
 ]
 
 

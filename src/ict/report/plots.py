@@ -46,6 +46,21 @@ RUN_PLOTS: list[tuple[str, str, str, list[tuple[str, str]]]] = [
     ),
     ("length", "Response length", "tokens", [("response_length/mean", "mean length")]),
     ("clip", "Clip fraction", "fraction", [("clip_fraction", "clip fraction")]),
+    (
+        "regime",
+        "The method's picks: collapse vs explosion regime (paper)",
+        "share of the method's selected tokens",
+        [
+            ("paper/collapse_share", "p(y) > exp(-H2): reinforcing lowers H2"),
+            ("paper/explosion_share", "p(y) < exp(-H2): reinforcing raises H2"),
+        ],
+    ),
+    (
+        "entropy_ratio",
+        "High/low-entropy ratio of the method's picks (paper)",
+        "ratio (split: the step's median valid H)",
+        [("paper/high_low_entropy_ratio", "high / low")],
+    ),
 ]
 
 
@@ -105,7 +120,36 @@ def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Pat
         fig.savefig(path)
         plt.close(fig)
         written.append(path)
+    curve = score_curve_plot(run, out, plt)
+    if curve is not None:
+        written.append(curve)
     return written
+
+
+def score_curve_plot(run: Run, out: Path, plt) -> Path | None:
+    """The paper's sorted-score curve of the last logged step (metrics.jsonl `score_curve`: the
+    valid tokens' scores sorted high to low at 101 rank quantiles), with the 10% mark."""
+    rows = [r for r in run.metrics if isinstance(r.get("score_curve"), list) and r["score_curve"]]
+    if not rows:
+        return None
+    row = rows[-1]
+    curve = np.asarray(row["score_curve"], dtype=np.float64)
+    ranks = np.linspace(0, 100, curve.size)
+    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
+    ax.plot(ranks, curve, label=f"step {row['step']}")
+    ax.axvline(10, color="gray", ls="--", lw=1, label="top 10% (ICT's cut)")
+    ax.set(
+        title=f"Sorted token scores - {run.method}",
+        xlabel="rank among the step's valid tokens (%)",
+        ylabel="score (nats)",
+    )
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = out / "score_curve.png"
+    fig.savefig(path)
+    plt.close(fig)
+    return path
 
 
 def band(runs: Sequence[Run], key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

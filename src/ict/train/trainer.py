@@ -232,7 +232,7 @@ class Trainer:
     def train_step(self) -> dict:
         """One full step (1-8); returns the metrics line written to metrics.jsonl."""
         from ict.loss import compute_advantages
-        from ict.metrics import sorted_score_curve, token_metrics
+        from ict.metrics import regime_metrics, sorted_score_curve, token_metrics
         from ict.select import jaccard
         from ict.train.rollout import collect_rollout
         from ict.train.scoring import old_policy_pass, select_step
@@ -280,6 +280,8 @@ class Trainer:
         self.step = step
 
         metrics.update(token_metrics(stats, mask, selected, selections))
+        # the paper's diagnostics describe the method's own picks, also during the dense warm-up
+        metrics.update(regime_metrics(stats, selections[method.name], mask))
         if "ict" in selections and "entropy" in selections:
             metrics["overlap/ict_entropy_jaccard"] = jaccard(
                 selections["ict"], selections["entropy"]
