@@ -1,0 +1,73 @@
+"""Register once, use everywhere: a selector or method registered by a user works in `ict train`
+with no other edit, and its facts (ratio, scope, options) come from the registry."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from ict.errors import ConfigError
+from ict.methods import METHODS, Method, get_method, register_method
+from ict.select import SELECTORS, register_selector
+from ict.train import TrainConfig, train
+
+
+@pytest.fixture
+def user_selector():
+    """A ratio selector scoring tokens by surprisal, per response by default, with one option."""
+
+    @register_selector(
+        "surprise_test", default_ratio=0.34, default_scope="sequence", needs=("logprob",)
+    )
+    def surprise(ctx, *, power: float = 1.0):
+        return (-ctx.require_stats("surprise_test", "logprob").logprob) ** power
+
+    yield "surprise_test"
+    SELECTORS.pop("surprise_test", None)
+    METHODS.pop("surprise_method_test", None)
+
+
+def test_user_selector_trains_with_its_own_facts(user_selector, tiny, digit_problems, tiny_config):
+    config = tiny_config(method=user_selector, max_steps=1, selector_options={"power": 2.0})
+    resolved = config.resolved()
+    assert (resolved.ratio, resolved.scope) == (0.34, "sequence")  # the Selector's facts
+    train(config, model=tiny[0], tokenizer=tiny[1], problems=digit_problems)
+    row = json.loads((Path(config.output_dir) / "metrics.jsonl").read_text().splitlines()[0])
+    # max_new_tokens=3: ceil(0.34 * n) of each response of n <= 3 tokens is 1 (n <= 2) or 2 (n = 3)
+    assert row["by_selector/surprise_test/fraction"] == row["selected_fraction"]
+    assert 0 < row["selected_fraction"] < 1
+
+
+def test_user_method_and_unknown_names(user_selector, tiny, digit_problems, tiny_config):
+    register_method(
+        Method("surprise_method_test", user_selector, "test", ratio=0.5, dense_warmup_steps=1)
+    )
+    config = tiny_config(method="surprise_method_test", max_steps=2)
+    assert config.resolved().ratio == 0.5 and config.resolved().dense_warmup_steps == 1
+    train(config, model=tiny[0], tokenizer=tiny[1], problems=digit_problems)
+    rows = [
+        json.loads(x) for x in (Path(config.output_dir) / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert [r["dense_warmup"] for r in rows] == [True, False]
+    assert rows[0]["selected_fraction"] == 1.0 and rows[1]["selected_fraction"] < 1.0
+    with pytest.raises(ConfigError, match="surprise_test"):
+        TrainConfig(method="surprise_tset")  # close match named
+    with pytest.raises(ValueError, match="must not contain"):
+        register_method(Method("a+b", "grpo"))
+
+
+def test_builtin_methods_resolve():
+    ict = get_method("ict").resolved()
+    assert (ict.reference, ict.scope, ict.ratio, ict.loss_agg, ict.dense_warmup_steps) == (
+        "group_position",
+        "sequence",
+        0.1,
+        "seq_mean_token_mean",
+        10,
+    )
+    assert get_method("ict+stapo").selector == "ict+stapo"
+    assert get_method("ict_bottom").resolved().ratio == 0.9
+    assert get_method("random_sequence").resolved().scope == "sequence"
+    mask = torch.ones(1, 4, dtype=torch.bool)
+    assert SELECTORS["ict_bottom"].needs == ("js",) and mask.all()
