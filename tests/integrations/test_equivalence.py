@@ -79,14 +79,15 @@ def trl_trainer(tmp_path_factory):
 def trl_path(trainer, case):
     """Run a case through ICTGRPOTrainer's own code: its statistics call, its selection and
     normaliser (`_ict_apply_selection`), and TRL's loss (`_compute_loss`) on the case's log-probs."""
-    from ict.integrations.trl import LOSS_AGG_TO_TRL, TokenStats
+    from ict.integrations.trl import LOSS_AGG_TO_TRL
 
     o = case.options
     a = trainer.args
     a.method, a.ratio, a.reference, a.scope, a.granularity = (
         o["method"], o["ratio"], o["reference"], o["scope"], o["granularity"],
     )  # fmt: skip
-    a.normalize_by, a.seed = o["normalize_by"], o["seed"]
+    a.normalize_by, a.seed, a.loss_agg = o["normalize_by"], o["seed"], o["loss_agg"]
+    a.dense_warmup_steps = 0  # the cases compare one selected step (the warm-up is tested apart)
     a.stapo_prob_below, a.stapo_entropy_quantile = o["prob_below"], o["entropy_quantile"]
     a.delta = o["dual_clip"]  # TRL's two-sided clip == dual clip for A < 0 (delta > 1 + eps_high)
     trainer.loss_type = LOSS_AGG_TO_TRL[o["loss_agg"]]
@@ -108,7 +109,7 @@ def trl_path(trainer, case):
         "old_per_token_logps": case.old_logprob,
         "num_items_in_batch": case.mask.sum(),  # TRL's own: the number of valid tokens
         "ict_row": torch.arange(B),
-        **{f"ict_{f}": getattr(stats, f) for f in TokenStats.__dataclass_fields__},
+        **{f"ict_{f}": getattr(stats, f) for f in ("entropy", "renyi2", "logprob", "js", "kl")},
     }
     trainer._ict_apply_selection([batch], "train")
 
