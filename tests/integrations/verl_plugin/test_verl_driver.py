@@ -28,7 +28,8 @@ def _config(loss_mode="ict"):
                       "shuffle": False, "calculate_sum_pi_squared": False},
             "rollout": {"n": 2, "temperature": 1.0, "multi_turn": {"enable": False}},
         },
-        "ict": {"ratio": 0.25},
+        # batch-mean ICT over the whole batch, no warm-up (the paper's group_position is refused)
+        "ict": {"ratio": 0.25, "reference": "batch_mean", "scope": "global", "dense_warmup_steps": 0},
     })  # fmt: skip
 
 
@@ -110,10 +111,13 @@ def test_old_log_prob_then_update_carry_stats_and_a_global_selection():
         selected, (want.js * mask >= (want.js * mask).flatten().topk(k).values[-1]) & mask
     )
     assert tu.get_non_tensor_data(td, verl_loss.NORMALIZE_KEY, None) == "selected"
+    # the loss aggregates as the method says (ict: Sparse-GRPO), not verl's loss_agg_mode
+    assert tu.get_non_tensor_data(td, verl_loss.LOSS_AGG_KEY, None) == "seq_mean_token_mean"
     assert "ict_js" not in td.keys()  # statistics stay on the driver
     metrics = out.meta_info["metrics"]
     assert metrics["ict/selected_fraction_batch"] == pytest.approx(k / int(mask.sum()))
     assert metrics["ict/selected/js"] > metrics["ict/valid/js"]
+    assert metrics["ict/dense_warmup"] == 0.0 and "ict/overlap/ict_entropy_jaccard" in metrics
 
 
 def test_non_ict_loss_modes_leave_verl_untouched():

@@ -21,14 +21,22 @@ pytestmark = pytest.mark.verl
 CASES = equivalence_cases()
 AGG = {"token_mean": "token-mean", "seq_mean_token_mean": "seq-mean-token-mean",
        "seq_mean_token_sum_norm": "seq-mean-token-sum-norm"}  # fmt: skip
-UNSUPPORTED = {"group_mean", "sequence_mean", "previous_token", "reference_policy"}
+# references verl does not compute (refused by validate with "not supported on verl"); the paper's
+# group_position among them (see ict.integrations.verl.config)
+UNSUPPORTED = {
+    "group_mean",
+    "sequence_mean",
+    "previous_token",
+    "reference_policy",
+    "group_position",
+}
 
 
 def _spec(o):
     return IctVerlConfig(
-        selector=o["method"], ratio=o["ratio"], scope=o["scope"], granularity=o["granularity"],
+        method=o["method"], ratio=o["ratio"], scope=o["scope"], granularity=o["granularity"],
         reference=o["reference"], normalize_by=o["normalize_by"], seed=o["seed"],
-        selector_options=selector_options(o),
+        selector_options=selector_options(o), dense_warmup_steps=0,
     )  # fmt: skip
 
 

@@ -114,14 +114,32 @@ def test_config_section_is_read_and_checked():
         OmegaConf.create({**base, "ict": {"selector_options": {"prob_below": 0.02}}})
     )
     assert spec.selector == "stapo" and spec.selector_options == {"prob_below": 0.02}
-    assert spec.ratio is None and spec.normalize_by == "selected" and not spec.needs_js
+    assert spec.ratio is None and spec.resolved().normalize_by == "selected" and not spec.needs_js
     assert (
         from_verl_config(OmegaConf.create({"actor_rollout_ref": {"actor": {}}})) is None
     )  # vanilla
     ict = from_verl_config(
-        OmegaConf.create({**base, "ict": {"selector": "ict+stapo", "ratio": 0.2}})
+        OmegaConf.create(
+            {**base, "ict": {"method": "ict+stapo", "ratio": 0.2, "reference": "batch_mean"}}
+        )
     )
     assert ict.needs_js and ict.stats_request() == {"reference": "batch_mean", "chunk_size": 1024}
+    # the earlier key `selector` still names the method
+    old = {"selector": "ict+stapo", "reference": "batch_mean"}
+    assert from_verl_config(OmegaConf.create({**base, "ict": old})).method == "ict+stapo"
+    # ict.method=ict is the paper's ICT (ict.methods): its group_position score is refused on verl
+    paper = {**base, "actor_rollout_ref": {"actor": {"policy_loss": {"loss_mode": "ict"}}}}
+    with pytest.raises(ConfigError, match="ict.reference='group_position'.*set ict.reference"):
+        from_verl_config(OmegaConf.create(paper))
+    spec = from_verl_config(OmegaConf.create({**paper, "ict": {"reference": "batch_mean"}}))
+    m = spec.resolved()
+    assert (m.scope, m.loss_agg, m.dense_warmup_steps, m.ratio) == (
+        "sequence", "seq_mean_token_mean", 10, 0.10,
+    )  # fmt: skip
+    with pytest.raises(ConfigError, match="ict.scope='rank' is unknown"):
+        from_verl_config(OmegaConf.create({**base, "ict": {"scope": "rank"}}))
+    with pytest.raises(ConfigError, match="keeps no top fraction"):
+        from_verl_config(OmegaConf.create({**base, "ict": {"ratio": 0.2}}))
     with pytest.raises(ConfigError, match="unknown key"):
         from_verl_config(OmegaConf.create({**base, "ict": {"ration": 0.1}}))
     with pytest.raises(ConfigError, match="ratio"):

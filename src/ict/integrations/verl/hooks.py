@@ -50,7 +50,7 @@ class _OldPolicyPass:
         self.count = 0
 
 
-_active_pass: _OldPolicyPass | None = None
+PASS_ATTR = "_ict_old_policy_pass"  # on verl's engine: the pass in progress on this rank
 
 
 def _non_tensor(data: Any, key: str, default: Any = None) -> Any:
@@ -144,12 +144,14 @@ def _wrap_prepare_model_outputs(original):
                     normalize_by=_non_tensor(micro_batch, ict_loss.NORMALIZE_KEY, "selected"),
                     num_selected=_non_tensor(micro_batch, ict_loss.NUM_SELECTED_KEY, None),
                     num_rows=_non_tensor(micro_batch, ict_loss.NUM_ROWS_KEY, None),
+                    loss_agg=_non_tensor(micro_batch, ict_loss.LOSS_AGG_KEY, None),
                 )
             )
         else:
             ict_loss.set_current(None)
         model_output = original(self, output, output_args, micro_batch, logits_processor_func)
-        state = _active_pass
+        # the engine object carries the pass from forward_backward_batch to here (same instance)
+        state = getattr(self, PASS_ATTR, None)
         if state is not None:
             logits = getattr(output, "logits", None)
             if logits is None or _non_tensor(micro_batch, "use_fused_kernels", False):
@@ -181,16 +183,15 @@ def _all_reduce(tensor: torch.Tensor, group) -> torch.Tensor:
 def _wrap_forward_backward_batch(original):
     @functools.wraps(original)
     def forward_backward_batch(self, data, loss_function, forward_only=False):
-        global _active_pass
         request = _non_tensor(data, STATS_REQUEST_KEY, None)
         if forward_only and request:
             chunk_size = int(request.get("chunk_size", 1024))
             first = _OldPolicyPass(chunk_size)
-            _active_pass = first
+            setattr(self, PASS_ATTR, first)
             try:
                 output = original(self, data, loss_function, forward_only)
             finally:
-                _active_pass = None
+                setattr(self, PASS_ATTR, None)
             if request.get("reference") is None:
                 return output
             group = self.get_data_parallel_group()
@@ -202,11 +203,11 @@ def _wrap_forward_backward_batch(original):
             _all_reduce(prob_sum, group)
             _all_reduce(count, group)
             reference = prob_sum / count.clamp_min(1.0)
-            _active_pass = _OldPolicyPass(chunk_size, reference=reference)
+            setattr(self, PASS_ATTR, _OldPolicyPass(chunk_size, reference=reference))
             try:
                 second = original(self, data, None, forward_only)
             finally:
-                _active_pass = None
+                setattr(self, PASS_ATTR, None)
             output["model_output"]["ict_js"] = second["model_output"]["ict_js"]
             return output
         if not forward_only and ict_loss.SELECTED_KEY in data.keys():
@@ -284,17 +285,26 @@ def _wrap_compute_old_log_prob(original):
     return _compute_old_log_prob
 
 
+DIAGNOSTIC_METHODS = ("ict", "entropy", "stapo")  # selections logged on every batch (as native)
+
+
 def select_batch(
     batch_tensors: dict[str, torch.Tensor], spec: IctVerlConfig, step: int
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Select tokens over the whole rollout batch; returns (selected [B, R] bool, metrics).
 
     batch_tensors: response_mask, advantages, old_log_probs, responses, ict_entropy, ict_renyi2
-    (and ict_js for ICT), all [B, R] in verl's padded response layout.
+    (and ict_js for ICT), all [B, R] in verl's padded response layout. step: verl's global step
+    (1-based, one per rollout batch, as the native trainer's): every valid token is selected
+    while step <= the method's dense_warmup_steps. Metrics: ict.metrics.token_metrics under
+    "ict/", the ICT vs 20-Entropy Jaccard (ict.select.jaccard) and "ict/dense_warmup".
     """
-    from ict.select import select_tokens
+    from ict.methods import get_method
+    from ict.metrics import token_metrics
+    from ict.select import jaccard
     from ict.stats import TokenStats
 
+    method = spec.resolved()
     mask = batch_tensors["response_mask"].bool()
     zeros = torch.zeros_like(batch_tensors["ict_entropy"])
     stats = TokenStats(
@@ -303,32 +313,46 @@ def select_batch(
         logprob=batch_tensors["old_log_probs"].float() * mask,
         js=batch_tensors.get("ict_js", zeros) * mask,
     )
-    selected = select_tokens(
-        spec.selector,
-        mask,
-        stats=stats,
-        advantages=batch_tensors["advantages"],
-        tokens=batch_tensors.get("responses"),
-        ratio=spec.ratio,
-        scope=spec.scope,
-        granularity=spec.granularity,
-        seed=spec.seed + step,
-        **spec.selector_options,
-    )
-    selected = selected.bool() & mask
-    metrics = _selection_metrics(stats, mask, selected)
+    inputs = (mask, stats, batch_tensors["advantages"], batch_tensors.get("responses"))
+    own = _select(method, spec, *inputs, seed=spec.seed + step)
+    selections = {method.name: own}
+    for name in DIAGNOSTIC_METHODS:
+        diag = get_method(name).resolved()
+        if name in selections or not _computable(diag, batch_tensors):
+            continue
+        selections[name] = _select(diag, spec, *inputs, seed=spec.seed + step)
+    dense = 0 < method.dense_warmup_steps and step <= method.dense_warmup_steps
+    selected = mask.clone() if dense else own
+    metrics = {f"ict/{k}": v for k, v in token_metrics(stats, mask, selected, selections).items()}
+    metrics["ict/selected_fraction_batch"] = metrics["ict/selected_fraction"]
+    if "ict" in selections and "entropy" in selections:
+        metrics["ict/overlap/ict_entropy_jaccard"] = jaccard(
+            selections["ict"], selections["entropy"]
+        )
+    metrics["ict/dense_warmup"] = float(dense)
     return selected, metrics
 
 
-def _selection_metrics(stats, mask: torch.Tensor, selected: torch.Tensor) -> dict[str, float]:
-    out = {"ict/selected_fraction_batch": float(selected.sum() / mask.sum().clamp_min(1))}
-    for prefix, m in (("ict/valid", mask), ("ict/selected", selected)):
-        n = m.sum().clamp_min(1)
-        out[f"{prefix}/entropy"] = float((stats.entropy * m).sum() / n)
-        out[f"{prefix}/renyi2"] = float((stats.renyi2 * m).sum() / n)
-        out[f"{prefix}/js"] = float((stats.js * m).sum() / n)
-        out[f"{prefix}/prob"] = float((stats.logprob.exp() * m).sum() / n)
-    return out
+def _computable(method, batch_tensors) -> bool:
+    """Whether the batch holds the statistics `method` reads (JS only when the run computed it)."""
+    needs = method.needs()
+    return "kl" not in needs and ("js" not in needs or "ict_js" in batch_tensors)
+
+
+def _select(method, spec: IctVerlConfig, mask, stats, advantages, tokens, *, seed):
+    """ict.select.select_tokens with the resolved `method`'s settings (selector facts decide
+    whether a ratio and which options apply)."""
+    from ict.select import select_tokens
+    from ict.select.core import selector_facts
+
+    facts = selector_facts(method.selector)
+    options = {k: v for k, v in spec.selector_options.items() if k in facts["options"]}
+    selected = select_tokens(
+        method.selector, mask, stats=stats, advantages=advantages, tokens=tokens,
+        ratio=method.ratio if facts["takes_ratio"] else None, scope=method.scope,
+        granularity=spec.granularity, seed=seed, **options,
+    )  # fmt: skip
+    return selected.bool() & mask
 
 
 def _wrap_update_actor(original):
@@ -348,11 +372,14 @@ def _wrap_update_actor(original):
             if key in batch.batch.keys():
                 batch.batch.pop(key)
         batch.batch[ict_loss.SELECTED_KEY] = selected
-        batch.meta_info[ict_loss.NORMALIZE_KEY] = spec.normalize_by
+        method = spec.resolved()
+        batch.meta_info[ict_loss.NORMALIZE_KEY] = method.normalize_by
+        batch.meta_info[ict_loss.LOSS_AGG_KEY] = method.loss_agg
         try:
             actor_output = original(self, batch)
         finally:
             batch.meta_info.pop(ict_loss.NORMALIZE_KEY, None)
+            batch.meta_info.pop(ict_loss.LOSS_AGG_KEY, None)
         actor_output.meta_info.setdefault("metrics", {}).update(metrics)
         return actor_output
 
