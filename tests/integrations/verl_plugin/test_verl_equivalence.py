@@ -11,7 +11,12 @@ pytest.importorskip("verl")
 from verl_helpers import actor_config, packed_logits, verl_batch  # noqa: E402
 
 from ict.errors import ConfigError  # noqa: E402
-from ict.integrations.cases import assert_matches_native, equivalence_cases, selector_options  # noqa: E402
+from ict.integrations.cases import (  # noqa: E402
+    assert_matches_native,
+    case_divergence,
+    equivalence_cases,
+    selector_options,
+)
 from ict.integrations.verl import loss as verl_loss  # noqa: E402
 from ict.integrations.verl.config import IctVerlConfig, validate  # noqa: E402
 from ict.integrations.verl.hooks import _OldPolicyPass, score_micro_batch, select_batch  # noqa: E402
@@ -21,15 +26,8 @@ pytestmark = pytest.mark.verl
 CASES = equivalence_cases()
 AGG = {"token_mean": "token-mean", "seq_mean_token_mean": "seq-mean-token-mean",
        "seq_mean_token_sum_norm": "seq-mean-token-sum-norm"}  # fmt: skip
-# references verl does not compute (refused by validate with "not supported on verl"); the paper's
-# group_position among them (see ict.integrations.verl.config)
-UNSUPPORTED = {
-    "group_mean",
-    "sequence_mean",
-    "previous_token",
-    "reference_policy",
-    "group_position",
-}
+# references verl does not compute (refused by validate with "not supported on verl")
+UNSUPPORTED = {"group_mean", "sequence_mean", "previous_token", "reference_policy"}
 
 
 def _spec(o):
@@ -52,6 +50,25 @@ def verl_path(case, ranks=2, micro_batches=2):
     prompt_lens = [1 + (b % 3) for b in range(B)]
     shards = torch.arange(B).chunk(ranks)
 
+    if o["reference"] == "group_position":  # one pass per rank, each rank holding whole groups
+        G = int((case.group_ids == case.group_ids[0]).sum())
+        stats = {}
+        for rows in shards:
+            td = verl_batch(
+                [prompt_lens[i] for i in rows], case.tokens[rows], case.mask[rows], vocab=V
+            )
+            tu.assign_non_tensor(td, temperature=o["temperature"])
+            td["ict_group"] = case.group_ids[rows]
+            logits = packed_logits(td, case.logits[rows])
+            state = _OldPolicyPass(5, "group_position", group_size=G, divergence=case_divergence(o))
+            offsets = td["input_ids"].offsets()
+            for key, values in score_micro_batch(state, logits, td).items():
+                nested = torch.nested.nested_tensor_from_jagged(values, offsets)
+                stats.setdefault(key, []).append(no_padding_2_padding(nested, td))
+        return _driver_and_loss(
+            case, spec, {k: torch.cat(v) for k, v in stats.items()}, micro_batches
+        )
+
     # worker side, pass 1 on every rank, then the all-reduce of sum p and count
     batches, passes = [], []
     for rows in shards:
@@ -70,7 +87,12 @@ def verl_path(case, ranks=2, micro_batches=2):
             nested = torch.nested.nested_tensor_from_jagged(values, offsets)
             stats[key].append(no_padding_2_padding(nested, td))
     tensors = {k: torch.cat(v) for k, v in stats.items()}
+    return _driver_and_loss(case, spec, tensors, micro_batches)
 
+
+def _driver_and_loss(case, spec, tensors, micro_batches):
+    o = case.options
+    B = case.mask.shape[0]
     # driver side: global selection over the whole batch
     tensors.update(response_mask=case.mask.long(), advantages=case.advantages[:, None] * case.mask,
                    old_log_probs=case.old_logprob, responses=case.tokens)  # fmt: skip

@@ -123,19 +123,25 @@ def test_config_section_is_read_and_checked():
             {**base, "ict": {"method": "ict+stapo", "ratio": 0.2, "reference": "batch_mean"}}
         )
     )
-    assert ict.needs_js and ict.stats_request() == {"reference": "batch_mean", "chunk_size": 1024}
+    want = {"reference": "batch_mean", "chunk_size": 1024, "divergence": "js"}
+    assert ict.needs_js and ict.stats_request() == want
     # the earlier key `selector` still names the method
     old = {"selector": "ict+stapo", "reference": "batch_mean"}
     assert from_verl_config(OmegaConf.create({**base, "ict": old})).method == "ict+stapo"
-    # ict.method=ict is the paper's ICT (ict.methods): its group_position score is refused on verl
+    # ict.method=ict is the paper's ICT (ict.methods): group_position, per response, Sparse-GRPO
     paper = {**base, "actor_rollout_ref": {"actor": {"policy_loss": {"loss_mode": "ict"}}}}
-    with pytest.raises(ConfigError, match="ict.reference='group_position'.*set ict.reference"):
-        from_verl_config(OmegaConf.create(paper))
-    spec = from_verl_config(OmegaConf.create({**paper, "ict": {"reference": "batch_mean"}}))
+    spec = from_verl_config(OmegaConf.create(paper))
     m = spec.resolved()
-    assert (m.scope, m.loss_agg, m.dense_warmup_steps, m.ratio) == (
-        "sequence", "seq_mean_token_mean", 10, 0.10,
+    assert (m.reference, m.scope, m.loss_agg, m.dense_warmup_steps, m.ratio) == (
+        "group_position", "sequence", "seq_mean_token_mean", 10, 0.10,
     )  # fmt: skip
+    assert spec.stats_request()["reference"] == "group_position"
+    kl = from_verl_config(OmegaConf.create({**paper, "ict": {"method": "ict_kl"}}))
+    assert kl.stats_request()["divergence"] == "kl"
+    with pytest.raises(
+        ConfigError, match="ict.reference='sequence_mean'.* is not supported on verl"
+    ):
+        from_verl_config(OmegaConf.create({**paper, "ict": {"reference": "sequence_mean"}}))
     with pytest.raises(ConfigError, match="ict.scope='rank' is unknown"):
         from_verl_config(OmegaConf.create({**base, "ict": {"scope": "rank"}}))
     with pytest.raises(ConfigError, match="keeps no top fraction"):

@@ -10,7 +10,7 @@ names in LOSS_MODES). Everything else is optional; a setting left null is the me
       ratio: null             # the method's (ict 0.10, entropy 0.20, random 0.10)
       scope: null             # global (whole rollout batch, all ranks) or sequence; method's
       granularity: position   # position or token_id
-      reference: null         # score reference; verl implements batch_mean only (see below)
+      reference: null         # score reference: group_position (the paper's) or batch_mean
       loss_agg: null          # ict.loss aggregation; null: the method's, else actor.loss_agg_mode
       normalize_by: null      # selected or valid (the loss denominator); the method's
       dense_warmup_steps: null  # verl steps (rollout batches) that update every valid token
@@ -19,10 +19,15 @@ names in LOSS_MODES). Everything else is optional; a setting left null is the me
       selector_options: {}    # e.g. {prob_below: 0.01, entropy_quantile: 0.05} for stapo
 
 The paper's ICT scores by JS to the position-aligned group mean (`group_position`): the mean of the
-G rollouts' distributions at each aligned position needs every rollout of a prompt in the same
-micro-batch of the old-policy pass, which verl 0.9.1's log-prob micro-batching and
-`trainer.balance_batch` do not guarantee. verl therefore refuses it (ConfigError naming
-`ict.reference`) until that pass is implemented; use the native trainer or TRL for the paper's score.
+G = rollout.n rollouts' distributions at each aligned position. The plugin computes it with
+`ict.stats.token_stats` on each old-policy micro-batch, so every rollout of a prompt must be in the
+same micro-batch of the same data-parallel rank. The driver checks that the batch holds each
+prompt's rollouts in consecutive rows and that each rank's shard holds whole groups (else a
+ConfigError naming `trainer.balance_batch=False`, which reorders single rollouts, or the batch
+size); the workers keep groups whole in micro-batches (verl's `force_group_size` with dynamic batch
+sizes, else `log_prob_micro_batch_size_per_gpu` must be a multiple of rollout.n). Scores then equal
+the single-process ones. `batch_mean` (all-reduced over ranks, two forwards) is the other
+reference; the rest are refused.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ LOSS_MODES: dict[str, str] = {
     "ict_grpo": "grpo",
 }
 # What the verl old-policy pass computes (a subset of ict.stats.REFERENCES / ict.select SCOPES):
-VERL_REFERENCES = ("batch_mean",)  # the other references need more than one micro-batch's logits
+VERL_REFERENCES = ("group_position", "batch_mean")  # others need more than verl gives the hook
 VERL_SCOPES = ("global", "sequence")  # verl's micro-batches are not the selection's
 LOSS_AGG_TO_VERL = {  # ict.loss aggregation -> verl loss_agg_mode
     "token_mean": "token-mean",
@@ -81,15 +86,18 @@ class IctVerlConfig:
 
     @property
     def needs_js(self) -> bool:
-        """Whether the selector reads the JS score (ict.select facts; then the old-policy pass
-        runs twice)."""
-        return "js" in self.resolved().needs()
+        """Whether the selector reads the ICT score, JS or KL (ict.select facts): then the workers
+        compute it (batch_mean: a second forward; group_position: the same one)."""
+        needs = self.resolved().needs()
+        return "js" in needs or "kl" in needs
 
     def stats_request(self) -> dict[str, Any]:
         """What the workers compute during the old-policy forward (sent as batch meta-data)."""
+        method = self.resolved()
         return {
-            "reference": self.resolved().reference if self.needs_js else None,
+            "reference": method.reference if self.needs_js else None,
             "chunk_size": self.chunk_size,
+            "divergence": "kl" if "kl" in method.needs() else "js",
         }
 
 
@@ -150,15 +158,15 @@ def validate(spec: IctVerlConfig, cfg: Any = None) -> None:
         if value is not None and value not in allowed:
             raise ConfigError(f"ict.{name}={value!r} is unknown: use one of {list(allowed)}")
     facts = selector_facts(method.selector)
-    if "kl" in facts["needs"]:
+    if "kl" in facts["needs"] and method.reference != "group_position":
         raise ConfigError(
-            f"ict.method={spec.method!r} scores by KL to the group-position mean, which is not "
-            "supported on verl: use the native trainer (`ict train`) or TRL"
+            f"ict.method={spec.method!r} scores by KL to the group-position mean: "
+            f"ict.reference={method.reference!r} is not supported with it; drop ict.reference"
         )
-    if facts["needs"] and "js" in facts["needs"] and method.reference not in VERL_REFERENCES:
+    if spec.needs_js and method.reference not in VERL_REFERENCES:
         raise ConfigError(
             f"ict.reference={method.reference!r} (the method's unless set) is not supported on "
-            f"verl (supported: {list(VERL_REFERENCES)}): set ict.reference=batch_mean, or use "
+            f"verl (supported: {list(VERL_REFERENCES)}): set ict.reference to one of them, or use "
             "the native trainer (`ict train`) or TRL for the other references"
         )
     if method.scope not in VERL_SCOPES:

@@ -120,3 +120,46 @@ def scatter_packed(values: Tensor, rows: ResponseRows, total: int) -> Tensor:
     out = torch.zeros(total, dtype=values.dtype, device=values.device)
     out[rows.packed.to(values.device)] = values
     return out
+
+
+def group_position_stats(
+    logits: Tensor,
+    rows: ResponseRows,
+    tokens: Tensor,
+    group_ids: Tensor,
+    temperature: float,
+    *,
+    chunk_size: int | None = None,
+    process_group=None,
+    divergence: str = "js",
+) -> dict[str, Tensor]:
+    """The paper's score (reference "group_position") of one micro-batch by `ict.stats.token_stats`.
+
+    logits: [N, V] the flattened rows (packed [nnz, V] or padded [B * L, V]), unscaled.
+    rows: the response positions (`response_rows`); tokens: LongTensor[N] the token each row
+    predicts; group_ids: LongTensor[b] prompt index of each sequence (every rollout of a prompt in
+    this micro-batch, checked by the caller). Returns float32 [n] entropy, renyi2, js (and kl).
+
+    verl's layout reaches ict.stats without a copy of the logits: a [b, N, V] view with stride 0
+    over the sequences, where sequence i's valid positions are the rows predicting its response
+    tokens, so `token_stats` aligns position k of every rollout of a prompt as it does natively.
+    Only a [b, N] mask and token grid are built.
+    """
+    from ict.stats import token_stats
+
+    b = int(group_ids.numel())
+    n_rows, vocab = logits.shape
+    view = logits.unsqueeze(0).expand(b, n_rows, vocab)
+    mask = torch.zeros(b, n_rows, dtype=torch.bool, device=logits.device)
+    mask[rows.batch, rows.flat] = True
+    grid = torch.zeros(b, n_rows, dtype=torch.long, device=logits.device)
+    grid[rows.batch, rows.flat] = tokens[rows.flat].to(logits.device)
+    stats = token_stats(
+        view, grid, mask, temperature=temperature, reference="group_position",
+        group_ids=group_ids.to(logits.device), chunk_size=chunk_size,
+        process_group=process_group, divergence=divergence,
+    )  # fmt: skip
+    out = {f: getattr(stats, f)[rows.batch, rows.flat] for f in ("entropy", "renyi2", "js")}
+    if stats.kl is not None:
+        out["kl"] = stats.kl[rows.batch, rows.flat]
+    return out
