@@ -128,3 +128,40 @@ def test_same_selection_and_loss_as_native(case):
 def test_unsupported_reference_is_refused_clearly(case):
     with pytest.raises(ConfigError, match="not supported on verl"):
         verl_path(case)
+
+
+def test_a_registered_selector_runs_in_verl_without_edits():
+    """A selector registered by a user (here, inside the test) is a valid ict.method on verl, its
+    options are checked against its facts, and the verl path selects and scores like native."""
+    import dataclasses
+
+    from omegaconf import OmegaConf
+
+    from ict.integrations.verl.config import from_verl_config
+    from ict.select import SELECTORS
+    from ict.select.core import register_selector
+
+    @register_selector("test_low_prob", default_ratio=0.3, needs=("logprob", "advantages"))
+    def low_prob(ctx, *, weight: float = 0.0):
+        stats = ctx.require_stats("test_low_prob", "logprob")
+        return -stats.logprob + weight * ctx.require_advantages("test_low_prob")
+
+    try:
+        base = {"actor_rollout_ref": {"actor": {"policy_loss": {"loss_mode": "ict"}}}}
+        section = {"method": "test_low_prob", "selector_options": {"weight": 3.0}}
+        spec = from_verl_config(OmegaConf.create({**base, "ict": section}))
+        assert (spec.selector, spec.resolved().ratio, spec.needs_js) == (
+            "test_low_prob",
+            0.3,
+            False,
+        )
+        with pytest.raises(ConfigError, match="not options of 'test_low_prob'"):
+            bad = {"method": "test_low_prob", "selector_options": {"wieght": 3.0}}
+            from_verl_config(OmegaConf.create({**base, "ict": bad}))
+        case = CASES[0]
+        case = dataclasses.replace(case, options={**case.options, "method": "test_low_prob"})
+        selected, loss = verl_path(case)
+        assert_matches_native(case, selected, loss)
+        assert int(selected.sum()) == -(-3 * int(case.mask.sum()) // 10)  # its own ratio, 0.3
+    finally:
+        SELECTORS.pop("test_low_prob")
