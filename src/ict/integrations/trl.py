@@ -10,14 +10,18 @@ How it plugs in (three overrides, nothing else of TRL is replaced):
 
 1. `_generate_and_score_completions`: after TRL has sampled and scored a generation batch, run one
    no-grad forward of the policy that produced it (the old policy) through the backbone, and compute
-   H, H2, log p(y) and the JS score from the final hidden states and the LM head weight with
-   `ict.stats.token_stats_from_hidden` (chunked: the [tokens x V] logits are never built). The
-   `batch_mean` reference is all-reduced over ranks. Per-token statistics travel with the batch.
+   H, H2, log p(y) and the method's score (JS, or KL for ict_kl) from the final hidden states and
+   the LM head weight with `ict.stats.token_stats_from_hidden` (chunked: the [tokens x V] logits
+   are never built). The paper's `group_position` reference needs each process to hold whole
+   groups of `num_generations` rows (checked, see `check_whole_groups`); `batch_mean` is
+   all-reduced over ranks. Per-token statistics travel with the batch.
 2. `_prepare_inputs`: once TRL has shuffled and split the generation batch into micro-batches, select
-   tokens with `ict.select.select_tokens` over the whole batch of every rank (`scope="global"`,
-   rows put back in generation order first, so the selection does not depend on the shuffle or on
-   the number of ranks) or per micro-batch (`scope="micro_batch"`). With `normalize_by="selected"`
-   the token-mean normaliser (`num_items_in_batch`) becomes the global number of selected tokens.
+   tokens with `ict.select.select_tokens` under the method's scope (`ict.methods`; rows put back
+   in generation order first, so the selection does not depend on the shuffle or on the number of
+   ranks; "global" spans every rank, "micro_batch" is TRL's per-device micro-batch). During the
+   method's dense warm-up every valid token is selected. With `normalize_by="selected"` the
+   token-mean normaliser (`num_items_in_batch`) becomes the global number of selected tokens.
+   Metrics: `ict.metrics.token_metrics` over every rank's rows, `ict.select.jaccard`.
 3. `_compute_loss`: the selection is multiplied into TRL's loss mask (`tool_mask`), and TRL's own
    loss runs unchanged: clip `epsilon`/`epsilon_high`, `delta` (dual clip), KL (`beta`), vLLM
    importance-sampling correction, entropy bonus and loss types.
