@@ -86,12 +86,18 @@ def main(argv=None):
     )
     p.add_argument("--model", default="Qwen/Qwen2.5-1.5B-Instruct")
     p.add_argument(
-        "--method", default="ict", help="ict | grpo | entropy | stapo | random | ict+stapo"
+        "--method",
+        default="ict",
+        help="ict (the paper's) | ict_batch_mean | grpo | entropy | stapo | random | ict+stapo",
     )
     p.add_argument(
         "--ratio", type=float, default=None, help="fraction of tokens kept (default per method)"
     )
-    p.add_argument("--reference", default="batch_mean")
+    p.add_argument("--reference", default=None, help="default: the method's (ict: group_position)")
+    p.add_argument(
+        "--dense-warmup-steps", type=int, default=None,
+        help="optimizer steps updating every valid token first (default: the method's, ict 10)",
+    )  # fmt: skip
     p.add_argument("--output-dir", default="runs/trl-ict")
     p.add_argument("--max-steps", type=int, default=500)
     p.add_argument("--num-generations", type=int, default=16)
@@ -112,8 +118,8 @@ def main(argv=None):
 
     common = dict(
         method=a.method, ratio=a.ratio, reference=a.reference,
-        # the 20-Entropy / DAPO recipe: clip 0.2 / 0.28, token mean, no KL, temperature 1.0
-        epsilon=0.2, epsilon_high=0.28, loss_agg="token_mean", beta=0.0, temperature=1.0,
+        # the loss aggregation is the method's (ict: Sparse-GRPO); clip 0.2 / 0.28, no KL, T = 1
+        epsilon=0.2, epsilon_high=0.28, beta=0.0, temperature=1.0,
         output_dir=a.output_dir, seed=a.seed, logging_steps=1, report_to=[],
     )  # fmt: skip
     if a.quick:
@@ -123,6 +129,7 @@ def main(argv=None):
         dataset = synthetic_dataset(64, a.seed)
         args = GRPOConfig(
             **common, **precision_kwargs(a.autocast, "cpu"),
+            dense_warmup_steps=1 if a.dense_warmup_steps is None else a.dense_warmup_steps,
             max_steps=min(a.max_steps, 3), per_device_train_batch_size=8, num_generations=4,
             max_completion_length=8, learning_rate=1e-3, use_cpu=True, save_strategy="no",
         )  # fmt: skip
@@ -133,7 +140,7 @@ def main(argv=None):
         precision = precision_kwargs(a.autocast, "cuda" if torch.cuda.is_available() else "cpu")
         dtype = "bfloat16" if precision["bf16"] else "float32"  # fp16 AMP needs float32 weights
         args = GRPOConfig(
-            **common, max_steps=a.max_steps, per_device_train_batch_size=a.per_device_batch,
+            **common, dense_warmup_steps=a.dense_warmup_steps, max_steps=a.max_steps, per_device_train_batch_size=a.per_device_batch,
             gradient_accumulation_steps=a.grad_accum, num_generations=a.num_generations,
             max_completion_length=a.max_completion_length, learning_rate=a.lr, **precision,
             use_vllm=a.use_vllm, vllm_mode=a.vllm_mode, gradient_checkpointing=True,

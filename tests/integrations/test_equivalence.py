@@ -17,6 +17,7 @@ import math
 import pytest
 import torch
 
+from ict.errors import ConfigError
 from ict.integrations.cases import (
     DEFAULT_OPTIONS,
     assert_matches_native,
@@ -79,14 +80,15 @@ def trl_trainer(tmp_path_factory):
 def trl_path(trainer, case):
     """Run a case through ICTGRPOTrainer's own code: its statistics call, its selection and
     normaliser (`_ict_apply_selection`), and TRL's loss (`_compute_loss`) on the case's log-probs."""
-    from ict.integrations.trl import LOSS_AGG_TO_TRL, TokenStats
+    from ict.integrations.trl import LOSS_AGG_TO_TRL
 
     o = case.options
     a = trainer.args
     a.method, a.ratio, a.reference, a.scope, a.granularity = (
         o["method"], o["ratio"], o["reference"], o["scope"], o["granularity"],
     )  # fmt: skip
-    a.normalize_by, a.seed = o["normalize_by"], o["seed"]
+    a.normalize_by, a.seed, a.loss_agg = o["normalize_by"], o["seed"], o["loss_agg"]
+    a.dense_warmup_steps = 0  # the cases compare one selected step (the warm-up is tested apart)
     a.stapo_prob_below, a.stapo_entropy_quantile = o["prob_below"], o["entropy_quantile"]
     a.delta = o["dual_clip"]  # TRL's two-sided clip == dual clip for A < 0 (delta > 1 + eps_high)
     trainer.loss_type = LOSS_AGG_TO_TRL[o["loss_agg"]]
@@ -108,7 +110,7 @@ def trl_path(trainer, case):
         "old_per_token_logps": case.old_logprob,
         "num_items_in_batch": case.mask.sum(),  # TRL's own: the number of valid tokens
         "ict_row": torch.arange(B),
-        **{f"ict_{f}": getattr(stats, f) for f in TokenStats.__dataclass_fields__},
+        **{f"ict_{f}": getattr(stats, f) for f in ("entropy", "renyi2", "logprob", "js", "kl")},
     }
     trainer._ict_apply_selection([batch], "train")
 
@@ -130,3 +132,59 @@ def trl_path(trainer, case):
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_trl_matches_native(trl_trainer, case):
     assert_matches_native(case, *trl_path(trl_trainer, case))
+
+
+@pytest.fixture
+def registered_selector():
+    """A selector registered by a user (inside the test): the lowest old-policy probabilities,
+    shifted by `weight` x advantage. Removed again afterwards."""
+    from ict.select import SELECTORS
+    from ict.select.core import register_selector
+
+    @register_selector("test_low_prob", default_ratio=0.3, needs=("logprob", "advantages"))
+    def low_prob(ctx, *, weight: float = 0.0):
+        stats = ctx.require_stats("test_low_prob", "logprob")
+        return -stats.logprob + weight * ctx.require_advantages("test_low_prob")
+
+    yield "test_low_prob"
+    SELECTORS.pop("test_low_prob")
+
+
+@pytest.mark.trl
+def test_a_registered_selector_runs_in_trl_without_edits(
+    trl_trainer, registered_selector, tmp_path
+):
+    """ICTGRPOConfig accepts it and its options (facts read from the Selector); the trainer selects
+    with it exactly as ict.select does, options included."""
+    from ict.integrations.trl import ICTGRPOConfig
+    from ict.select import select_tokens
+
+    with pytest.raises(ConfigError, match="not options"):
+        ICTGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[],
+                      method=registered_selector, selector_options={"wieght": 1.0})  # fmt: skip
+    args = ICTGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[],
+                         method=registered_selector, selector_options={"weight": 3.0})  # fmt: skip
+    m = args.ict_method()
+    assert (m.selector, m.ratio, m.scope) == (registered_selector, 0.3, "global")
+
+    case = CASES[0]
+    a = trl_trainer.args
+    saved = (a.method, a.selector_options, a.ratio, a.scope, a.reference, a.dense_warmup_steps)
+    try:
+        a.method, a.selector_options, a.ratio, a.scope = (
+            registered_selector,
+            {"weight": 3.0},
+            None,
+            None,
+        )
+        a.reference, a.dense_warmup_steps = "batch_mean", 0
+        stats = trl_trainer.ict_stats_from_hidden(
+            case.hidden, case.lm_head_weight, None, case.tokens, case.mask, case.group_ids
+        )
+        got = trl_trainer.ict_select(a.method, stats, case.mask, case.advantages, case.tokens)
+    finally:
+        a.method, a.selector_options, a.ratio, a.scope, a.reference, a.dense_warmup_steps = saved
+    want = select_tokens(registered_selector, case.mask, stats=stats, advantages=case.advantages,
+                         weight=3.0)  # fmt: skip
+    plain = select_tokens(registered_selector, case.mask, stats=stats, advantages=case.advantages)
+    assert torch.equal(got, want) and not torch.equal(want, plain)  # the option reached it

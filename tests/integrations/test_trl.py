@@ -55,6 +55,8 @@ def test_check_trl_version():
         (dict(top_entropy_quantile=0.2), "top_entropy_quantile=0.2 is TRL's own entropy mask"),
         (dict(reference="reference_policy"), "set beta"),
         (dict(loss_agg="mean"), "loss_agg='mean' is unknown"),
+        (dict(dense_warmup_steps=-1), "dense_warmup_steps=-1 must be an integer >= 0"),
+        (dict(selector_options={"alpha": 1}), r"selector_options \['alpha'\] are not options"),
     ],
 )
 def test_config_errors_name_the_fix(tmp_path, overrides, match):
@@ -68,20 +70,40 @@ def test_config_maps_loss_agg_and_defaults(tmp_path):
         assert args.loss_type == loss_type
     args = ICTGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[])
     assert (args.method, args.epsilon, args.epsilon_high, args.beta) == ("ict", 0.2, 0.28, 0.0)
-    assert (args.loss_type, args.normalize_by, args.reference, args.scope) == (
+    # method="ict" is the paper's ICT (ict.methods): Sparse-GRPO = TRL's "grpo" loss type
+    m = args.ict_method()
+    assert (args.loss_type, m.normalize_by, m.reference, m.scope, m.ratio) == (
+        "grpo", "selected", "group_position", "sequence", 0.10,
+    )  # fmt: skip
+    assert m.dense_warmup_steps == 10
+    # explicit settings override the method's; the batch-mean ablation keeps its token mean
+    args = ICTGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[],
+                         reference="batch_mean", dense_warmup_steps=0)  # fmt: skip
+    assert (args.ict_method().reference, args.ict_method().dense_warmup_steps) == ("batch_mean", 0)
+    args = ICTGRPOConfig(
+        output_dir=str(tmp_path), use_cpu=True, report_to=[], method="ict_batch_mean"
+    )
+    m = args.ict_method()
+    assert (args.loss_type, m.reference, m.scope, m.selector) == (
         "dapo",
-        "selected",
         "batch_mean",
         "global",
+        "ict",
     )
+    # a method that fixes no loss_agg keeps TRL's loss_type
+    args = ICTGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], method="grpo",
+                         loss_type="cispo")  # fmt: skip
+    assert args.loss_type == "cispo"
 
 
 @pytest.mark.parametrize("method", METHODS)
 def test_trl_steps_train_only_selected_tokens(tmp_path, method):
     # stapo thresholds loosened so that the tiny random model has spurious tokens to silence
+    # the batch-mean, global, token-mean settings, stated (not the paper's ICT defaults)
     trainer = run_tiny(
         tmp_path, method=method, gradient_accumulation_steps=2, stapo_prob_below=0.2,
-        stapo_entropy_quantile=0.9,
+        stapo_entropy_quantile=0.9, scope="global", reference="batch_mean", loss_agg="token_mean",
+        dense_warmup_steps=0,
     )  # fmt: skip
     assert len(trainer.records) == 4  # 2 steps x 2 micro-batches
     batch = _whole_batch(trainer.records)
@@ -150,7 +172,8 @@ def test_trl_steps_train_only_selected_tokens(tmp_path, method):
     ):
         assert key in logged, key
     assert logged["valid/renyi2"] <= logged["valid/entropy"] + 1e-6
-    ict_sel = select_tokens("ict", valid, stats=stats)
+    # the ICT diagnostic is the run's own selection when the method is ict, else ICT's defaults
+    ict_sel = selected if method == "ict" else select_tokens("ict", valid, stats=stats)
     ent_sel = select_tokens("entropy", valid, stats=stats)
     want_j = int((ict_sel & ent_sel).sum()) / int((ict_sel | ent_sel).sum())
     assert logged["overlap/ict_entropy_jaccard"] == pytest.approx(want_j, abs=1e-6)
@@ -160,8 +183,11 @@ def test_trl_grpo_method_is_plain_trl(tmp_path):
     """method='grpo' with normalize_by='valid' trains exactly like TRL's GRPOTrainer (same seed)."""
     from trl import GRPOTrainer
 
-    ours = run_tiny(tmp_path / "a", method="grpo", normalize_by="valid")
-    plain = run_tiny(tmp_path / "b", trainer_class=recording_trainer_class(GRPOTrainer))
+    ours = run_tiny(tmp_path / "a", method="grpo", normalize_by="valid", loss_agg="token_mean")
+    plain = run_tiny(  # the same config object type; GRPOTrainer reads only TRL's fields of it
+        tmp_path / "b", trainer_class=recording_trainer_class(GRPOTrainer), loss_agg="token_mean"
+    )
+    assert ours.loss_type == plain.loss_type == "dapo"
     assert len(ours.records) == len(plain.records) == 2
     for a, b in zip(ours.records, plain.records, strict=True):
         assert torch.equal(a["inputs"]["completion_ids"], b["inputs"]["completion_ids"])
@@ -182,7 +208,7 @@ def test_trl_loss_aggregations_match_native_over_micro_batches(tmp_path, loss_ag
     """Each micro-batch's loss is the native loss with the whole generation batch's normaliser."""
     trainer = run_tiny(
         tmp_path, method="ict", ratio=0.3, loss_agg=loss_agg, normalize_by=normalize_by,
-        gradient_accumulation_steps=2, max_steps=1,
+        gradient_accumulation_steps=2, max_steps=1, scope="global", dense_warmup_steps=0,
     )  # fmt: skip
     batch = _whole_batch(trainer.records)
     valid, selected = batch["completion_mask"].bool(), batch["ict_selected"]
@@ -213,7 +239,10 @@ def test_example_script_quick_runs(tmp_path):
     trainer = main(["--quick", "--output-dir", str(tmp_path)])
     steps = [row for row in trainer.state.log_history if "selected_fraction" in row]
     assert len(steps) == 3
-    assert all(0.1 <= row["selected_fraction"] < 0.2 for row in steps)  # ceil(0.1 N) / N, N ~ 64
+    # --quick: one dense warm-up step, then the paper's top 10% of each response (at least one)
+    assert [row["dense_warmup"] for row in steps] == [1.0, 0.0, 0.0]
+    assert steps[0]["selected_fraction"] == 1.0
+    assert all(0.1 <= row["selected_fraction"] < 0.5 for row in steps[1:])
 
 
 def _js(p, q):
@@ -264,3 +293,34 @@ def test_reference_policy_reference_starts_at_zero(tmp_path):
     first, second = trainer.records[0]["inputs"], trainer.records[1]["inputs"]
     assert first["ict_js"].abs().max() < 1e-6
     assert second["ict_js"][second["completion_mask"].bool()].min() > 0
+
+
+def test_paper_ict_dense_warmup_then_top_tenth_of_each_response(tmp_path):
+    """method='ict' (the paper's): dense for the first dense_warmup_steps optimizer steps, then the
+    top 10% of each response by JS to the position-aligned group mean (ict.stats group_position)."""
+    trainer = run_tiny(tmp_path, method="ict", dense_warmup_steps=1, max_steps=2)
+    assert trainer.args.loss_type == "grpo"
+    steps = [row for row in trainer.state.log_history if "selected_fraction" in row]
+    assert [row["dense_warmup"] for row in steps] == [1.0, 0.0]
+    for index, rec in enumerate(trainer.records):
+        inp = rec["inputs"]
+        valid = inp["completion_mask"].bool()
+        if index == 0:  # warm-up: every valid token, TRL's own GRPO
+            assert torch.equal(inp["ict_selected"], valid)
+            continue
+        stats = TokenStats(**{f: inp[f"ict_{f}"] for f in FIELDS})
+        want = select_tokens("ict", valid, stats=stats)  # ict's default scope: per response
+        assert torch.equal(inp["ict_selected"], want)
+        counts = inp["ict_selected"].sum(-1)
+        assert torch.equal(counts, torch.ceil(0.1 * valid.sum(-1)).long())
+
+
+def test_group_split_across_processes_is_refused_naming_the_setting():
+    from ict.integrations.trl import check_whole_groups
+
+    check_whole_groups(8, 4, 2, "train")  # whole groups per process
+    check_whole_groups(2, 4, 1, "train")  # one process holds every group
+    with pytest.raises(ConfigError, match="per_device_train_batch_size \\* steps_per_generation"):
+        check_whole_groups(2, 4, 2, "train")
+    with pytest.raises(ConfigError, match="per_device_eval_batch_size"):
+        check_whole_groups(6, 4, 2, "eval")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
@@ -25,11 +26,17 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _run_two_ranks(out: Path, method: str) -> list[dict]:
+# the batch-mean ICT over the whole batch (one global top-k across ranks), no warm-up
+BATCH_MEAN = {"reference": "batch_mean", "scope": "global", "loss_agg": "token_mean",
+              "dense_warmup_steps": 0}  # fmt: skip
+
+
+def _launch(out: Path, method: str, settings: dict):
+    """torchrun 2 ranks of the worker; returns (returncode, log)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONWARNINGS": "ignore"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
            "--master_addr", "127.0.0.1", "--master_port", str(_free_port()),
-           str(HERE / "_trl_dist_worker.py"), str(out), method]  # fmt: skip
+           str(HERE / "_trl_dist_worker.py"), str(out), method, json.dumps(settings)]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=HERE, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)  # fmt: skip
     try:
@@ -38,7 +45,12 @@ def _run_two_ranks(out: Path, method: str) -> list[dict]:
         os.killpg(proc.pid, signal.SIGKILL)  # the launcher and both workers
         log, _ = proc.communicate()
         pytest.fail("torchrun with 2 ranks did not finish in 180 s:\n" + log[-3000:])
-    assert proc.returncode == 0, log[-5000:]
+    return proc.returncode, log
+
+
+def _run_two_ranks(out: Path, method: str, settings: dict) -> list[dict]:
+    returncode, log = _launch(out, method, settings)
+    assert returncode == 0, log[-5000:]
     ranks = [torch.load(out / f"rank{r}.pt") for r in range(2)]
     assert [r["world"] for r in ranks] == [2, 2]
     return ranks
@@ -61,7 +73,7 @@ def _concat_in_generation_order(ranks: list[dict]) -> dict:
     return out
 
 
-def _one_process_selection(tmp_path, method, batch):
+def _one_process_selection(tmp_path, method, batch, settings):
     from _trl_helpers import tiny_config, toy_dataset, toy_reward
 
     from ict.integrations.trl import ICTGRPOTrainer
@@ -69,7 +81,8 @@ def _one_process_selection(tmp_path, method, batch):
 
     model, tokenizer = tiny_model_and_tokenizer(seed=0)  # the weights the ranks started from
     trainer = ICTGRPOTrainer(
-        model=model, reward_funcs=toy_reward, args=tiny_config(tmp_path / "one", method=method),
+        model=model, reward_funcs=toy_reward,
+        args=tiny_config(tmp_path / "one", method=method, **settings),
         train_dataset=toy_dataset(), processing_class=tokenizer,
     )  # fmt: skip
     valid = batch["completion_mask"].bool()
@@ -83,14 +96,14 @@ def _one_process_selection(tmp_path, method, batch):
     return stats, selected
 
 
-def _check(tmp_path, method):
-    ranks = _run_two_ranks(tmp_path, method)
+def _check(tmp_path, method, settings=BATCH_MEAN):
+    ranks = _run_two_ranks(tmp_path, method, settings)
     batch = _concat_in_generation_order(ranks)
     assert torch.equal(batch["ict_row"], torch.arange(batch["ict_row"].numel()))  # 8 rows, no gaps
     assert not torch.equal(
         ranks[0]["completion_ids"], ranks[1]["completion_ids"]
     )  # different data per rank
-    stats, selected = _one_process_selection(tmp_path, method, batch)
+    stats, selected = _one_process_selection(tmp_path, method, batch, settings)
     torch.testing.assert_close(batch["ict_js"], stats.js, atol=1e-6, rtol=1e-4)
     torch.testing.assert_close(batch["ict_entropy"], stats.entropy, atol=1e-5, rtol=1e-5)
     assert torch.equal(batch["ict_selected"], selected)
@@ -111,3 +124,22 @@ def test_two_ranks_select_like_one_process_ict(tmp_path):
 @pytest.mark.parametrize("method", ["entropy", "ict+stapo"])
 def test_two_ranks_select_like_one_process(tmp_path, method):
     _check(tmp_path, method)
+
+
+def test_two_ranks_compute_the_papers_group_position_score_like_one_process(tmp_path):
+    """method='ict' (the paper's): 4 completions per prompt, 4 rows per process, so each process
+    holds whole groups and the position-aligned group mean is the one-process one."""
+    batch = _check(tmp_path, "ict", {"dense_warmup_steps": 0})
+    valid = batch["completion_mask"].bool()
+    assert (batch["ict_js"][valid] > 0).any()  # not vacuous
+    # the top 10% of each response: ceil(0.1 * its valid tokens)
+    want = torch.ceil(0.1 * valid.sum(-1)).long()
+    assert torch.equal(batch["ict_selected"].sum(-1), want)
+
+
+def test_a_group_split_across_processes_is_refused_naming_the_setting(tmp_path):
+    """2 rows per process with 4 completions per prompt: TRL splits every group over 2 ranks."""
+    returncode, log = _launch(tmp_path, "ict", {"per_device_train_batch_size": 2})
+    assert returncode != 0
+    assert "per_device_train_batch_size * steps_per_generation = 2" in log
+    assert "num_generations = 4" in log

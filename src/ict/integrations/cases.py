@@ -48,6 +48,26 @@ _CASES = [
     ("grpo_token_mean_eps_sym", {"method": "grpo", "eps_high": 0.2}),
     ("random_seed_3", {"method": "random", "seed": 3}),
     ("ict_temperature_0.7", {"temperature": 0.7}),
+    # the paper's ICT: JS to the position-aligned group mean, top 10% per response, Sparse-GRPO
+    (
+        "ict_paper_group_position",
+        {"reference": "group_position", "scope": "sequence", "loss_agg": "seq_mean_token_mean"},
+    ),
+    ("ict_group_position_global", {"reference": "group_position", "ratio": 0.2}),
+    (
+        "ict_kl_group_position",
+        {"method": "ict_kl", "reference": "group_position", "scope": "sequence"},
+    ),
+    (
+        "ict_group_position_valid_t0.7",
+        {
+            "reference": "group_position",
+            "scope": "sequence",
+            "normalize_by": "valid",
+            "temperature": 0.7,
+            "ratio": 0.3,
+        },
+    ),  # fmt: skip
 ]
 
 
@@ -120,13 +140,20 @@ def equivalence_cases(
 
 
 def selector_options(options: dict) -> dict:
-    """The keyword options `ict.select.select_tokens` takes for this case's method."""
-    if "stapo" in options["method"].split("+"):
-        return {
-            "prob_below": options["prob_below"],
-            "entropy_quantile": options["entropy_quantile"],
-        }
-    return {}
+    """The keyword options `ict.select.select_tokens` takes for this case's method: the STAPO
+    thresholds, for the selectors that declare them (ict.select facts)."""
+    from ict.select.core import selector_facts
+
+    declared = selector_facts(options["method"])["options"]
+    given = {"prob_below": options["prob_below"], "entropy_quantile": options["entropy_quantile"]}
+    return {k: v for k, v in given.items() if k in declared}
+
+
+def case_divergence(options: dict) -> str:
+    """ "kl" when the case's selector reads the KL score (ict.select facts), else "js"."""
+    from ict.select.core import selector_facts
+
+    return "kl" if "kl" in selector_facts(options["method"])["needs"] else "js"
 
 
 def native_reference(case: EquivalenceCase) -> tuple[torch.Tensor, torch.Tensor]:
@@ -138,7 +165,7 @@ def native_reference(case: EquivalenceCase) -> tuple[torch.Tensor, torch.Tensor]
     o = case.options
     stats = token_stats_from_hidden(
         case.hidden, case.lm_head_weight, case.tokens, case.mask, temperature=o["temperature"],
-        reference=o["reference"], group_ids=case.group_ids,
+        reference=o["reference"], group_ids=case.group_ids, divergence=case_divergence(o),
     )  # fmt: skip
     selected = select_tokens(
         o["method"], case.mask, stats=stats, advantages=case.advantages, tokens=case.tokens,

@@ -10,14 +10,18 @@ How it plugs in (three overrides, nothing else of TRL is replaced):
 
 1. `_generate_and_score_completions`: after TRL has sampled and scored a generation batch, run one
    no-grad forward of the policy that produced it (the old policy) through the backbone, and compute
-   H, H2, log p(y) and the JS score from the final hidden states and the LM head weight with
-   `ict.stats.token_stats_from_hidden` (chunked: the [tokens x V] logits are never built). The
-   `batch_mean` reference is all-reduced over ranks. Per-token statistics travel with the batch.
+   H, H2, log p(y) and the method's score (JS, or KL for ict_kl) from the final hidden states and
+   the LM head weight with `ict.stats.token_stats_from_hidden` (chunked: the [tokens x V] logits
+   are never built). The paper's `group_position` reference needs each process to hold whole
+   groups of `num_generations` rows (checked, see `check_whole_groups`); `batch_mean` is
+   all-reduced over ranks. Per-token statistics travel with the batch.
 2. `_prepare_inputs`: once TRL has shuffled and split the generation batch into micro-batches, select
-   tokens with `ict.select.select_tokens` over the whole batch of every rank (`scope="global"`,
-   rows put back in generation order first, so the selection does not depend on the shuffle or on
-   the number of ranks) or per micro-batch (`scope="micro_batch"`). With `normalize_by="selected"`
-   the token-mean normaliser (`num_items_in_batch`) becomes the global number of selected tokens.
+   tokens with `ict.select.select_tokens` under the method's scope (`ict.methods`; rows put back
+   in generation order first, so the selection does not depend on the shuffle or on the number of
+   ranks; "global" spans every rank, "micro_batch" is TRL's per-device micro-batch). During the
+   method's dense warm-up every valid token is selected. With `normalize_by="selected"` the
+   token-mean normaliser (`num_items_in_batch`) becomes the global number of selected tokens.
+   Metrics: `ict.metrics.token_metrics` over every rank's rows, `ict.select.jaccard`.
 3. `_compute_loss`: the selection is multiplied into TRL's loss mask (`tool_mask`), and TRL's own
    loss runs unchanged: clip `epsilon`/`epsilon_high`, `delta` (dual clip), KL (`beta`), vLLM
    importance-sampling correction, entropy bonus and loss types.
@@ -62,7 +66,10 @@ from accelerate.utils import is_peft_model  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 from trl.trainer.utils import maybe_gather_lm_head_ctx  # noqa: E402
 
-from ict.select import SELECTORS, available_selectors, select_tokens  # noqa: E402
+from ict.loss.policy import LOSS_AGGREGATIONS, NORMALIZE_BY  # noqa: E402
+from ict.methods import Method, get_method  # noqa: E402
+from ict.select import GRANULARITIES, SCOPES, jaccard, select_tokens  # noqa: E402
+from ict.select.core import selector_facts  # noqa: E402
 from ict.stats import REFERENCES, TokenStats, token_stats_from_hidden  # noqa: E402
 
 LOSS_AGG_TO_TRL = {
@@ -70,48 +77,64 @@ LOSS_AGG_TO_TRL = {
     "seq_mean_token_mean": "grpo",
     "seq_mean_token_sum_norm": "dr_grpo",
 }
+assert set(LOSS_AGG_TO_TRL) == set(LOSS_AGGREGATIONS), "map every ict.loss aggregation to TRL"
 # TRL loss types whose normaliser is `num_items_in_batch` or independent of the mask: both
 # `normalize_by` choices are expressible. The others divide by the (selected) mask itself.
 _NORMALIZE_BY_VALID_OK = ("dapo", "cispo", "vespo", "dr_grpo")
-SCOPES = ("global", "micro_batch", "sequence")
-GRANULARITIES = ("position", "token_id")
 _STAT_FIELDS = ("entropy", "renyi2", "logprob", "js")
+DIAGNOSTIC_METHODS = ("ict", "entropy", "stapo")  # selections logged on every batch (as native)
 
 
 @dataclass
 class ICTGRPOConfig(GRPOConfig):
-    """`GRPOConfig` plus the ict token-selection options (METHOD.md). Defaults follow METHOD.md:
-    clip-higher `epsilon_high=0.28`, `loss_type="dapo"` (global token mean), `beta=0`."""
+    """`GRPOConfig` plus the ict method and its settings (ict.methods). `method="ict"` (default) is
+    the paper's ICT: JS to the position-aligned group mean (`group_position`), top 10% of each
+    response, Sparse-GRPO (`seq_mean_token_mean` over the selected tokens, TRL loss_type "grpo"),
+    dense GRPO for the first `dense_warmup_steps` = 10 optimizer steps. Settings left None take
+    the method's; explicit values override. Also: clip-higher `epsilon_high=0.28`, `beta=0`."""
 
     method: str = field(
-        default="ict", metadata={"help": "Selector: ict, grpo, entropy, stapo, random, ict+stapo."}
+        default="ict",
+        metadata={
+            "help": "An ict.methods method or selector (ict, ict_batch_mean, grpo, ict+stapo)."
+        },
     )
     ratio: float | None = field(
+        default=None, metadata={"help": "Fraction kept (None: the method's, ict 0.10)."}
+    )
+    reference: str | None = field(
         default=None,
-        metadata={"help": "Fraction kept (None: ict 0.10, entropy 0.20, random 0.10)."},
+        metadata={"help": f"Score reference (None: the method's): {', '.join(REFERENCES)}."},
     )
-    reference: str = field(
-        default="batch_mean",
-        metadata={"help": f"ICT reference distribution: {', '.join(REFERENCES)}."},
-    )
-    scope: str = field(
-        default="global", metadata={"help": "Selection scope: global, micro_batch or sequence."}
+    scope: str | None = field(
+        default=None,
+        metadata={"help": "Selection scope: global, micro_batch or sequence (None: the method's)."},
     )
     granularity: str = field(default="position", metadata={"help": "position or token_id."})
-    normalize_by: str = field(
-        default="selected", metadata={"help": "Token-mean denominator: selected or valid tokens."}
+    normalize_by: str | None = field(
+        default=None,
+        metadata={"help": "Loss denominator: selected or valid tokens (None: the method's)."},
     )
     loss_agg: str | None = field(
         default=None,
         metadata={
-            "help": "token_mean, seq_mean_token_mean or seq_mean_token_sum_norm; sets loss_type. None keeps loss_type."
+            "help": "token_mean, seq_mean_token_mean or seq_mean_token_sum_norm; sets loss_type. "
+            "None: the method's (ict: seq_mean_token_mean), else loss_type is kept."
         },
+    )
+    dense_warmup_steps: int | None = field(
+        default=None,
+        metadata={"help": "Optimizer steps that update every valid token (None: the method's)."},
     )
     stapo_prob_below: float = field(
         default=0.01, metadata={"help": "STAPO: spurious if p(y) < this (secondary source)."}
     )
     stapo_entropy_quantile: float = field(
         default=0.05, metadata={"help": "STAPO: spurious if H below this batch quantile."}
+    )
+    selector_options: dict | None = field(
+        default=None,
+        metadata={"help": "Options of the selector (ict.select), e.g. of a registered selector."},
     )
     stats_chunk_size: int | None = field(
         default=None,
@@ -123,25 +146,36 @@ class ICTGRPOConfig(GRPOConfig):
         default=0.28, metadata={"help": "Upper clip (clip-higher); METHOD.md default 0.28."}
     )
 
+    def ict_method(self) -> Method:
+        """The resolved ict.methods.Method: `method` with this config's non-None settings."""
+        return get_method(self.method).with_overrides(
+            ratio=self.ratio, scope=self.scope, reference=self.reference,
+            loss_agg=self.loss_agg, normalize_by=self.normalize_by,
+            dense_warmup_steps=self.dense_warmup_steps,
+        )  # fmt: skip
+
+    def ict_selector_options(self) -> dict:
+        """Keyword options for the method's selector: STAPO's thresholds and `selector_options`,
+        those the selector (ict.select facts) declares."""
+        return _selector_options(self, self.ict_method().selector)
+
     def __post_init__(self):
-        if self.loss_agg is not None:
-            if self.loss_agg not in LOSS_AGG_TO_TRL:
+        try:
+            base = get_method(self.method)
+        except ConfigError as err:
+            raise ConfigError(f"method={self.method!r} is unknown: {err}") from None
+        loss_agg = self.loss_agg or base.loss_agg
+        if loss_agg is not None:
+            if loss_agg not in LOSS_AGG_TO_TRL:
                 raise ConfigError(
-                    f"loss_agg={self.loss_agg!r} is unknown: use one of {sorted(LOSS_AGG_TO_TRL)}."
+                    f"loss_agg={loss_agg!r} is unknown: use one of {sorted(LOSS_AGG_TO_TRL)}."
                 )
-            self.loss_type = LOSS_AGG_TO_TRL[self.loss_agg]
+            self.loss_type = LOSS_AGG_TO_TRL[loss_agg]
         super().__post_init__()
-        if self.method not in available_selectors() and not all(
-            part in available_selectors() for part in self.method.split("+")
-        ):
-            raise ConfigError(
-                f"method={self.method!r} is unknown: use one of {available_selectors()} or a+b."
-            )
+        facts = selector_facts(base.selector)
         if self.ratio is not None and not 0.0 < self.ratio <= 1.0:
             raise ConfigError(f"ratio={self.ratio} must be in (0, 1], e.g. 0.1.")
-        if self.ratio is not None and all(
-            SELECTORS[p].default_ratio is None for p in self.method.split("+")
-        ):
+        if self.ratio is not None and not facts["takes_ratio"]:
             raise ConfigError(
                 f"method={self.method!r} keeps no top fraction, so ratio does not apply: drop ratio."
             )
@@ -149,27 +183,80 @@ class ICTGRPOConfig(GRPOConfig):
             ("reference", self.reference, REFERENCES),
             ("scope", self.scope, SCOPES),
             ("granularity", self.granularity, GRANULARITIES),
-            ("normalize_by", self.normalize_by, ("selected", "valid")),
+            ("normalize_by", self.normalize_by, NORMALIZE_BY),
         ):
-            if value not in allowed:
+            if value is not None and value not in allowed:
                 raise ConfigError(f"{name}={value!r} is unknown: use one of {list(allowed)}.")
-        if self.normalize_by == "valid" and self.loss_type not in _NORMALIZE_BY_VALID_OK:
+        if self.dense_warmup_steps is not None and (
+            isinstance(self.dense_warmup_steps, bool)
+            or not isinstance(self.dense_warmup_steps, int)
+            or self.dense_warmup_steps < 0
+        ):
+            raise ConfigError(
+                f"dense_warmup_steps={self.dense_warmup_steps!r} must be an integer >= 0."
+            )
+        known = set(facts["options"])
+        unknown = set(self.selector_options or {}) - known
+        if unknown:
+            raise ConfigError(
+                f"selector_options {sorted(unknown)} are not options of method={self.method!r} "
+                f"(its options: {sorted(known) or 'none'})."
+            )
+        method = self.ict_method()
+        if method.normalize_by == "valid" and self.loss_type not in _NORMALIZE_BY_VALID_OK:
             raise ConfigError(
                 f"normalize_by='valid' needs a loss_type whose normaliser is not the loss mask "
                 f"({', '.join(_NORMALIZE_BY_VALID_OK)}); got loss_type={self.loss_type!r}. "
                 "Use loss_agg='token_mean' (loss_type='dapo') or normalize_by='selected'."
             )
-        if self.top_entropy_quantile < 1.0 and self.method != "grpo":
+        if self.top_entropy_quantile < 1.0 and method.selector != "grpo":
             raise ConfigError(
                 f"top_entropy_quantile={self.top_entropy_quantile} is TRL's own entropy mask and would stack on "
                 f"method={self.method!r}: use method='entropy' (exact top-k) with top_entropy_quantile=1.0, "
                 "or method='grpo' to keep TRL's quantile mask."
             )
-        if self.reference == "reference_policy" and self.beta == 0.0:
+        if method.reference == "reference_policy" and self.beta == 0.0:
             raise ConfigError(
                 "reference='reference_policy' needs TRL's reference model, which TRL only builds when beta != 0: "
-                "set beta (e.g. 1e-3) or choose another reference (default batch_mean)."
+                "set beta (e.g. 1e-3) or choose another reference (default: the method's, group_position)."
             )
+
+
+def _selector_options(args, selector: str) -> dict:
+    """STAPO thresholds and `args.selector_options`, restricted to `selector`'s declared options."""
+    declared = selector_facts(selector)["options"]
+    options = {"prob_below": args.stapo_prob_below, "entropy_quantile": args.stapo_entropy_quantile}
+    options.update(args.selector_options or {})
+    return {k: v for k, v in options.items() if k in declared}
+
+
+def check_whole_groups(n_local: int, group_size: int, num_processes: int, mode: str) -> None:
+    """group_position under several processes: TRL's RepeatSampler puts a prompt's G completions on
+    consecutive rows of the global generation batch and gives process r the rows
+    [r * n_local, (r + 1) * n_local), so a process holds whole groups iff n_local % G == 0.
+    Raise ConfigError naming the TRL settings otherwise (the paper's score needs every completion
+    of a prompt at each position; TRL only checks that the global batch is a multiple of G)."""
+    if num_processes <= 1 or n_local % group_size == 0:
+        return
+    if mode == "train":
+        setting = (
+            f"per_device_train_batch_size * steps_per_generation = {n_local} rows per process is "
+            f"not a multiple of num_generations = {group_size}"
+        )
+        fix = (
+            "make per_device_train_batch_size * steps_per_generation a multiple of num_generations"
+        )
+    else:
+        setting = (
+            f"the per-process eval batch of {n_local} rows is not a multiple of "
+            f"num_generations_eval = {group_size}"
+        )
+        fix = "make per_device_eval_batch_size a multiple of num_generations_eval"
+    raise ConfigError(
+        f"reference=\"group_position\" (the paper's ICT score) needs each prompt's completions on "
+        f"one process, but with {num_processes} processes {setting}, so TRL splits a prompt's group "
+        f"across processes: {fix}, or choose another reference (e.g. reference='batch_mean')."
+    )
 
 
 class ICTGRPOTrainer(GRPOTrainer):
@@ -188,7 +275,13 @@ class ICTGRPOTrainer(GRPOTrainer):
                 "models with final_logit_softcapping (e.g. Gemma 2) are not supported by ict's token statistics: "
                 "use a model without logit soft-capping."
             )
-        if self.args.reference == "reference_policy" and self.ref_model is None:
+        method = self.args.ict_method()
+        if method.reference == "group_position":  # the training batch's layout, checked up front
+            check_whole_groups(
+                self.args.per_device_train_batch_size * self.args.steps_per_generation,
+                self.num_generations, self.accelerator.num_processes, "train",
+            )  # fmt: skip
+        if method.reference == "reference_policy" and self.ref_model is None:
             raise ConfigError(
                 "reference='reference_policy' needs a separate reference model (TRL has none with PEFT): "
                 "use reference='batch_mean' or train without PEFT."
@@ -236,7 +329,8 @@ class ICTGRPOTrainer(GRPOTrainer):
 
         prompt_ids/prompt_mask: [B, P] (left-padded); completion_ids/completion_mask: [B, C];
         valid: [B, C] bool (loss mask); group_ids: [B] long (global prompt index).
-        Returns TokenStats with [B, C] float32 fields, 0 where `valid` is False. One leading column
+        Returns TokenStats with [B, C] float32 fields (kl too when the method scores by KL), 0
+        where `valid` is False. The reference and divergence are the method's. One leading column
         (the distribution predicting the last prompt token) is passed to ict.stats and dropped, so
         `reference="previous_token"` has a p_{t-1} for the first response token.
         """
@@ -251,7 +345,7 @@ class ICTGRPOTrainer(GRPOTrainer):
         weight, bias = self._lm_head(self.model)
         hidden = self._ict_hidden(self.model, input_ids, attention_mask, first, last)
         ref_kwargs = {}
-        if self.args.reference == "reference_policy":
+        if self.args.ict_method().reference == "reference_policy":
             ref_weight, ref_bias = self._lm_head(self.ref_model)
             ref_kwargs = dict(
                 reference_hidden=self._ict_hidden(
@@ -263,7 +357,8 @@ class ICTGRPOTrainer(GRPOTrainer):
         stats = self.ict_stats_from_hidden(
             hidden, weight, bias, tokens, mask, group_ids, **ref_kwargs
         )
-        return TokenStats(**{f: getattr(stats, f)[:, lead:] for f in _STAT_FIELDS})
+        fields = {f: getattr(stats, f)[:, lead:] for f in _STAT_FIELDS}
+        return TokenStats(**fields, kl=None if stats.kl is None else stats.kl[:, lead:])
 
     def ict_stats_from_hidden(self, hidden, weight, bias, tokens, mask, group_ids, **ref_kwargs):
         """`token_stats_from_hidden` with this trainer's temperature, reference and chunk size.
@@ -271,8 +366,11 @@ class ICTGRPOTrainer(GRPOTrainer):
         hidden: [B, T, D]; weight: [V, D]; bias: [V] or None; tokens: [B, T]; mask: [B, T] bool;
         group_ids: [B]. Returns TokenStats, [B, T] float32 fields.
         """
+        method = self.args.ict_method()
         if self.args.stats_chunk_size is not None:
             ref_kwargs["chunk_size"] = self.args.stats_chunk_size
+        if "kl" in method.needs():
+            ref_kwargs["divergence"] = "kl"
         gather = (
             weight,
             bias,
@@ -282,7 +380,7 @@ class ICTGRPOTrainer(GRPOTrainer):
         with maybe_gather_lm_head_ctx(*gather):  # ZeRO-3: the head's shards, for the duration
             return token_stats_from_hidden(
                 hidden, weight, tokens, mask, lm_head_bias=bias, temperature=self._ict_temperature,
-                reference=self.args.reference, group_ids=group_ids, **ref_kwargs,
+                reference=method.reference, group_ids=group_ids, **ref_kwargs,
             )  # fmt: skip
 
     def _generate_and_score_completions(self, inputs):
@@ -293,12 +391,16 @@ class ICTGRPOTrainer(GRPOTrainer):
         rows = self.accelerator.process_index * n_local + torch.arange(
             n_local, device=out["completion_ids"].device
         )
+        if self.args.ict_method().reference == "group_position":
+            check_whole_groups(n_local, group_size, self.accelerator.num_processes, mode)
         valid = self._valid_mask(out)
         stats = self.ict_token_stats(
             out["prompt_ids"], out["prompt_mask"], out["completion_ids"], out["completion_mask"], valid,
             rows // group_size,
         )  # fmt: skip
         out.update({f"ict_{f}": getattr(stats, f) for f in _STAT_FIELDS})
+        if stats.kl is not None:
+            out["ict_kl"] = stats.kl
         out["ict_row"] = rows
         return out
 
@@ -308,24 +410,41 @@ class ICTGRPOTrainer(GRPOTrainer):
         return mask if inputs.get("tool_mask") is None else mask & inputs["tool_mask"].bool()
 
     # ---- 2. selection, once per generation batch, after TRL's shuffle and split --------------------
-    def ict_select(self, method, stats, valid, advantages, tokens, *, ratio=None, local=False):
+    def ict_select(self, method, stats, valid, advantages, tokens, *, local=False):
         """Selection mask [B, C] bool (subset of `valid`) for rows in generation order.
 
-        advantages: [B] or [B, C]; tokens: [B, C] long. `local=True` selects inside this batch only
-        (micro-batch scope); otherwise `scope` applies across all ranks.
+        method: a resolved ict.methods.Method, or a name (this config's method with its overrides,
+        any other name with its own settings). advantages: [B] or [B, C]; tokens: [B, C] long.
+        `local=True` selects inside this batch only (micro-batch scope); otherwise the method's
+        scope applies, "global" across all processes.
         """
-        options = {}
-        if "stapo" in method.split("+"):
-            options = dict(
-                prob_below=self.args.stapo_prob_below,
-                entropy_quantile=self.args.stapo_entropy_quantile,
+        if isinstance(method, str):
+            method = (
+                self.args.ict_method()
+                if method == self.args.method
+                else get_method(method).resolved()
             )
+        takes_ratio = selector_facts(method.selector)["takes_ratio"]
         return select_tokens(
-            method, valid, stats=stats, advantages=advantages, tokens=tokens, ratio=ratio,
-            scope="micro_batch" if local else self.args.scope, granularity=self.args.granularity,
+            method.selector, valid, stats=stats, advantages=advantages, tokens=tokens,
+            ratio=method.ratio if takes_ratio else None,
+            scope="micro_batch" if local else method.scope, granularity=self.args.granularity,
             micro_batch_size=valid.size(0) if local else None,
-            seed=self.args.seed + self.state.global_step, **options,
+            seed=self.args.seed + self.state.global_step,
+            **_selector_options(self.args, method.selector),
         )  # fmt: skip
+
+    def ict_dense(self, mode: str) -> bool:
+        """Whether this generation batch updates every valid token (the method's dense warm-up).
+
+        Steps are TRL's optimizer steps (`state.global_step`, 0-based when the batch is selected):
+        the batches whose first optimizer step is one of the first `dense_warmup_steps` are dense.
+        With the default steps_per_generation (= gradient_accumulation_steps) one generation batch
+        is one optimizer step, as one native step is one rollout batch (dense while
+        step <= dense_warmup_steps, 1-based)."""
+        return (
+            mode == "train" and self.state.global_step < self.args.ict_method().dense_warmup_steps
+        )
 
     def _prepare_inputs(self, generation_batch):
         if not self.model.training:
@@ -338,70 +457,80 @@ class ICTGRPOTrainer(GRPOTrainer):
             self._ict_apply_selection(self._buffered_inputs, "train")
         return inputs
 
+    def _ict_in_order(self, chunks):
+        """The micro-batches `chunks` as one batch in generation order (independent of TRL's
+        shuffle): (order [B], stats, valid [B, C], advantages, tokens [B, C])."""
+
+        def cat(key):
+            return torch.cat([c[key] for c in chunks], dim=0)
+
+        order = torch.argsort(cat("ict_row"))
+        kl = cat("ict_kl")[order] if chunks[0].get("ict_kl") is not None else None
+        stats = TokenStats(**{f: cat(f"ict_{f}")[order] for f in _STAT_FIELDS}, kl=kl)
+        valid = torch.cat([self._valid_mask(c) for c in chunks], dim=0)[order]
+        return order, stats, valid, cat("advantages")[order], cat("completion_ids")[order]
+
     def _ict_apply_selection(self, chunks, mode):
         """Select on the micro-batches `chunks` (in place: adds `ict_selected`), log metrics."""
-        local = self.args.scope == "micro_batch"
-        groups = [[c] for c in chunks] if local else [chunks]
-        all_valid, all_sel, all_stats, all_extra = [], [], [], {"ict": [], "entropy": []}
-        for group in groups:
-
-            def cat(key, group=group):
-                return torch.cat([c[key] for c in group], dim=0)
-
-            order = torch.argsort(cat("ict_row"))  # generation order: independent of TRL's shuffle
-            inverse = torch.argsort(order)
-            stats = TokenStats(**{f: cat(f"ict_{f}")[order] for f in _STAT_FIELDS})
-            valid = torch.cat([self._valid_mask(c) for c in group], dim=0)[order]
-            advantages = cat("advantages")[order]
-            tokens = cat("completion_ids")[order]
-            args = (stats, valid, advantages, tokens)
-            selected = self.ict_select(self.args.method, *args, ratio=self.args.ratio, local=local)
-            for name in all_extra:  # the ICT and 20-Entropy selections, for their overlap
-                same = name == self.args.method
-                all_extra[name].append(
-                    selected if same else self.ict_select(name, *args, local=local)
-                )
+        method = self.args.ict_method()
+        local = method.scope == "micro_batch"
+        for group in [[c] for c in chunks] if local else [chunks]:
+            order, *args = self._ict_in_order(group)
+            selected = self.ict_select(method, *args, local=local)
             sizes = [c["completion_ids"].size(0) for c in group]
-            for c, s in zip(group, selected[inverse].split(sizes), strict=True):
+            for c, s in zip(group, selected[torch.argsort(order)].split(sizes), strict=True):
                 c["ict_selected"] = s
-            all_valid.append(valid), all_sel.append(selected), all_stats.append(stats)
 
-        valid, selected = torch.cat(all_valid), torch.cat(all_sel)
+        # the whole batch in generation order: the method's selection, the diagnostics' selections
+        order, stats, valid, advantages, tokens = self._ict_in_order(chunks)
+        own = torch.cat([c["ict_selected"] for c in chunks], dim=0)[order]
+        selections = {method.name: own}
+        for name in DIAGNOSTIC_METHODS:
+            diag = get_method(name).resolved()
+            if name in selections or ("kl" in diag.needs() and stats.kl is None):
+                continue
+            selections[name] = self.ict_select(diag, stats, valid, advantages, tokens)
+        dense = self.ict_dense(mode)
+        if dense:  # the warm-up: every valid token; the method's own selection is still logged
+            for c in chunks:
+                c["ict_selected"] = self._valid_mask(c)
+        selected = valid.clone() if dense else own
+
         counts = torch.stack([selected.sum(), selected.any(dim=1).sum()]).float()
         total_tokens, total_rows = self.accelerator.reduce(counts, reduction="sum")
         for c in chunks:
-            if self.args.normalize_by == "selected":
+            if method.normalize_by == "selected":
                 c["num_items_in_batch"] = total_tokens
             c["ict_rows_selected"] = total_rows
-        stats = TokenStats(
-            **{f: torch.cat([getattr(s_, f) for s_ in all_stats]) for f in _STAT_FIELDS}
-        )
-        self._ict_log(
-            mode,
-            stats,
-            valid,
-            selected,
-            torch.cat(all_extra["ict"]),
-            torch.cat(all_extra["entropy"]),
-        )
+        self._ict_log(mode, stats, valid, selected, selections, dense)
 
-    def _ict_log(self, mode, stats, valid, selected, ict_sel, entropy_sel):
-        """Global (all-rank) means of H, H2, JS, p(y) on valid and selected tokens; fraction; Jaccard."""
-        sums = []
-        for m in (valid, selected):
-            m = m.float()
-            sums += [(stats.entropy * m).sum(), (stats.renyi2 * m).sum(), (stats.js * m).sum()]
-            sums += [(stats.logprob.exp() * m).sum(), m.sum()]
-        sums += [(ict_sel & entropy_sel).sum().float(), (ict_sel | entropy_sel).sum().float()]
-        t = self.accelerator.reduce(torch.stack(sums), reduction="sum").tolist()
-        for i, prefix in enumerate(("valid", "selected")):
-            n = max(t[5 * i + 4], 1.0)
-            for j, name in enumerate(("entropy", "renyi2", "js", "prob")):
-                self._metrics[mode][f"{prefix}/{name}"].append(t[5 * i + j] / n)
-        self._metrics[mode]["selected_fraction"].append(t[9] / max(t[4], 1.0))
-        self._metrics[mode]["overlap/ict_entropy_jaccard"].append(
-            t[10] / t[11] if t[11] > 0 else 1.0  # two empty sets are equal, as ict.select.jaccard
-        )
+    def _ict_gather(self, x: torch.Tensor) -> torch.Tensor:
+        """[B, C] of this process -> [sum B, max C] of every process (rank order, 0-padded)."""
+        if self.accelerator.num_processes == 1:
+            return x
+        return self.accelerator.gather(self.accelerator.pad_across_processes(x, dim=1))
+
+    def _ict_log(self, mode, stats, valid, selected, selections, dense):
+        """ict.metrics.token_metrics over every process's batch (the native trainer's keys), the
+        ICT vs 20-Entropy Jaccard (ict.select.jaccard) and whether the warm-up is on."""
+        from ict.metrics import token_metrics
+
+        fields = {
+            f: getattr(stats, f) for f in (*_STAT_FIELDS, "kl") if getattr(stats, f) is not None
+        }
+        every = TokenStats(**{f: self._ict_gather(v.float()) for f, v in fields.items()})
+        valid = self._ict_gather(valid.long()).bool()
+        selected = self._ict_gather(selected.long()).bool()
+        selections = {k: self._ict_gather(v.long()).bool() for k, v in selections.items()}
+        metrics = token_metrics(every, valid, selected, selections)
+        if "ict" in selections and "entropy" in selections:
+            metrics["overlap/ict_entropy_jaccard"] = jaccard(
+                selections["ict"], selections["entropy"]
+            )
+        metrics["dense_warmup"] = float(dense)
+        for key, value in metrics.items():
+            if value == value:  # NaN (an empty set) is left out of TRL's running means
+                self._metrics[mode][key].append(float(value))
 
     # ---- 3. TRL's loss on the selected tokens ----------------------------------------------------
     def _compute_loss(self, model, inputs):
@@ -427,4 +556,10 @@ class ICTGRPOTrainer(GRPOTrainer):
         return rows / inputs["ict_rows_selected"].clamp(min=1.0)
 
 
-__all__ = ["ICTGRPOConfig", "ICTGRPOTrainer", "LOSS_AGG_TO_TRL", "check_trl_version"]
+__all__ = [
+    "ICTGRPOConfig",
+    "ICTGRPOTrainer",
+    "LOSS_AGG_TO_TRL",
+    "check_trl_version",
+    "check_whole_groups",
+]

@@ -28,7 +28,8 @@ def _config(loss_mode="ict"):
                       "shuffle": False, "calculate_sum_pi_squared": False},
             "rollout": {"n": 2, "temperature": 1.0, "multi_turn": {"enable": False}},
         },
-        "ict": {"ratio": 0.25},
+        # batch-mean ICT over the whole batch, no warm-up (the paper's group_position is refused)
+        "ict": {"ratio": 0.25, "reference": "batch_mean", "scope": "global", "dense_warmup_steps": 0},
     })  # fmt: skip
 
 
@@ -38,18 +39,22 @@ class FakeWorkers:
     def __init__(self, response_logits):
         self.response_logits = response_logits
         self.update_inputs = []
+        self.requests = []
 
     def compute_log_prob(self, td):
         from verl.utils import tensordict_utils as tu
 
         request = tu.get_non_tensor_data(td, "ict_stats", None)
-        assert request == {"reference": "batch_mean", "chunk_size": 1024}
+        self.requests.append(request)
         logits = packed_logits(td, self.response_logits)
-        first = _OldPolicyPass(4)
-        out = score_micro_batch(first, logits, td)
-        out.update(
-            score_micro_batch(_OldPolicyPass(4, reference=first.prob_sum / first.count), logits, td)
-        )
+        if request["reference"] == "group_position":  # one pass, whole groups (one micro-batch)
+            state = _OldPolicyPass(4, "group_position", group_size=request["group_size"])
+            out = score_micro_batch(state, logits, td)
+        else:
+            first = _OldPolicyPass(4)
+            out = score_micro_batch(first, logits, td)
+            reference = first.prob_sum / first.count
+            out.update(score_micro_batch(_OldPolicyPass(4, reference=reference), logits, td))
         offsets = td["input_ids"].offsets()
         nested = {k: torch.nested.nested_tensor_from_jagged(v, offsets) for k, v in out.items()}
         zeros = torch.nested.nested_tensor_from_jagged(torch.zeros(int(offsets[-1])), offsets)
@@ -92,6 +97,7 @@ def test_old_log_prob_then_update_carry_stats_and_a_global_selection():
     trainer = types.SimpleNamespace(config=_config(), actor_rollout_wg=workers, global_steps=3)
 
     old, _ = RayPPOTrainer._compute_old_log_prob(trainer, batch)
+    assert workers.requests == [{"reference": "batch_mean", "chunk_size": 1024, "divergence": "js"}]
     want = token_stats(logits, batch.batch["responses"], mask, reference="batch_mean")
     torch.testing.assert_close(old.batch["ict_js"], want.js, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(old.batch["ict_entropy"], want.entropy, atol=1e-5, rtol=1e-5)
@@ -110,10 +116,13 @@ def test_old_log_prob_then_update_carry_stats_and_a_global_selection():
         selected, (want.js * mask >= (want.js * mask).flatten().topk(k).values[-1]) & mask
     )
     assert tu.get_non_tensor_data(td, verl_loss.NORMALIZE_KEY, None) == "selected"
+    # the loss aggregates as the method says (ict: Sparse-GRPO), not verl's loss_agg_mode
+    assert tu.get_non_tensor_data(td, verl_loss.LOSS_AGG_KEY, None) == "seq_mean_token_mean"
     assert "ict_js" not in td.keys()  # statistics stay on the driver
     metrics = out.meta_info["metrics"]
     assert metrics["ict/selected_fraction_batch"] == pytest.approx(k / int(mask.sum()))
     assert metrics["ict/selected/js"] > metrics["ict/valid/js"]
+    assert metrics["ict/dense_warmup"] == 0.0 and "ict/overlap/ict_entropy_jaccard" in metrics
 
 
 def test_non_ict_loss_modes_leave_verl_untouched():
@@ -138,3 +147,80 @@ def test_non_ict_loss_modes_leave_verl_untouched():
     )
     old, _ = RayPPOTrainer._compute_old_log_prob(trainer, batch)
     assert calls == [None] and set(old.batch.keys()) == {"old_log_probs", "entropys"}
+
+
+def _paper_config():
+    cfg = _config()
+    cfg.ict = {}  # ict.method from loss_mode=ict: the paper's ICT (group_position, per response)
+    return cfg
+
+
+def test_paper_ict_scores_group_position_on_whole_groups_then_warms_up_dense():
+    import numpy as np
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    from ict.stats import token_stats
+
+    batch, mask = _batch()
+    batch.non_tensor_batch["uid"] = np.array(["p", "p", "q", "q"], dtype=object)  # n = 2
+    logits = torch.randn(4, 4, V, generator=torch.Generator().manual_seed(2))
+    workers = FakeWorkers(logits)
+    trainer = types.SimpleNamespace(
+        config=_paper_config(), actor_rollout_wg=workers, global_steps=1
+    )
+    old, _ = RayPPOTrainer._compute_old_log_prob(trainer, batch)
+    assert workers.requests[0]["reference"] == "group_position"
+    assert workers.requests[0]["group_size"] == 2 and "ict_group" not in batch.batch.keys()
+    groups = torch.tensor([0, 0, 1, 1])
+    responses = batch.batch["responses"]
+    want = token_stats(logits, responses, mask, reference="group_position", group_ids=groups)
+    torch.testing.assert_close(old.batch["ict_js"], want.js, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(old.batch["ict_renyi2"], want.renyi2, atol=1e-5, rtol=1e-5)
+    assert (want.js[mask] > 0).any()  # not vacuous
+    # step 1 <= dense_warmup_steps (10): every valid token is updated, the ICT selection is logged
+    batch = batch.union(old)
+    batch.batch["advantages"] = torch.linspace(-1, 1, 4)[:, None] * mask
+    out = RayPPOTrainer._update_actor(trainer, batch)
+    (td,) = workers.update_inputs
+    assert torch.equal(td[verl_loss.SELECTED_KEY].bool(), mask)
+    metrics = out.meta_info["metrics"]
+    assert metrics["ict/dense_warmup"] == 1.0 and metrics["ict/by_selector/ict/fraction"] < 1.0
+
+
+def test_group_split_or_reordered_batch_is_refused_naming_the_setting():
+    import numpy as np
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    from ict.errors import ConfigError
+    from ict.integrations.verl.hooks import whole_group_ids
+
+    batch, _ = _batch()
+    batch.non_tensor_batch["uid"] = np.array(["p", "q", "p", "q"], dtype=object)  # reordered
+    workers = FakeWorkers(torch.zeros(4, 4, V))
+    trainer = types.SimpleNamespace(
+        config=_paper_config(), actor_rollout_wg=workers, global_steps=1
+    )
+    with pytest.raises(ConfigError, match="trainer.balance_batch=False"):
+        RayPPOTrainer._compute_old_log_prob(trainer, batch)
+    assert workers.requests == []  # refused on the driver, before any worker call
+    assert torch.equal(whole_group_ids(["p", "p", "q", "q"], 2, 2), torch.tensor([0, 0, 1, 1]))
+    with pytest.raises(ConfigError, match="data.train_batch_size"):
+        whole_group_ids(["p", "p", "q", "q"], 2, 4)  # 4 ranks of one row each split the groups
+
+
+def test_fixed_micro_batches_must_hold_whole_groups():
+    from verl.utils import tensordict_utils as tu
+
+    from ict.errors import ConfigError
+    from ict.integrations.verl.hooks import _keep_groups_in_micro_batches
+
+    batch, _ = _batch()
+    td = batch.to_tensordict()
+    tu.assign_non_tensor(td, use_dynamic_bsz=False, micro_batch_size_per_gpu=3)
+    with pytest.raises(
+        ConfigError, match="log_prob_micro_batch_size_per_gpu = 3 is not a multiple"
+    ):
+        _keep_groups_in_micro_batches(td, 2)
+    tu.assign_non_tensor(td, use_dynamic_bsz=True)
+    _keep_groups_in_micro_batches(td, 2)  # verl's own force_group_size keeps groups whole
+    assert tu.get_non_tensor_data(td, "force_group_size", None) == 2

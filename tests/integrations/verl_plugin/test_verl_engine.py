@@ -163,3 +163,36 @@ def _response_logits_grad(engine, td, mask):
         n = int(mask[b].sum())
         index[b, :n] = ids[prompt_lens[b] - 1 : prompt_lens[b] - 1 + n]
     return engine.module.table[index]
+
+
+@pytest.mark.parametrize("remove_padding", [True, False])
+def test_group_position_pass_through_verls_engine(monkeypatch, gloo, remove_padding):
+    """The paper's score in one old-policy pass through verl's own micro-batching (2 rows per
+    micro-batch = whole groups of rollout.n = 2): equal to ict.stats on the whole batch."""
+    from verl.utils import tensordict_utils as tu
+    from verl.workers.utils.padding import no_padding_2_padding
+
+    from ict.errors import ConfigError
+    from ict.stats import token_stats
+
+    engine = _engine(monkeypatch)
+    td, tokens, mask = _data(remove_padding)
+    groups = torch.tensor([0, 0, 1, 1, 2, 2])
+    td["ict_group"] = groups
+    request = {"reference": "group_position", "chunk_size": 4, "group_size": 2, "divergence": "kl"}
+    tu.assign_non_tensor(td, calculate_entropy=True, ict_stats=request)
+    out = engine.infer_batch(td)
+    keys = ("ict_entropy", "ict_renyi2", "ict_js", "ict_kl")
+    got = {k: no_padding_2_padding(out["model_output"][k], td) for k in keys}
+    want = token_stats(_response_logits(engine, td, mask), tokens, mask, temperature=T_SAMPLE,
+                       reference="group_position", group_ids=groups, divergence="kl")  # fmt: skip
+    for key, field in zip(keys, ("entropy", "renyi2", "js", "kl"), strict=True):
+        torch.testing.assert_close(got[key], getattr(want, field), atol=1e-5, rtol=1e-5)
+    assert (want.js[mask] > 0).any()
+
+    # 3 rows per micro-batch would split a group: refused, naming the setting
+    td, _, _ = _data(remove_padding)
+    td["ict_group"] = groups
+    tu.assign_non_tensor(td, calculate_entropy=True, ict_stats=request, micro_batch_size_per_gpu=3)
+    with pytest.raises(ConfigError, match="log_prob_micro_batch_size_per_gpu = 3"):
+        engine.infer_batch(td)

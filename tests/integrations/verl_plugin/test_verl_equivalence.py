@@ -11,7 +11,12 @@ pytest.importorskip("verl")
 from verl_helpers import actor_config, packed_logits, verl_batch  # noqa: E402
 
 from ict.errors import ConfigError  # noqa: E402
-from ict.integrations.cases import assert_matches_native, equivalence_cases, selector_options  # noqa: E402
+from ict.integrations.cases import (  # noqa: E402
+    assert_matches_native,
+    case_divergence,
+    equivalence_cases,
+    selector_options,
+)
 from ict.integrations.verl import loss as verl_loss  # noqa: E402
 from ict.integrations.verl.config import IctVerlConfig, validate  # noqa: E402
 from ict.integrations.verl.hooks import _OldPolicyPass, score_micro_batch, select_batch  # noqa: E402
@@ -21,14 +26,15 @@ pytestmark = pytest.mark.verl
 CASES = equivalence_cases()
 AGG = {"token_mean": "token-mean", "seq_mean_token_mean": "seq-mean-token-mean",
        "seq_mean_token_sum_norm": "seq-mean-token-sum-norm"}  # fmt: skip
+# references verl does not compute (refused by validate with "not supported on verl")
 UNSUPPORTED = {"group_mean", "sequence_mean", "previous_token", "reference_policy"}
 
 
 def _spec(o):
     return IctVerlConfig(
-        selector=o["method"], ratio=o["ratio"], scope=o["scope"], granularity=o["granularity"],
+        method=o["method"], ratio=o["ratio"], scope=o["scope"], granularity=o["granularity"],
         reference=o["reference"], normalize_by=o["normalize_by"], seed=o["seed"],
-        selector_options=selector_options(o),
+        selector_options=selector_options(o), dense_warmup_steps=0,
     )  # fmt: skip
 
 
@@ -43,6 +49,25 @@ def verl_path(case, ranks=2, micro_batches=2):
     V = case.lm_head_weight.shape[0]
     prompt_lens = [1 + (b % 3) for b in range(B)]
     shards = torch.arange(B).chunk(ranks)
+
+    if o["reference"] == "group_position":  # one pass per rank, each rank holding whole groups
+        G = int((case.group_ids == case.group_ids[0]).sum())
+        stats = {}
+        for rows in shards:
+            td = verl_batch(
+                [prompt_lens[i] for i in rows], case.tokens[rows], case.mask[rows], vocab=V
+            )
+            tu.assign_non_tensor(td, temperature=o["temperature"])
+            td["ict_group"] = case.group_ids[rows]
+            logits = packed_logits(td, case.logits[rows])
+            state = _OldPolicyPass(5, "group_position", group_size=G, divergence=case_divergence(o))
+            offsets = td["input_ids"].offsets()
+            for key, values in score_micro_batch(state, logits, td).items():
+                nested = torch.nested.nested_tensor_from_jagged(values, offsets)
+                stats.setdefault(key, []).append(no_padding_2_padding(nested, td))
+        return _driver_and_loss(
+            case, spec, {k: torch.cat(v) for k, v in stats.items()}, micro_batches
+        )
 
     # worker side, pass 1 on every rank, then the all-reduce of sum p and count
     batches, passes = [], []
@@ -62,7 +87,12 @@ def verl_path(case, ranks=2, micro_batches=2):
             nested = torch.nested.nested_tensor_from_jagged(values, offsets)
             stats[key].append(no_padding_2_padding(nested, td))
     tensors = {k: torch.cat(v) for k, v in stats.items()}
+    return _driver_and_loss(case, spec, tensors, micro_batches)
 
+
+def _driver_and_loss(case, spec, tensors, micro_batches):
+    o = case.options
+    B = case.mask.shape[0]
     # driver side: global selection over the whole batch
     tensors.update(response_mask=case.mask.long(), advantages=case.advantages[:, None] * case.mask,
                    old_log_probs=case.old_logprob, responses=case.tokens)  # fmt: skip
@@ -98,3 +128,40 @@ def test_same_selection_and_loss_as_native(case):
 def test_unsupported_reference_is_refused_clearly(case):
     with pytest.raises(ConfigError, match="not supported on verl"):
         verl_path(case)
+
+
+def test_a_registered_selector_runs_in_verl_without_edits():
+    """A selector registered by a user (here, inside the test) is a valid ict.method on verl, its
+    options are checked against its facts, and the verl path selects and scores like native."""
+    import dataclasses
+
+    from omegaconf import OmegaConf
+
+    from ict.integrations.verl.config import from_verl_config
+    from ict.select import SELECTORS
+    from ict.select.core import register_selector
+
+    @register_selector("test_low_prob", default_ratio=0.3, needs=("logprob", "advantages"))
+    def low_prob(ctx, *, weight: float = 0.0):
+        stats = ctx.require_stats("test_low_prob", "logprob")
+        return -stats.logprob + weight * ctx.require_advantages("test_low_prob")
+
+    try:
+        base = {"actor_rollout_ref": {"actor": {"policy_loss": {"loss_mode": "ict"}}}}
+        section = {"method": "test_low_prob", "selector_options": {"weight": 3.0}}
+        spec = from_verl_config(OmegaConf.create({**base, "ict": section}))
+        assert (spec.selector, spec.resolved().ratio, spec.needs_js) == (
+            "test_low_prob",
+            0.3,
+            False,
+        )
+        with pytest.raises(ConfigError, match="not options of 'test_low_prob'"):
+            bad = {"method": "test_low_prob", "selector_options": {"wieght": 3.0}}
+            from_verl_config(OmegaConf.create({**base, "ict": bad}))
+        case = CASES[0]
+        case = dataclasses.replace(case, options={**case.options, "method": "test_low_prob"})
+        selected, loss = verl_path(case)
+        assert_matches_native(case, selected, loss)
+        assert int(selected.sum()) == -(-3 * int(case.mask.sum()) // 10)  # its own ratio, 0.3
+    finally:
+        SELECTORS.pop("test_low_prob")

@@ -32,7 +32,11 @@ def test_example_config_composes_with_verl_defaults_and_dapo_settings():
     assert cfg.trainer.n_gpus_per_node == 8
     assert "critic" in cfg and "reward" in cfg  # verl's own defaults are underneath
     spec = from_verl_config(cfg)
-    assert spec.selector == "ict" and spec.reference == "batch_mean" and spec.ratio is None
+    m = spec.resolved()  # the paper's ICT, with the batch order group_position needs
+    assert (spec.selector, m.reference, m.scope, m.loss_agg) == (
+        "ict", "group_position", "sequence", "seq_mean_token_mean",
+    )  # fmt: skip
+    assert cfg.trainer.balance_batch is False
 
 
 @pytest.mark.parametrize("mode", sorted(LOSS_MODES))

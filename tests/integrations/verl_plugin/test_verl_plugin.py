@@ -114,14 +114,38 @@ def test_config_section_is_read_and_checked():
         OmegaConf.create({**base, "ict": {"selector_options": {"prob_below": 0.02}}})
     )
     assert spec.selector == "stapo" and spec.selector_options == {"prob_below": 0.02}
-    assert spec.ratio is None and spec.normalize_by == "selected" and not spec.needs_js
+    assert spec.ratio is None and spec.resolved().normalize_by == "selected" and not spec.needs_js
     assert (
         from_verl_config(OmegaConf.create({"actor_rollout_ref": {"actor": {}}})) is None
     )  # vanilla
     ict = from_verl_config(
-        OmegaConf.create({**base, "ict": {"selector": "ict+stapo", "ratio": 0.2}})
+        OmegaConf.create(
+            {**base, "ict": {"method": "ict+stapo", "ratio": 0.2, "reference": "batch_mean"}}
+        )
     )
-    assert ict.needs_js and ict.stats_request() == {"reference": "batch_mean", "chunk_size": 1024}
+    want = {"reference": "batch_mean", "chunk_size": 1024, "divergence": "js"}
+    assert ict.needs_js and ict.stats_request() == want
+    # the earlier key `selector` still names the method
+    old = {"selector": "ict+stapo", "reference": "batch_mean"}
+    assert from_verl_config(OmegaConf.create({**base, "ict": old})).method == "ict+stapo"
+    # ict.method=ict is the paper's ICT (ict.methods): group_position, per response, Sparse-GRPO
+    paper = {**base, "actor_rollout_ref": {"actor": {"policy_loss": {"loss_mode": "ict"}}}}
+    spec = from_verl_config(OmegaConf.create(paper))
+    m = spec.resolved()
+    assert (m.reference, m.scope, m.loss_agg, m.dense_warmup_steps, m.ratio) == (
+        "group_position", "sequence", "seq_mean_token_mean", 10, 0.10,
+    )  # fmt: skip
+    assert spec.stats_request()["reference"] == "group_position"
+    kl = from_verl_config(OmegaConf.create({**paper, "ict": {"method": "ict_kl"}}))
+    assert kl.stats_request()["divergence"] == "kl"
+    with pytest.raises(
+        ConfigError, match="ict.reference='sequence_mean'.* is not supported on verl"
+    ):
+        from_verl_config(OmegaConf.create({**paper, "ict": {"reference": "sequence_mean"}}))
+    with pytest.raises(ConfigError, match="ict.scope='rank' is unknown"):
+        from_verl_config(OmegaConf.create({**base, "ict": {"scope": "rank"}}))
+    with pytest.raises(ConfigError, match="keeps no top fraction"):
+        from_verl_config(OmegaConf.create({**base, "ict": {"ratio": 0.2}}))
     with pytest.raises(ConfigError, match="unknown key"):
         from_verl_config(OmegaConf.create({**base, "ict": {"ration": 0.1}}))
     with pytest.raises(ConfigError, match="ratio"):

@@ -1,18 +1,33 @@
-"""The `ict:` section of a verl config, read on the driver, and the loss-mode -> selector map.
+"""The `ict:` section of a verl config, read on the driver, and the loss-mode -> method map.
 
 A verl run opts in with `actor_rollout_ref.actor.policy_loss.loss_mode=ict` (or one of the other
-names in LOSS_MODES). Everything else is optional and defaults to METHOD.md:
+names in LOSS_MODES). Everything else is optional; a setting left null is the method's
+(ict.methods), an explicit value overrides it:
 
     ict:
-      selector: null          # any ict.select name ("ict+stapo", ...); default from loss_mode
-      ratio: null             # null: the selector's default (ict 0.10, entropy 0.20, random 0.10)
-      scope: global           # global (whole rollout batch, all ranks) or sequence
+      method: null            # ict.methods name or ict.select selector ("ict+stapo", a registered
+                              # one); null: from loss_mode (ict -> the paper's ICT)
+      ratio: null             # the method's (ict 0.10, entropy 0.20, random 0.10)
+      scope: null             # global (whole rollout batch, all ranks) or sequence; method's
       granularity: position   # position or token_id
-      reference: batch_mean   # JS reference distribution (only batch_mean on verl for now)
-      normalize_by: selected  # selected or valid (the loss denominator)
+      reference: null         # score reference: group_position (the paper's) or batch_mean
+      loss_agg: null          # ict.loss aggregation; null: the method's, else actor.loss_agg_mode
+      normalize_by: null      # selected or valid (the loss denominator); the method's
+      dense_warmup_steps: null  # verl steps (rollout batches) that update every valid token
       seed: 0                 # for the random control (step number is added)
       chunk_size: 1024        # rows of [rows x vocab] float32 scored at once on each GPU
       selector_options: {}    # e.g. {prob_below: 0.01, entropy_quantile: 0.05} for stapo
+
+The paper's ICT scores by JS to the position-aligned group mean (`group_position`): the mean of the
+G = rollout.n rollouts' distributions at each aligned position. The plugin computes it with
+`ict.stats.token_stats` on each old-policy micro-batch, so every rollout of a prompt must be in the
+same micro-batch of the same data-parallel rank. The driver checks that the batch holds each
+prompt's rollouts in consecutive rows and that each rank's shard holds whole groups (else a
+ConfigError naming `trainer.balance_batch=False`, which reorders single rollouts, or the batch
+size); the workers keep groups whole in micro-batches (verl's `force_group_size` with dynamic batch
+sizes, else `log_prob_micro_batch_size_per_gpu` must be a multiple of rollout.n). Scores then equal
+the single-process ones. `batch_mean` (all-reduced over ranks, two forwards) is the other
+reference; the rest are refused.
 """
 
 from __future__ import annotations
@@ -22,7 +37,7 @@ from typing import Any
 
 from ict.errors import ConfigError
 
-# verl loss_mode -> ict.select selector name
+# verl loss_mode -> ict.methods method
 LOSS_MODES: dict[str, str] = {
     "ict": "ict",
     "ict_entropy": "entropy",
@@ -30,33 +45,59 @@ LOSS_MODES: dict[str, str] = {
     "ict_random": "random",
     "ict_grpo": "grpo",
 }
-REFERENCES = ("batch_mean",)
-SCOPES = ("global", "sequence")
-NORMALIZE_BY = ("selected", "valid")
+# What the verl old-policy pass computes (a subset of ict.stats.REFERENCES / ict.select SCOPES):
+VERL_REFERENCES = ("group_position", "batch_mean")  # others need more than verl gives the hook
+VERL_SCOPES = ("global", "sequence")  # verl's micro-batches are not the selection's
+LOSS_AGG_TO_VERL = {  # ict.loss aggregation -> verl loss_agg_mode
+    "token_mean": "token-mean",
+    "seq_mean_token_mean": "seq-mean-token-mean",
+    "seq_mean_token_sum_norm": "seq-mean-token-sum-norm",
+}
 
 
 @dataclass(frozen=True)
 class IctVerlConfig:
-    selector: str
+    """The `ict:` section (see the module docstring); None settings are the method's."""
+
+    method: str = "ict"
     ratio: float | None = None
-    scope: str = "global"
+    scope: str | None = None
     granularity: str = "position"
-    reference: str = "batch_mean"
-    normalize_by: str = "selected"
+    reference: str | None = None
+    loss_agg: str | None = None
+    normalize_by: str | None = None
+    dense_warmup_steps: int | None = None
     seed: int = 0
     chunk_size: int = 1024
     selector_options: dict[str, Any] = field(default_factory=dict)
 
+    def resolved(self):
+        """The ict.methods.Method with this section's non-None settings (ConfigError if unknown)."""
+        from ict.methods import get_method
+
+        return get_method(self.method).with_overrides(
+            ratio=self.ratio, scope=self.scope, reference=self.reference, loss_agg=self.loss_agg,
+            normalize_by=self.normalize_by, dense_warmup_steps=self.dense_warmup_steps,
+        )  # fmt: skip
+
+    @property
+    def selector(self) -> str:
+        return self.resolved().selector
+
     @property
     def needs_js(self) -> bool:
-        """Whether the selector reads the JS score (then the old-policy pass runs twice)."""
-        return "ict" in self.selector.split("+")
+        """Whether the selector reads the ICT score, JS or KL (ict.select facts): then the workers
+        compute it (batch_mean: a second forward; group_position: the same one)."""
+        needs = self.resolved().needs()
+        return "js" in needs or "kl" in needs
 
     def stats_request(self) -> dict[str, Any]:
         """What the workers compute during the old-policy forward (sent as batch meta-data)."""
+        method = self.resolved()
         return {
-            "reference": self.reference if self.needs_js else None,
+            "reference": method.reference if self.needs_js else None,
             "chunk_size": self.chunk_size,
+            "divergence": "kl" if "kl" in method.needs() else "js",
         }
 
 
@@ -76,15 +117,19 @@ def from_verl_config(cfg: Any) -> IctVerlConfig | None:
         return None
     section = _get(cfg, "ict", {}) or {}
     section = dict(section.items()) if hasattr(section, "items") else {}
+    if "selector" in section:  # the earlier name of `method` (any selector is a method)
+        selector = section.pop("selector")
+        if selector is not None and section.get("method") not in (None, selector):
+            raise ConfigError("set ict.method or ict.selector (its earlier name), not both")
+        section.setdefault("method", selector)
     unknown = set(section) - set(IctVerlConfig.__dataclass_fields__)
     if unknown:
         raise ConfigError(
             f"unknown key(s) {sorted(unknown)} in the `ict:` section of the verl config; "
             f"allowed: {sorted(IctVerlConfig.__dataclass_fields__)}"
         )
-    section.setdefault("selector", None)
-    if section["selector"] is None:
-        section["selector"] = LOSS_MODES[loss_mode]
+    if section.get("method") is None:
+        section["method"] = LOSS_MODES[loss_mode]
     section["selector_options"] = dict(section.get("selector_options") or {})
     out = IctVerlConfig(**section)
     validate(out, cfg)
@@ -92,22 +137,53 @@ def from_verl_config(cfg: Any) -> IctVerlConfig | None:
 
 
 def validate(spec: IctVerlConfig, cfg: Any = None) -> None:
-    """Clear errors for settings the verl integration does not support."""
-    if spec.reference not in REFERENCES:
+    """Clear errors for unknown settings (checked against the ict registries) and for settings
+    the verl integration does not support."""
+    from ict.loss.policy import LOSS_AGGREGATIONS, NORMALIZE_BY
+    from ict.select import GRANULARITIES, SCOPES
+    from ict.select.core import selector_facts
+    from ict.stats import REFERENCES
+
+    try:
+        method = spec.resolved()
+    except ConfigError as err:
+        raise ConfigError(f"ict.method={spec.method!r}: {err}") from None
+    for name, value, allowed in (
+        ("reference", spec.reference, REFERENCES),
+        ("scope", spec.scope, SCOPES),
+        ("granularity", spec.granularity, GRANULARITIES),
+        ("normalize_by", spec.normalize_by, NORMALIZE_BY),
+        ("loss_agg", spec.loss_agg, LOSS_AGGREGATIONS),
+    ):
+        if value is not None and value not in allowed:
+            raise ConfigError(f"ict.{name}={value!r} is unknown: use one of {list(allowed)}")
+    facts = selector_facts(method.selector)
+    if "kl" in facts["needs"] and method.reference != "group_position":
         raise ConfigError(
-            f"ict.reference={spec.reference!r} is not supported on verl (supported: {REFERENCES}); "
-            "use the native trainer (`ict train`) for the other references"
+            f"ict.method={spec.method!r} scores by KL to the group-position mean: "
+            f"ict.reference={method.reference!r} is not supported with it; drop ict.reference"
         )
-    if spec.scope not in SCOPES:
+    if spec.needs_js and method.reference not in VERL_REFERENCES:
         raise ConfigError(
-            f"ict.scope={spec.scope!r} is not supported on verl (supported: {SCOPES})"
+            f"ict.reference={method.reference!r} (the method's unless set) is not supported on "
+            f"verl (supported: {list(VERL_REFERENCES)}): set ict.reference to one of them, or use "
+            "the native trainer (`ict train`) or TRL for the other references"
         )
-    if spec.granularity not in ("position", "token_id"):
-        raise ConfigError(f"ict.granularity={spec.granularity!r}: use 'position' or 'token_id'")
-    if spec.normalize_by not in NORMALIZE_BY:
-        raise ConfigError(f"ict.normalize_by={spec.normalize_by!r}: use one of {NORMALIZE_BY}")
-    if spec.ratio is not None and not 0.0 < float(spec.ratio) <= 1.0:
-        raise ConfigError(f"ict.ratio={spec.ratio!r} must be in (0, 1]")
+    if method.scope not in VERL_SCOPES:
+        raise ConfigError(
+            f"ict.scope={method.scope!r} is not supported on verl (supported: {list(VERL_SCOPES)})"
+        )
+    if spec.ratio is not None:
+        if not 0.0 < float(spec.ratio) <= 1.0:
+            raise ConfigError(f"ict.ratio={spec.ratio!r} must be in (0, 1]")
+        if not facts["takes_ratio"]:
+            raise ConfigError(f"ict.method={spec.method!r} keeps no top fraction: drop ict.ratio")
+    unknown = set(spec.selector_options) - set(facts["options"])
+    if unknown:
+        raise ConfigError(
+            f"ict.selector_options {sorted(unknown)} are not options of {method.selector!r} "
+            f"(its options: {sorted(facts['options']) or 'none'})"
+        )
     if int(spec.chunk_size) < 1:
         raise ConfigError(f"ict.chunk_size={spec.chunk_size!r} must be a positive integer")
     if cfg is None:

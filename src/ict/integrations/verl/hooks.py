@@ -36,21 +36,38 @@ from .stats import chunked_token_stats, response_rows, scatter_packed
 STATS_REQUEST_KEY = (
     "ict_stats"  # batch meta-data: {"reference": "batch_mean" | None, "chunk_size": int}
 )
-STAT_KEYS = ("ict_entropy", "ict_renyi2", "ict_js")
+STAT_KEYS = ("ict_entropy", "ict_renyi2", "ict_js", "ict_kl")
+GROUP_KEY = "ict_group"  # long [B] in the batch of the old-policy pass: prompt index (from uid)
 _PATCHED_ATTR = "__ict_patched__"
 
 
 class _OldPolicyPass:
-    """State of one old-policy forward over a batch on one rank (set by forward_backward_batch)."""
+    """State of one old-policy forward over a batch on one rank (set by forward_backward_batch).
 
-    def __init__(self, chunk_size: int, reference: torch.Tensor | None = None):
+    reference: None (batch_mean pass 1: H, H2, sum of p), a [V] tensor (batch_mean pass 2: JS to
+    it) or "group_position" (one pass: H, H2 and the paper's score by ict.stats per micro-batch,
+    every rollout of a prompt in the same micro-batch; group_size G, divergence "js"/"kl").
+    """
+
+    def __init__(
+        self,
+        chunk_size: int,
+        reference: torch.Tensor | str | None = None,
+        *,
+        group_size: int = 1,
+        divergence: str = "js",
+        process_group=None,
+    ):
         self.chunk_size = chunk_size
-        self.reference = reference  # None: first pass (H, H2, sum of p); tensor: JS pass
+        self.reference = reference
+        self.group_size = group_size
+        self.divergence = divergence
+        self.process_group = process_group
         self.prob_sum: torch.Tensor | None = None
         self.count = 0
 
 
-_active_pass: _OldPolicyPass | None = None
+PASS_ATTR = "_ict_old_policy_pass"  # on verl's engine: the pass in progress on this rank
 
 
 def _non_tensor(data: Any, key: str, default: Any = None) -> Any:
@@ -106,10 +123,15 @@ def score_micro_batch(
     )
     temperature = _temperature_per_row(micro_batch, rows.batch)
     flat_logits = logits.reshape(-1, logits.shape[-1])
+    total = int(seq_lens.sum())
+    if isinstance(state.reference, str):  # "group_position": ict.stats on verl's layout
+        return {
+            f"ict_{k}": scatter_packed(v, rows, total)
+            for k, v in _group_position(state, flat_logits, rows, temperature, micro_batch).items()
+        }
     stats = chunked_token_stats(
         flat_logits, rows.flat, temperature, reference=state.reference, chunk_size=state.chunk_size
     )
-    total = int(seq_lens.sum())
     out = {}
     if state.reference is None:
         state.prob_sum = (
@@ -121,6 +143,37 @@ def score_micro_batch(
     else:
         out["ict_js"] = scatter_packed(stats["js"], rows, total)
     return out
+
+
+def _group_position(state, flat_logits, rows, temperature, micro_batch) -> dict:
+    """ict.stats' group_position statistics [n] of one micro-batch; DataError unless it holds
+    every rollout of each of its prompts (the forward_backward_batch hook arranges that)."""
+    from ict.errors import DataError
+
+    from .stats import group_position_stats
+
+    groups = micro_batch[GROUP_KEY].long().to(flat_logits.device)
+    _, counts = torch.unique(groups, return_counts=True)
+    if bool((counts != state.group_size).any()):
+        raise DataError(
+            f"an old-policy micro-batch holds {counts.tolist()} rollouts of its prompts, not "
+            f"rollout.n = {state.group_size} each: the group_position score needs whole groups"
+        )
+    if temperature.numel() and bool((temperature != temperature[0]).any()):
+        raise ConfigError(
+            "ict.reference=group_position needs one sampling temperature per batch (the rows of a "
+            "micro-batch have several): use one actor_rollout_ref.rollout.temperature"
+        )
+    value = float(temperature[0]) if temperature.numel() else 1.0
+    tokens = torch.zeros(flat_logits.shape[0], dtype=torch.long, device=flat_logits.device)
+    ids = micro_batch["input_ids"]
+    ids = (ids.values() if ids.is_nested else ids.reshape(-1)).to(flat_logits.device)
+    # the row predicting a response token holds the next input id (packed: packed + 1)
+    tokens[rows.flat] = ids[rows.packed + 1]
+    return group_position_stats(
+        flat_logits, rows, tokens, groups, value, chunk_size=state.chunk_size,
+        process_group=state.process_group, divergence=state.divergence,
+    )  # fmt: skip
 
 
 def _nested_like(values: torch.Tensor, micro_batch: Any) -> torch.Tensor:
@@ -144,12 +197,14 @@ def _wrap_prepare_model_outputs(original):
                     normalize_by=_non_tensor(micro_batch, ict_loss.NORMALIZE_KEY, "selected"),
                     num_selected=_non_tensor(micro_batch, ict_loss.NUM_SELECTED_KEY, None),
                     num_rows=_non_tensor(micro_batch, ict_loss.NUM_ROWS_KEY, None),
+                    loss_agg=_non_tensor(micro_batch, ict_loss.LOSS_AGG_KEY, None),
                 )
             )
         else:
             ict_loss.set_current(None)
         model_output = original(self, output, output_args, micro_batch, logits_processor_func)
-        state = _active_pass
+        # the engine object carries the pass from forward_backward_batch to here (same instance)
+        state = getattr(self, PASS_ATTR, None)
         if state is not None:
             logits = getattr(output, "logits", None)
             if logits is None or _non_tensor(micro_batch, "use_fused_kernels", False):
@@ -172,6 +227,26 @@ def _wrap_prepare_model_outputs(original):
     return prepare_model_outputs
 
 
+def _keep_groups_in_micro_batches(data: Any, group_size: int) -> None:
+    """Make every old-policy micro-batch hold whole groups of `group_size` consecutive rows (the
+    driver checked that each rank's rows are whole groups in consecutive blocks): with dynamic batch
+    sizes through verl's own `force_group_size`; with a fixed micro-batch size, by requiring it to
+    be a multiple of G (the same ConfigError on every rank, before any collective)."""
+    from verl.utils import tensordict_utils as tu
+
+    if _non_tensor(data, "use_dynamic_bsz", True):
+        tu.assign_non_tensor(data, force_group_size=group_size)
+        return
+    micro = int(_non_tensor(data, "micro_batch_size_per_gpu", group_size))
+    if micro % group_size:
+        raise ConfigError(
+            f"ict.reference=group_position (the paper's score) needs every rollout of a prompt in "
+            f"one old-policy micro-batch, but actor_rollout_ref.rollout.log_prob_micro_batch_size_"
+            f"per_gpu = {micro} is not a multiple of actor_rollout_ref.rollout.n = {group_size}: "
+            "make it a multiple, or set actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=True"
+        )
+
+
 def _all_reduce(tensor: torch.Tensor, group) -> torch.Tensor:
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.all_reduce(tensor, op=torch.distributed.ReduceOp.SUM, group=group)
@@ -181,16 +256,27 @@ def _all_reduce(tensor: torch.Tensor, group) -> torch.Tensor:
 def _wrap_forward_backward_batch(original):
     @functools.wraps(original)
     def forward_backward_batch(self, data, loss_function, forward_only=False):
-        global _active_pass
         request = _non_tensor(data, STATS_REQUEST_KEY, None)
+        if forward_only and request and request.get("reference") == "group_position":
+            state = _OldPolicyPass(
+                int(request.get("chunk_size", 1024)), "group_position",
+                group_size=int(request["group_size"]), divergence=request.get("divergence", "js"),
+                process_group=self.get_data_parallel_group(),
+            )  # fmt: skip
+            _keep_groups_in_micro_batches(data, state.group_size)
+            setattr(self, PASS_ATTR, state)
+            try:
+                return original(self, data, loss_function, forward_only)
+            finally:
+                setattr(self, PASS_ATTR, None)
         if forward_only and request:
             chunk_size = int(request.get("chunk_size", 1024))
             first = _OldPolicyPass(chunk_size)
-            _active_pass = first
+            setattr(self, PASS_ATTR, first)
             try:
                 output = original(self, data, loss_function, forward_only)
             finally:
-                _active_pass = None
+                setattr(self, PASS_ATTR, None)
             if request.get("reference") is None:
                 return output
             group = self.get_data_parallel_group()
@@ -202,11 +288,11 @@ def _wrap_forward_backward_batch(original):
             _all_reduce(prob_sum, group)
             _all_reduce(count, group)
             reference = prob_sum / count.clamp_min(1.0)
-            _active_pass = _OldPolicyPass(chunk_size, reference=reference)
+            setattr(self, PASS_ATTR, _OldPolicyPass(chunk_size, reference=reference))
             try:
                 second = original(self, data, None, forward_only)
             finally:
-                _active_pass = None
+                setattr(self, PASS_ATTR, None)
             output["model_output"]["ict_js"] = second["model_output"]["ict_js"]
             return output
         if not forward_only and ict_loss.SELECTED_KEY in data.keys():
@@ -260,15 +346,25 @@ def _wrap_compute_old_log_prob(original):
             captured["output"] = call(batch_td, *args, **kwargs)
             return captured["output"]
 
-        batch.meta_info[STATS_REQUEST_KEY] = spec.stats_request()
+        request = spec.stats_request()
+        if request["reference"] == "group_position":
+            group_size = int(_get_cfg(self.config, "actor_rollout_ref.rollout.n", 1))
+            batch.batch[GROUP_KEY] = whole_group_ids(
+                batch.non_tensor_batch.get("uid"), group_size, _dp_size(self, worker_group)
+            )
+            request["group_size"] = group_size
+        batch.meta_info[STATS_REQUEST_KEY] = request
         worker_group.compute_log_prob = compute_log_prob
         try:
             old_log_prob, mfu = original(self, batch)
         finally:
             worker_group.compute_log_prob = call
             batch.meta_info.pop(STATS_REQUEST_KEY, None)
+            if GROUP_KEY in batch.batch.keys():
+                batch.batch.pop(GROUP_KEY)
         output = captured["output"]
         wanted = ["ict_entropy", "ict_renyi2"] + (["ict_js"] if spec.needs_js else [])
+        wanted += ["ict_kl"] if request.get("divergence") == "kl" else []
         missing = [key for key in wanted if key not in output.keys()]
         if missing:
             raise ConfigError(
@@ -284,17 +380,75 @@ def _wrap_compute_old_log_prob(original):
     return _compute_old_log_prob
 
 
+DIAGNOSTIC_METHODS = ("ict", "entropy", "stapo")  # selections logged on every batch (as native)
+
+
+def _get_cfg(cfg: Any, dotted: str, default: Any = None) -> Any:
+    from .config import _get
+
+    return _get(cfg, dotted, default)
+
+
+def _dp_size(trainer: Any, worker_group: Any) -> int:
+    """verl's data-parallel size of the actor (its own helper when present)."""
+    getter = getattr(trainer, "_get_dp_size", None)
+    if getter is not None:
+        return int(getter(worker_group, "actor"))
+    return int(getattr(worker_group, "world_size", 1))
+
+
+def whole_group_ids(uids: Any, group_size: int, dp_size: int) -> torch.Tensor:
+    """Prompt index [B] (long) of each row, from verl's `uid`, after checking that every prompt's
+    G = rollout.n rollouts sit in one aligned block of G consecutive rows and that every
+    data-parallel rank (B / dp_size consecutive rows) holds whole blocks: then each rank, and each
+    old-policy micro-batch (see `_keep_groups_in_micro_batches`), scores whole groups, and the
+    paper's score equals the single-process one. ConfigError naming the setting otherwise."""
+    import numpy as np
+
+    if uids is None:
+        raise ConfigError(
+            "ict.reference=group_position needs the batch's `uid` (the prompt of each rollout), "
+            "which verl's GRPO adds: use algorithm.adv_estimator=grpo (or another grouped one)"
+        )
+    _, ids = np.unique(np.asarray(uids, dtype=object).astype(str), return_inverse=True)
+    ids = torch.as_tensor(ids, dtype=torch.long)
+    B = ids.numel()
+    blocks_ok = B % group_size == 0 and bool(
+        (ids.view(-1, group_size) == ids.view(-1, group_size)[:, :1]).all()
+    )
+    if not blocks_ok or torch.unique(ids).numel() != B // group_size:
+        raise ConfigError(
+            "ict.reference=group_position (the paper's score) needs each prompt's rollout.n "
+            f"= {group_size} rollouts on consecutive rows of the batch, but this batch is "
+            "reordered (verl's balance_batch moves single rollouts between data-parallel ranks): "
+            "set trainer.balance_batch=False, or ict.reference=batch_mean"
+        )
+    if (B // dp_size) % group_size or B % dp_size:
+        raise ConfigError(
+            f"ict.reference=group_position: the batch of {B} rollouts splits into {dp_size} "
+            f"data-parallel shards of {B / dp_size:g} rows, not whole groups of rollout.n = "
+            f"{group_size}: make data.train_batch_size a multiple of the number of actor GPUs"
+        )
+    return ids
+
+
 def select_batch(
     batch_tensors: dict[str, torch.Tensor], spec: IctVerlConfig, step: int
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Select tokens over the whole rollout batch; returns (selected [B, R] bool, metrics).
 
     batch_tensors: response_mask, advantages, old_log_probs, responses, ict_entropy, ict_renyi2
-    (and ict_js for ICT), all [B, R] in verl's padded response layout.
+    (and ict_js for ICT), all [B, R] in verl's padded response layout. step: verl's global step
+    (1-based, one per rollout batch, as the native trainer's): every valid token is selected
+    while step <= the method's dense_warmup_steps. Metrics: ict.metrics.token_metrics under
+    "ict/", the ICT vs 20-Entropy Jaccard (ict.select.jaccard) and "ict/dense_warmup".
     """
-    from ict.select import select_tokens
+    from ict.methods import get_method
+    from ict.metrics import token_metrics
+    from ict.select import jaccard
     from ict.stats import TokenStats
 
+    method = spec.resolved()
     mask = batch_tensors["response_mask"].bool()
     zeros = torch.zeros_like(batch_tensors["ict_entropy"])
     stats = TokenStats(
@@ -302,33 +456,50 @@ def select_batch(
         renyi2=batch_tensors["ict_renyi2"] * mask,
         logprob=batch_tensors["old_log_probs"].float() * mask,
         js=batch_tensors.get("ict_js", zeros) * mask,
+        kl=batch_tensors["ict_kl"] * mask if "ict_kl" in batch_tensors else None,
     )
-    selected = select_tokens(
-        spec.selector,
-        mask,
-        stats=stats,
-        advantages=batch_tensors["advantages"],
-        tokens=batch_tensors.get("responses"),
-        ratio=spec.ratio,
-        scope=spec.scope,
-        granularity=spec.granularity,
-        seed=spec.seed + step,
-        **spec.selector_options,
-    )
-    selected = selected.bool() & mask
-    metrics = _selection_metrics(stats, mask, selected)
+    inputs = (mask, stats, batch_tensors["advantages"], batch_tensors.get("responses"))
+    own = _select(method, spec, *inputs, seed=spec.seed + step)
+    selections = {method.name: own}
+    for name in DIAGNOSTIC_METHODS:
+        diag = get_method(name).resolved()
+        if name in selections or not _computable(diag, batch_tensors):
+            continue
+        selections[name] = _select(diag, spec, *inputs, seed=spec.seed + step)
+    dense = 0 < method.dense_warmup_steps and step <= method.dense_warmup_steps
+    selected = mask.clone() if dense else own
+    metrics = {f"ict/{k}": v for k, v in token_metrics(stats, mask, selected, selections).items()}
+    metrics["ict/selected_fraction_batch"] = metrics["ict/selected_fraction"]
+    if "ict" in selections and "entropy" in selections:
+        metrics["ict/overlap/ict_entropy_jaccard"] = jaccard(
+            selections["ict"], selections["entropy"]
+        )
+    metrics["ict/dense_warmup"] = float(dense)
     return selected, metrics
 
 
-def _selection_metrics(stats, mask: torch.Tensor, selected: torch.Tensor) -> dict[str, float]:
-    out = {"ict/selected_fraction_batch": float(selected.sum() / mask.sum().clamp_min(1))}
-    for prefix, m in (("ict/valid", mask), ("ict/selected", selected)):
-        n = m.sum().clamp_min(1)
-        out[f"{prefix}/entropy"] = float((stats.entropy * m).sum() / n)
-        out[f"{prefix}/renyi2"] = float((stats.renyi2 * m).sum() / n)
-        out[f"{prefix}/js"] = float((stats.js * m).sum() / n)
-        out[f"{prefix}/prob"] = float((stats.logprob.exp() * m).sum() / n)
-    return out
+def _computable(method, batch_tensors) -> bool:
+    """Whether the batch holds the statistics `method` reads (JS only when the run computed it)."""
+    needs = method.needs()
+    return ("kl" not in needs or "ict_kl" in batch_tensors) and (
+        "js" not in needs or "ict_js" in batch_tensors
+    )
+
+
+def _select(method, spec: IctVerlConfig, mask, stats, advantages, tokens, *, seed):
+    """ict.select.select_tokens with the resolved `method`'s settings (selector facts decide
+    whether a ratio and which options apply)."""
+    from ict.select import select_tokens
+    from ict.select.core import selector_facts
+
+    facts = selector_facts(method.selector)
+    options = {k: v for k, v in spec.selector_options.items() if k in facts["options"]}
+    selected = select_tokens(
+        method.selector, mask, stats=stats, advantages=advantages, tokens=tokens,
+        ratio=method.ratio if facts["takes_ratio"] else None, scope=method.scope,
+        granularity=spec.granularity, seed=seed, **options,
+    )  # fmt: skip
+    return selected.bool() & mask
 
 
 def _wrap_update_actor(original):
@@ -348,11 +519,14 @@ def _wrap_update_actor(original):
             if key in batch.batch.keys():
                 batch.batch.pop(key)
         batch.batch[ict_loss.SELECTED_KEY] = selected
-        batch.meta_info[ict_loss.NORMALIZE_KEY] = spec.normalize_by
+        method = spec.resolved()
+        batch.meta_info[ict_loss.NORMALIZE_KEY] = method.normalize_by
+        batch.meta_info[ict_loss.LOSS_AGG_KEY] = method.loss_agg
         try:
             actor_output = original(self, batch)
         finally:
             batch.meta_info.pop(ict_loss.NORMALIZE_KEY, None)
+            batch.meta_info.pop(ict_loss.LOSS_AGG_KEY, None)
         actor_output.meta_info.setdefault("metrics", {}).update(metrics)
         return actor_output
 

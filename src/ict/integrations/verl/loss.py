@@ -23,11 +23,13 @@ import torch
 from torch import Tensor
 
 from ict.errors import ConfigError
+from ict.loss import clipped_token_loss
 
 SELECTED_KEY = "ict_selected"  # bool [B, R] in the batch: the selection of each response token
 NUM_SELECTED_KEY = "ict_num_selected"  # int, global (all DP ranks) count in the mini-batch
 NUM_ROWS_KEY = "ict_num_rows"  # int, global count of responses with a non-empty denominator
 NORMALIZE_KEY = "ict_normalize_by"  # "selected" | "valid"
+LOSS_AGG_KEY = "ict_loss_agg"  # an ict.loss aggregation, or None: verl's actor.loss_agg_mode
 
 
 @dataclass
@@ -40,12 +42,14 @@ class MicroBatchSelection:
     num_rows:     global count of responses whose denominator is not empty (>= 1 selected token
                   for normalize_by="selected", >= 1 valid token for "valid")
     None counts: use this micro-batch's own counts (only right with one micro-batch and one rank).
+    loss_agg:     an ict.loss aggregation (the method's), or None for verl's loss_agg_mode
     """
 
     selected: Tensor
     normalize_by: str = "selected"
     num_selected: int | None = None
     num_rows: int | None = None
+    loss_agg: str | None = None
 
 
 def local_counts(selected: Tensor, valid: Tensor, normalize_by: str) -> tuple[int, int]:
@@ -56,6 +60,10 @@ def local_counts(selected: Tensor, valid: Tensor, normalize_by: str) -> tuple[in
     return int(mask.sum()), int((denominator.sum(-1) > 0).sum())
 
 
+# verl 0.9.1 calls a registered policy loss with log-probs, advantages, the mask, the agg mode and
+# the actor config only: nothing of the micro-batch reaches it. The engine hook, which does see the
+# micro-batch, leaves its selection here for the loss call that follows on the same thread; this is
+# the one piece of state verl's data path cannot carry.
 _local = threading.local()
 
 
@@ -77,33 +85,6 @@ def set_current(selection: MicroBatchSelection | None) -> None:
 
 def current() -> MicroBatchSelection | None:
     return getattr(_local, "selection", None)
-
-
-def clipped_token_loss(
-    old_log_prob: Tensor,
-    log_prob: Tensor,
-    advantages: Tensor,
-    eps_low: float,
-    eps_high: float,
-    clip_c: float | None,
-) -> tuple[Tensor, Tensor, Tensor]:
-    """Per-token clipped surrogate loss [B, R] and the clip indicators (upper/lower, dual).
-
-    Identical in form to verl's `vanilla` loss (its log-ratio clamp to [-20, 20] included) so that
-    `ict_grpo` reproduces verl's own GRPO exactly.
-    """
-    log_ratio = torch.clamp(log_prob - old_log_prob, min=-20.0, max=20.0)
-    ratio = torch.exp(log_ratio)
-    loss_unclipped = -advantages * ratio
-    loss_clipped = -advantages * torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high)
-    loss = torch.maximum(loss_unclipped, loss_clipped)
-    clipped = loss_clipped > loss_unclipped
-    dual = torch.zeros_like(clipped)
-    if clip_c is not None:
-        bound = -advantages * clip_c
-        dual = (loss > bound) & (advantages < 0)
-        loss = torch.where(advantages < 0, torch.minimum(loss, bound), loss)
-    return loss, clipped, dual
 
 
 def _masked_mean(x: Tensor, mask: Tensor) -> Tensor:
@@ -146,9 +127,18 @@ def ict_policy_loss(
     eps_low = config.clip_ratio_low if config.clip_ratio_low is not None else eps
     eps_high = config.clip_ratio_high if config.clip_ratio_high is not None else eps
     clip_c = config.get("clip_ratio_c", 3.0)
-    token_loss, clipped, dual = clipped_token_loss(
-        old_log_prob, log_prob, advantages, eps_low, eps_high, clip_c
-    )
+    # the one per-token clipped surrogate (ict.loss), as verl's vanilla loss (log-ratio clamp 20)
+    token_loss, ratio, clipped_loss = clipped_token_loss(
+        log_prob, old_log_prob, advantages, valid, eps_low=eps_low, eps_high=eps_high,
+        dual_clip=clip_c,
+    )  # fmt: skip
+    A = torch.where(valid, advantages, 0.0)
+    clipped = -A * ratio.clamp(1.0 - eps_low, 1.0 + eps_high) > -A * ratio
+    dual = (A < 0) & (clipped_loss > -A * clip_c) if clip_c is not None else torch.zeros_like(valid)
+    if selection.loss_agg is not None:
+        from .config import LOSS_AGG_TO_VERL
+
+        loss_agg_mode = LOSS_AGG_TO_VERL[selection.loss_agg]
     if rollout_is_weights is not None:
         token_loss = token_loss * rollout_is_weights
 

@@ -5,8 +5,9 @@ verl 0.9.1 packs a micro-batch without padding: the logits are `[N, V]` rows (or
 rows that predict a valid response token are scored. Everything here is pure and works in chunks of
 `chunk_size` rows, so at most `chunk_size x V` float32 values exist at once (never `[N, V]`).
 
-Math (METHOD.md): p = softmax(z / T) in float32; H = -sum p log p; H2 = -log sum p^2;
-JS(p, r) = H((p + r) / 2) - H(p) / 2 - H(r) / 2, all in nats.
+Math (METHOD.md), by ict.stats' kernels: p = softmax(z / T) in float32; H = -sum p log p;
+H2 = -log sum p^2; JS(p, r) = H((p + r) / 2) - H(p) / 2 - H(r) / 2, all in nats. The paper's
+`group_position` score goes through `ict.stats.token_stats` itself (`group_position_stats`).
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor
-
-LOG2 = float(torch.log(torch.tensor(2.0)))
 
 
 @dataclass
@@ -76,7 +75,9 @@ def chunked_token_stats(
     reference: Tensor | None = None,
     chunk_size: int = 1024,
 ) -> dict[str, Tensor]:
-    """H, H2 and (with `reference`) JS for selected rows, plus the sum of p over them.
+    """H, H2 and (with `reference`) JS for selected rows, plus the sum of p over them: the two
+    passes of the batch-mean reference across verl's micro-batches and ranks. The per-block math is
+    ict.stats' own kernels (`ict.stats.kernels`), the formulas of every engine.
 
     logits:      Tensor[N, V] any float dtype (rows of the flattened logits, unscaled).
     rows:        LongTensor[n] which rows to score.
@@ -85,6 +86,13 @@ def chunked_token_stats(
     Returns float32 tensors: entropy [n], renyi2 [n], prob_sum [V] (sum of p over the rows),
     and js [n] when a reference is given (nats, clamped to [0, log 2]).
     """
+    from ict.stats.kernels import (
+        distribution_entropy,
+        js_from_entropies,
+        mixture_entropy_,
+        policy_block_,
+    )
+
     n, vocab = rows.numel(), logits.shape[-1]
     dev = logits.device
     entropy = torch.zeros(n, dtype=torch.float32, device=dev)
@@ -93,22 +101,21 @@ def chunked_token_stats(
     js = torch.zeros(n, dtype=torch.float32, device=dev) if reference is not None else None
     if reference is not None:
         reference = reference.to(device=dev, dtype=torch.float32)
-        h_ref = -torch.special.xlogy(reference, reference).sum()
+        h_ref = distribution_entropy(reference, 1)
     temperature = temperature.to(device=dev, dtype=torch.float32)
+    block = max(1, min(chunk_size, n))
+    p_buf, scratch = (torch.empty(block, vocab, dtype=torch.float32, device=dev) for _ in range(2))
     with torch.no_grad():
         for start in range(0, n, chunk_size):
             idx = rows[start : start + chunk_size].to(dev)
-            z = logits[idx].float() / temperature[start : start + chunk_size, None].clamp_min(1e-8)
-            logp = torch.log_softmax(z, dim=-1)
-            p = logp.exp()
-            entropy[start : start + idx.numel()] = -(p * logp).sum(-1)
-            renyi2[start : start + idx.numel()] = -torch.log((p * p).sum(-1))
+            m, out = idx.numel(), slice(start, start + idx.numel())
+            z = logits[idx].float() / temperature[out, None].clamp_min(1e-8)
+            p = p_buf[:m]
+            entropy[out], renyi2[out], _ = policy_block_(z, None, p, scratch[:m])
             prob_sum += p.sum(0)
             if js is not None:
-                m = 0.5 * (p + reference)
-                h_m = -torch.special.xlogy(m, m).sum(-1)
-                js_chunk = h_m - 0.5 * entropy[start : start + idx.numel()] - 0.5 * h_ref
-                js[start : start + idx.numel()] = js_chunk.clamp(0.0, LOG2)
+                h_mix = mixture_entropy_(p.add_(reference), scratch[:m])
+                js[out] = js_from_entropies(h_mix, entropy[out], h_ref)
     out = {"entropy": entropy, "renyi2": renyi2.clamp_min(0.0), "prob_sum": prob_sum}
     if js is not None:
         out["js"] = js
@@ -119,4 +126,47 @@ def scatter_packed(values: Tensor, rows: ResponseRows, total: int) -> Tensor:
     """Place per-row values [n] into a packed vector [total] (0 elsewhere), verl's nested layout."""
     out = torch.zeros(total, dtype=values.dtype, device=values.device)
     out[rows.packed.to(values.device)] = values
+    return out
+
+
+def group_position_stats(
+    logits: Tensor,
+    rows: ResponseRows,
+    tokens: Tensor,
+    group_ids: Tensor,
+    temperature: float,
+    *,
+    chunk_size: int | None = None,
+    process_group=None,
+    divergence: str = "js",
+) -> dict[str, Tensor]:
+    """The paper's score (reference "group_position") of one micro-batch by `ict.stats.token_stats`.
+
+    logits: [N, V] the flattened rows (packed [nnz, V] or padded [B * L, V]), unscaled.
+    rows: the response positions (`response_rows`); tokens: LongTensor[N] the token each row
+    predicts; group_ids: LongTensor[b] prompt index of each sequence (every rollout of a prompt in
+    this micro-batch, checked by the caller). Returns float32 [n] entropy, renyi2, js (and kl).
+
+    verl's layout reaches ict.stats without a copy of the logits: a [b, N, V] view with stride 0
+    over the sequences, where sequence i's valid positions are the rows predicting its response
+    tokens, so `token_stats` aligns position k of every rollout of a prompt as it does natively.
+    Only a [b, N] mask and token grid are built.
+    """
+    from ict.stats import token_stats
+
+    b = int(group_ids.numel())
+    n_rows, vocab = logits.shape
+    view = logits.unsqueeze(0).expand(b, n_rows, vocab)
+    mask = torch.zeros(b, n_rows, dtype=torch.bool, device=logits.device)
+    mask[rows.batch, rows.flat] = True
+    grid = torch.zeros(b, n_rows, dtype=torch.long, device=logits.device)
+    grid[rows.batch, rows.flat] = tokens[rows.flat].to(logits.device)
+    stats = token_stats(
+        view, grid, mask, temperature=temperature, reference="group_position",
+        group_ids=group_ids.to(logits.device), chunk_size=chunk_size,
+        process_group=process_group, divergence=divergence,
+    )  # fmt: skip
+    out = {f: getattr(stats, f)[rows.batch, rows.flat] for f in ("entropy", "renyi2", "js")}
+    if stats.kl is not None:
+        out["kl"] = stats.kl[rows.batch, rows.flat]
     return out
