@@ -52,28 +52,9 @@ PARTS = ("env", "token_stats", "train_step", "native", "trl")
 # ---------------------------------------------------------------------------------------------
 def big_tokenizer(vocab_size: int):
     """The tiny character tokenizer (ict.testing) padded with `<tN>` tokens to `vocab_size`."""
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
+    from ict.testing import tiny_tokenizer
 
-    from ict.testing import CHAT_TEMPLATE, SPECIAL_TOKENS, tiny_tokenizer
-
-    vocab = dict(tiny_tokenizer().get_vocab())
-    for i in range(len(vocab), vocab_size):
-        vocab[f"<t{i}>"] = i
-    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
-    backend.decoder = decoders.Fuse()
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=backend,
-        pad_token="<pad>",
-        bos_token="<s>",
-        eos_token="</s>",
-        unk_token="<unk>",
-        additional_special_tokens=SPECIAL_TOKENS[4:],
-        padding_side="left",
-    )
-    tokenizer.chat_template = CHAT_TEMPLATE
-    return tokenizer
+    return tiny_tokenizer(vocab_size)
 
 
 def save_qwen_shaped(directory: Path, dtype: str) -> Path:

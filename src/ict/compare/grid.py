@@ -146,32 +146,18 @@ def evaluate_task(run_dir: Path, preset: Preset) -> dict:
     return {"metrics": metrics, "bootstrap_95": intervals, "per_problem": per_problem}
 
 
-def run_grid(
-    preset: Preset,
-    out_dir: str | Path,
-    *,
-    methods: Sequence[str] | None = None,
-    seeds: Sequence[int] | None = None,
-    overrides: dict | None = None,
-    stop_after: int | None = None,
-    log: Callable[[str], None] = print,
-) -> list[Path]:
+def run_grid(preset: Preset, out_dir: str | Path, **options) -> list[Path]:
     """Train and evaluate every (method, seed) cell not yet done; returns the cell directories.
 
-    `overrides`: TrainConfig fields applied to every cell (e.g. max_steps). `stop_after`: train at
-    most this many steps per cell in this call (simulates an interruption; used by tests)."""
+    options (all optional): methods (default the preset's), seeds (default range(preset.seeds)),
+    overrides (TrainConfig fields applied to every cell, e.g. max_steps), stop_after (train at
+    most this many steps per cell in this call: simulates an interruption; tests), log (a
+    callable taking one line, default print). The preset's benchmark files (`data_dir`) are
+    visible to training and evaluation while it runs."""
     from ict.compare.presets import using_data_dir
 
-    with using_data_dir(preset.data_dir):  # benchmark files of the preset, if it ships them
-        return _run_grid(
-            preset,
-            out_dir,
-            methods=methods,
-            seeds=seeds,
-            overrides=overrides,
-            stop_after=stop_after,
-            log=log,
-        )
+    with using_data_dir(preset.data_dir):
+        return _run_grid(preset, out_dir, **options)
 
 
 def _run_grid(

@@ -17,10 +17,12 @@ CHAT_TEMPLATE = (
 )
 
 
-def tiny_tokenizer():
+def tiny_tokenizer(vocab_size: int | None = None):
     """A character-level `PreTrainedTokenizerFast`: one token per printable ASCII character.
 
     Returns a tokenizer with pad/bos/eos/unk tokens, left padding and a chat template.
+    vocab_size: pad the vocabulary with unused tokens `<tN>` up to this size (e.g. a paper-size
+    vocabulary for benchmarks); text still encodes one token per character.
     """
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
@@ -29,6 +31,8 @@ def tiny_tokenizer():
     vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS)}
     for ch in chars:
         vocab.setdefault(ch, len(vocab))
+    for i in range(len(vocab), vocab_size or 0):
+        vocab[f"<t{i}>"] = i
     backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     backend.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
     backend.decoder = decoders.Fuse()
