@@ -38,13 +38,17 @@ def test_defaults_follow_method_md():
         "position",
         0.1,
     )
-    assert (r.eps_low, r.eps_high, r.loss_agg, r.normalize_by, r.dense_warmup_steps) == (
+    assert (r.eps_low, r.eps_high, r.loss_agg, r.normalize_by) == (
         0.2,
         0.28,
         "seq_mean_token_mean",
         "selected",
-        10,
     )
+    # the paper's Theta = 10, capped at half of a short run; explicit values are kept
+    assert r.dense_warmup_steps == min(10, c.max_steps // 2)
+    assert TrainConfig(max_steps=60).resolved().dense_warmup_steps == 10
+    assert TrainConfig(max_steps=60, dense_warmup_steps=40).resolved().dense_warmup_steps == 40
+    assert TrainConfig(max_steps=4, dense_warmup_steps=3).resolved().dense_warmup_steps == 3
     # the earlier guess stays reachable by name and by flags
     b = TrainConfig(method="ict_batch_mean").resolved()
     assert (b.reference, b.scope, b.loss_agg, b.dense_warmup_steps) == (
@@ -53,7 +57,9 @@ def test_defaults_follow_method_md():
         "token_mean",
         0,
     )
-    f = TrainConfig(reference="batch_mean", scope="global", loss_agg="token_mean").resolved()
+    f = TrainConfig(
+        reference="batch_mean", scope="global", loss_agg="token_mean", max_steps=30
+    ).resolved()
     assert (f.reference, f.scope, f.loss_agg, f.dense_warmup_steps) == (
         "batch_mean",
         "global",
@@ -68,7 +74,7 @@ def test_defaults_follow_method_md():
         0.0,
         "grpo",
     )
-    assert c.model is None and c.task.startswith("rg:chain_sum")
+    assert c.model is None and c.task.startswith("rg:basic_arithmetic")
 
 
 def test_flat_and_grouped_yaml_agree(tmp_path):
@@ -154,3 +160,17 @@ def test_help_lists_every_option_grouped_by_section(capsys):
         assert section in text
     for field in dataclasses.fields(TrainConfig):
         assert "--" + field.name.replace("_", "-") in text
+
+
+def test_task_config_values_survive_the_spec_string():
+    """A '+' (or '&', '=') in a task option reads back as itself, not as a space or a split."""
+    from ict.data.tasks import parse_spec
+    from ict.train.problems import task_spec
+
+    config = TrainConfig(
+        task="rg:basic_arithmetic?min_terms=2",
+        task_config={"operators": ["+"], "note": "a&b=c d"},
+    )
+    name, options = parse_spec(task_spec(config))
+    assert name == "rg:basic_arithmetic"
+    assert options == {"min_terms": 2, "operators": ["+"], "note": "a&b=c d"}

@@ -91,12 +91,12 @@ class TrainConfig:
     )
     # data
     task: str = _f(
-        "rg:chain_sum?min_terms=2&max_terms=2&min_digits=1&max_digits=2",
+        "rg:basic_arithmetic?template=chain_sum_2shot&min_terms=2&max_terms=2&min_digits=1&max_digits=2&allow_parentheses=false&allow_negation=false",
         "data",
         "task spec (ict.data.load_task): rg:<reasoning-gym task>?<options>, a benchmark, hf:<id>?..., or a local .jsonl/.parquet file?question=<col>&answer=<col>",
     )
     task_config: dict = _f(
-        {},
+        {"operators": ["+"]},
         "data",
         "extra task options appended to the spec as ?key=value, e.g. '{min_terms: 3}' or '{question: problem, answer: solution}'",
     )
@@ -116,7 +116,7 @@ class TrainConfig:
     num_generations: int = _f(8, "rollout", "G: sampled responses per prompt")
     temperature: float = _f(1.0, "rollout", "sampling temperature (statistics use the same T)")
     top_p: float = _f(1.0, "rollout", "nucleus sampling threshold")
-    max_new_tokens: int = _f(32, "rollout", "maximum response length in tokens")
+    max_new_tokens: int = _f(24, "rollout", "maximum response length in tokens")
     generation_batch_size: int = _f(64, "rollout", "sequences generated at once")
     stop: list = _f(
         ["</answer>"], "rollout", "strings that end a response (kept in it); [] = only EOS"
@@ -145,7 +145,7 @@ class TrainConfig:
     dense_warmup_steps: int | None = _f(
         None,
         "method",
-        "Theta: the first N steps update every valid token, then the method's selection (none = the method's: ict 10, baselines 0)",
+        "Theta: the first N steps update every valid token, then the method's selection (none = the method's, at most half the run: ict min(10, max_steps // 2), baselines 0)",
     )
     granularity: str = _f("position", "method", "ICT granularity: position | token_id")
     stapo_prob_below: float = _f(
@@ -190,7 +190,7 @@ class TrainConfig:
     kl_on: str = _f("selected", "loss", "KL over selected | valid tokens")
     entropy_coef: float = _f(0.0, "loss", "entropy bonus coefficient")
     # optim
-    learning_rate: float = _f(1e-5, "optim", "AdamW peak learning rate")
+    learning_rate: float = _f(2e-5, "optim", "AdamW peak learning rate")
     weight_decay: float = _f(0.0, "optim", "AdamW weight decay")
     adam_beta1: float = _f(0.9, "optim", "AdamW beta1")
     adam_beta2: float = _f(0.99, "optim", "AdamW beta2")
@@ -217,7 +217,7 @@ class TrainConfig:
         "run each prompt once per group of G samples (KV cache repeated G times): same values and gradients, several times cheaper",
     )
     # run
-    max_steps: int = _f(15, "run", "training steps (one rollout batch each)")
+    max_steps: int = _f(6, "run", "training steps (one rollout batch each)")
     seed: int = _f(0, "run", "seed of sampling, prompt order and the random selector")
     output_dir: str | None = _f(
         None, "run", "run directory (default runs/<date>-<method>-<task>-seed<seed>)"
@@ -234,7 +234,7 @@ class TrainConfig:
     eval_seed: int = _f(1234, "run", "sampling seed of the held-out evaluations")
     eval_every: int = _f(0, "run", "held-out pass@k every N steps via ict.eval (0 = off)")
     eval_size: int = _f(64, "run", "held-out problems for periodic evaluation")
-    eval_num_samples: int = _f(8, "run", "samples per held-out problem (n of pass@k)")
+    eval_num_samples: int = _f(4, "run", "samples per held-out problem (n of pass@k)")
     report_to: str = _f(
         "none",
         "run",
@@ -354,7 +354,13 @@ class TrainConfig:
         from ict.methods import get_method
 
         method = get_method(self.method)
-        return method.with_overrides(**{k: getattr(self, k) for k in self._METHOD_FIELDS})
+        resolved = method.with_overrides(**{k: getattr(self, k) for k in self._METHOD_FIELDS})
+        # a method's own warm-up (the paper's Theta = 10) takes at most half of a short run, so
+        # that its selection is ever used; an explicit dense_warmup_steps is taken as given
+        half = self.max_steps // 2
+        if self.dense_warmup_steps is None and resolved.dense_warmup_steps > half:
+            resolved = dataclasses.replace(resolved, dense_warmup_steps=half)
+        return resolved
 
     def resolved(self) -> TrainConfig:
         """A copy whose method-dependent fields hold the values this run uses (saved in config.yaml,

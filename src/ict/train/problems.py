@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from urllib.parse import quote
 
 import numpy as np
 
@@ -55,11 +56,15 @@ class PromptSampler:
 
 
 def task_spec(config: TrainConfig) -> str:
-    """The ict.data spec string: `task` plus `task_config` as ?key=value options."""
+    """The ict.data spec string: `task` plus `task_config` as ?key=value options.
+
+    Values are JSON (strings as they are) and percent-encoded, so that characters with a meaning
+    in a query string survive (`{operators: ["+"]}`: a bare "+" would read back as a space)."""
     if not config.task_config:
         return config.task
     options = "&".join(
-        f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in config.task_config.items()
+        f"{k}={quote(v if isinstance(v, str) else json.dumps(v), safe='')}"
+        for k, v in config.task_config.items()
     )
     return f"{config.task}{'&' if '?' in config.task else '?'}{options}"
 
