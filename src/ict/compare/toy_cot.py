@@ -186,7 +186,7 @@ def warm_start(task: ToyCotTask, warm: WarmStart, *, refresh: bool = False):
         info = json.loads((path / "info.json").read_text())
         model = LlamaForCausalLM.from_pretrained(path)
         tokenizer = AutoTokenizer.from_pretrained(path)
-        return model, tokenizer, {**info, "cached": True}
+        return model, tokenizer, {**info, "path": str(path), "cached": True}
 
     t0 = time.perf_counter()
     model, tokenizer = tiny_model_and_tokenizer(
