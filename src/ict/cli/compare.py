@@ -12,6 +12,7 @@ from ict.errors import ConfigError
 EXAMPLES = """\
 examples:
   ict compare --preset toy                  # toy task: warm start + 6 methods x 5 seeds (2 CPU cores)
+  ict compare --preset toy-cot              # reasoning chains: 52-token answers, 7 methods x 5 seeds
   ict compare --quick                       # a few minutes, first contact
   ict compare                               # embedded SmolLM2 on chain_sum (preset smollm)
   ict compare --preset toy --methods grpo,ict --seeds 5 --steps 100
@@ -32,7 +33,7 @@ def add_parser(subparsers, summary: str) -> None:
     )
     p.add_argument(
         "--preset",
-        choices=["smollm", "toy", "quick", "paper"],
+        choices=["smollm", "toy", "toy-cot", "quick", "paper"],
         default="smollm",
         help="what to train and how long (default smollm: the embedded default model; paper: "
         "the paper's grid, Qwen2.5-Instruct on GSM8K + MATH, seven benchmarks, see docs/paper.md)",

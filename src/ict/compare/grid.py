@@ -54,23 +54,33 @@ def per_problem_record(ids: Sequence, n: Sequence[int], correct: Sequence[int]) 
     }
 
 
+def toy_module(task):
+    """(module, benchmark label) of a toy task: ict.compare.toy_cot for a ToyCotTask (the chain
+    task), else ict.compare.toy (addition); both give problems, score and warm_start."""
+    from ict.compare import toy, toy_cot
+
+    if isinstance(task, toy_cot.ToyCotTask):
+        return toy_cot, "toy_cot"
+    return toy, "toy_add"
+
+
 def evaluate_toy(model, tokenizer, preset: Preset) -> dict:
     """pass@k on the toy task's held-out pairs, with a bootstrap interval over problems and the
     per-problem counts (see `per_problem_record`)."""
     import torch
 
-    from ict.compare import toy
     from ict.eval.metrics import bootstrap_ci, pass_at_k_per_problem
     from ict.generation import generate
 
     spec: EvalSpec = preset.eval
     pairs = preset.toy.split("test", spec.size)
+    task, label = toy_module(preset.toy)
     model.eval()
     with torch.no_grad():
         rollout = generate(
             model,
             tokenizer,
-            [toy.prompt(a, b) for a, b in pairs],
+            [p.prompt for p in task.problems(preset.toy, "test", spec.size)],
             num_samples=spec.n,
             temperature=spec.temperature,
             max_new_tokens=preset.train["max_new_tokens"],
@@ -79,17 +89,17 @@ def evaluate_toy(model, tokenizer, preset: Preset) -> dict:
         )
     correct = np.zeros(len(pairs), dtype=int)
     for i, text in zip(rollout.prompt_index.tolist(), rollout.texts, strict=True):
-        correct[i] += int(toy.score(text, *pairs[i]))
+        correct[i] += int(task.score(text, *pairs[i]))
     metrics, intervals = {}, {}
     for k in spec.ks:
         per_problem = pass_at_k_per_problem([spec.n] * len(pairs), correct, k)
-        metrics[f"eval/toy_add/pass@{k}"] = float(per_problem.mean())
-        intervals[f"eval/toy_add/pass@{k}"] = bootstrap_ci(per_problem, seed=spec.seed)
+        metrics[f"eval/{label}/pass@{k}"] = float(per_problem.mean())
+        intervals[f"eval/{label}/pass@{k}"] = bootstrap_ci(per_problem, seed=spec.seed)
     ids = [f"{a}+{b}" for a, b in pairs]
     return {
         "metrics": metrics,
         "bootstrap_95": intervals,
-        "per_problem": {"toy_add": per_problem_record(ids, [spec.n] * len(pairs), correct)},
+        "per_problem": {label: per_problem_record(ids, [spec.n] * len(pairs), correct)},
     }
 
 
@@ -203,8 +213,7 @@ def _run_grid(
 
     base = tokenizer = problems = None
     if preset.toy is not None:
-        from ict.compare import toy
-
+        toy, _ = toy_module(preset.toy)
         t0 = time.perf_counter()
         base, tokenizer, info = toy.warm_start(preset.toy, preset.warm)
         log(

@@ -2,6 +2,9 @@
 
 - toy:    a tiny transformer warm-started by supervised learning on two-number addition (cached),
           then RL-tuned with every method (the paper's ICT and batch-mean ICT included), 5 seeds.
+- toy-cot: a reasoning chain on 2 CPU cores: 4-digit addition written digit by digit with explicit
+          carries (52-token responses), a tiny transformer warm-started to about half right, then
+          RL with every method and the paper's random_sequence control, 5 seeds.
 - quick:  the toy task and warm start with 10 RL steps and 2 seeds: a few minutes, for first contact
           (the paper's 10-step dense warm-up is cut to 3 steps there, for every method).
 - smollm: the embedded default model (SmolLM2-135M-Instruct) on reasoning-gym chain_sum; about an
@@ -22,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ict.compare.toy import ToyTask, WarmStart
+from ict.compare.toy_cot import ToyCotTask
 from ict.errors import ConfigError
 
 # the baselines, the paper's ICT and this project's earlier batch-mean guess (ict.methods)
@@ -81,6 +85,34 @@ _TOY_TRAIN = dict(
     autocast="off",
     task="toy:add",
     task_config={},
+)
+
+# toy-cot: the chain task (ict.compare.toy_cot), its response budget and whole logged groups
+# (16 = 2 groups of 8 per logged step) for the first-divergence evidence (ict.report.positions)
+COT_METHODS = ["grpo", "entropy", "stapo", "random", "random_sequence", "ict", "ict_batch_mean"]
+_TOY_COT_TRAIN = dict(
+    _TOY_TRAIN,
+    task="toy:cot",
+    max_new_tokens=60,
+    prompts_per_step=8,
+    num_generations=8,
+    generation_batch_size=64,
+    micro_batch_size=64,
+    learning_rate=2e-4,
+    max_steps=40,
+    save_every=20,
+    log_samples_every=5,
+    num_log_samples=16,
+)
+TOY_COT_WARM = WarmStart(
+    hidden_size=128,
+    num_layers=3,
+    num_heads=4,
+    intermediate_size=256,
+    max_steps=3000,
+    batch_size=64,
+    learning_rate=3e-3,
+    check_every=100,
 )
 
 
@@ -240,6 +272,22 @@ def get_preset(name: str, **options) -> Preset:
             toy=ToyTask(),
             warm=WarmStart(),
         )
+    if name == "toy-cot":
+        return Preset(
+            "toy-cot",
+            "Reasoning-chain toy: a+b with 4-digit operands (prompt 'Q:4705+3862\\nA:'), answered "
+            "digit by digit from the right with explicit carries ('5+2+0=7 c0;0+6+0=6 c0;7+8+0=15 "
+            "c1;4+3+1=8 c0;=08567', 52 tokens); reward 1 only for the right final answer. A "
+            "3-layer 128-wide transformer warm-started from scratch by supervised learning until "
+            "about half of its sampled answers are right, then RL-tuned for 40 steps (8 prompts x "
+            "8 samples) with each method, 5 seeds; pass@1 and pass@4 on 100 held-out pairs, n=4.",
+            dict(_TOY_COT_TRAIN),
+            EvalSpec(size=100, n=4, ks=(1, 4)),
+            methods=list(COT_METHODS),
+            seeds=5,
+            toy=ToyCotTask(),
+            warm=TOY_COT_WARM,
+        )
     if name == "quick":
         # 10 steps would all be the paper's dense warm-up (Theta = 10): cut it to 3 so ICT's
         # selection is exercised; an explicit value applies to every method (baselines included)
@@ -273,4 +321,4 @@ def get_preset(name: str, **options) -> Preset:
             ),
             EvalSpec(size=32, n=8, ks=(1, 4, 8)),
         )
-    raise ConfigError(f"unknown preset {name!r}; choose one of toy, quick, smollm, paper")
+    raise ConfigError(f"unknown preset {name!r}; choose one of toy, toy-cot, quick, smollm, paper")

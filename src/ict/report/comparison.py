@@ -40,6 +40,7 @@ from ict.report.intervals import (
 )
 from ict.report.overlap import POSITION_BINS, overlap_study, plot_overlap
 from ict.report.plots import SMOOTHING_TEXT, plot_methods
+from ict.report.positions import write_section
 from ict.report.runs import Run, flat_config, load_run, read_jsonl
 
 METHOD_ORDER = ["grpo", "entropy", "stapo", "random", "ict"]
@@ -532,6 +533,10 @@ def build_report(
         doc.para(
             "No samples.jsonl with both ICT and 20-Entropy selections in these runs; no overlap study."
         )
+
+    evidence = write_section(doc, runs)  # where each selector's picks fall (report.positions)
+    if evidence is not None:
+        raw["positions"] = evidence
 
     doc.heading("Settings")
     common, header, rows = settings_tables(runs)

@@ -1,0 +1,246 @@
+"""The toy-cot preset's task: multi-digit addition written as a per-digit chain with explicit carries.
+
+Prompt "Q:4705+3862\nA:" (operands zero-padded to `digits`), target response, digit by digit from
+the right, each step "x+y+carry_in=sum c<carry_out>;", then the answer:
+
+    5+2+0=7 c0;0+6+0=6 c0;7+8+0=15 c1;4+3+1=8 c0;=08567
+
+(52 characters for 4 digits, one token each with the character-level tokenizer, then EOS). The
+answer is written with `digits + 1` digits. Score 1 only when the final answer is right, so a
+wrong step sum or a dropped carry decides the outcome. `token_categories` labels each response
+token (operand copy, carry, step sum, answer digit, formatting, EOS, other) for the report's
+token-level evidence. The warm start (a tiny transformer trained from scratch by supervised
+learning until about half of its sampled answers are right) is cached like the toy preset's,
+under ~/.cache/ict/toy-cot (or $ICT_CACHE/toy-cot), keyed by its settings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ict.compare.toy import WarmStart
+
+logger = logging.getLogger("ict.compare")
+
+_STEP = re.compile(r"(\d)\+(\d)\+(\d)=(\d+) c(\d);")
+_ANSWER = re.compile(r";=(\d+)\s*$")
+CATEGORIES = ("operand", "carry", "step_sum", "answer", "format", "eos", "other")
+
+
+@dataclass(frozen=True)
+class ToyCotTask:
+    """a + b with a, b uniform in [0, 10**digits); train and held-out pairs are disjoint."""
+
+    digits: int = 4
+    seed: int = 0
+    test_pool: int = 2000  # held-out pairs drawn first; train pairs never repeat them
+
+    def split(self, split: str, size: int) -> list[tuple[int, int]]:
+        """`size` (a, b) pairs of the split ("train" or "test"), seeded and deterministic."""
+        high = 10**self.digits
+        test = np.random.default_rng(self.seed).integers(0, high, (self.test_pool, 2))
+        if split == "test":
+            return [(int(a), int(b)) for a, b in test[np.arange(size) % len(test)]]
+        held = {(int(a), int(b)) for a, b in test}
+        rng = np.random.default_rng([self.seed, 1])
+        out: list[tuple[int, int]] = []
+        while len(out) < size:
+            for a, b in rng.integers(0, high, (size, 2)):
+                if (int(a), int(b)) not in held and len(out) < size:
+                    out.append((int(a), int(b)))
+        return out
+
+
+def prompt(a: int, b: int, digits: int = 4) -> str:
+    return f"Q:{a:0{digits}d}+{b:0{digits}d}\nA:"
+
+
+def target(a: int, b: int, digits: int = 4) -> str:
+    """The chain: one step per digit from the right, then '=' and the sum with digits + 1 digits."""
+    steps, carry = [], 0
+    for i in range(digits):
+        x, y = (a // 10**i) % 10, (b // 10**i) % 10
+        s = x + y + carry
+        steps.append(f"{x}+{y}+{carry}={s} c{s // 10};")
+        carry = s // 10
+    return "".join(steps) + f"={a + b:0{digits + 1}d}"
+
+
+def score(response: str, a: int, b: int) -> float:
+    """1.0 when the response ends with ';=<a + b>' (the chain's final answer), else 0.0."""
+    match = _ANSWER.search(response)
+    return float(match is not None and int(match.group(1)) == a + b)
+
+
+def token_categories(tokens: list[str]) -> list[str]:
+    """One of CATEGORIES per response token (character-level tokens; longer tokens are special,
+    e.g. EOS). Parsed from the response itself, so malformed chains still get labels: digits that
+    fit no step or answer are "other"."""
+    chars = [t for t in tokens if len(t) == 1]
+    text = "".join(chars)
+    labels = ["format" if not ch.isdigit() else "other" for ch in text]
+    for m in _STEP.finditer(text):
+        for group, label in ((1, "operand"), (2, "operand"), (3, "carry"), (5, "carry")):
+            labels[m.start(group)] = label
+        for i in range(m.start(4), m.end(4)):
+            labels[i] = "step_sum"
+    answer = _ANSWER.search(text)
+    if answer is not None:
+        for i in range(answer.start(1), answer.end(1)):
+            labels[i] = "answer"
+    it = iter(labels)
+    return [next(it) if len(t) == 1 else "eos" for t in tokens]
+
+
+class _Scorer:
+    """Picklable score(response) for one problem."""
+
+    def __init__(self, a: int, b: int):
+        self.a, self.b = a, b
+
+    def __call__(self, response: str) -> float:
+        return score(response, self.a, self.b)
+
+
+def problems(task: ToyCotTask, split: str, size: int):
+    """Trainer problems: [ict.train.Problem(prompt, score)]."""
+    from ict.train.problems import Problem
+
+    return [Problem(prompt(a, b, task.digits), _Scorer(a, b)) for a, b in task.split(split, size)]
+
+
+def response_tokens(task: ToyCotTask) -> int:
+    """Tokens of a full chain response, EOS included (the response budget needs a few more)."""
+    return len(target(10**task.digits - 1, 10**task.digits - 1, task.digits)) + 1
+
+
+def cache_dir(task: ToyCotTask, warm: WarmStart) -> Path:
+    key = hashlib.sha256(
+        json.dumps([asdict(task), asdict(warm), 1], sort_keys=True).encode()
+    ).hexdigest()[:16]
+    root = Path(os.environ.get("ICT_CACHE", Path.home() / ".cache" / "ict"))
+    return root / "toy-cot" / key
+
+
+def _batch(tokenizer, task: ToyCotTask, pairs, device):
+    """Right-padded SFT batch: input_ids, attention_mask, labels (-100 on prompt and padding)."""
+    import torch
+
+    rows, labels = [], []
+    for a, b in pairs:
+        p = tokenizer(prompt(a, b, task.digits))["input_ids"]
+        r = tokenizer(target(a, b, task.digits), add_special_tokens=False)["input_ids"]
+        r = r + [tokenizer.eos_token_id]
+        rows.append(p + r)
+        labels.append([-100] * len(p) + r)
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), tokenizer.pad_token_id)
+    lab = torch.full((len(rows), width), -100)
+    att = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, (r, lb) in enumerate(zip(rows, labels, strict=True)):
+        ids[i, : len(r)] = torch.tensor(r)
+        lab[i, : len(lb)] = torch.tensor(lb)
+        att[i, : len(r)] = 1
+    return ids.to(device), att.to(device), lab.to(device)
+
+
+def sampled_accuracy(model, tokenizer, task: ToyCotTask, pairs, *, seed: int = 0) -> float:
+    """Fraction of pairs answered correctly by one sample each (temperature 1)."""
+    import torch
+
+    from ict.generation import generate
+
+    with torch.no_grad():
+        rollout = generate(
+            model,
+            tokenizer,
+            [prompt(a, b, task.digits) for a, b in pairs],
+            temperature=1.0,
+            max_new_tokens=response_tokens(task) + 4,
+            batch_size=256,
+            seed=seed,
+        )
+    return float(np.mean([score(t, a, b) for t, (a, b) in zip(rollout.texts, pairs, strict=True)]))
+
+
+def warm_start(task: ToyCotTask, warm: WarmStart, *, refresh: bool = False):
+    """(model, tokenizer, info): the model after supervised warm start, from cache if present.
+
+    info: {"path", "steps", "accuracy", "seconds", "cached", ...}."""
+    import torch
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    from ict.testing import tiny_model_and_tokenizer
+
+    path = cache_dir(task, warm)
+    if (path / "info.json").exists() and not refresh:
+        info = json.loads((path / "info.json").read_text())
+        model = LlamaForCausalLM.from_pretrained(path)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        return model, tokenizer, {**info, "path": str(path), "cached": True}
+
+    t0 = time.perf_counter()
+    model, tokenizer = tiny_model_and_tokenizer(
+        seed=warm.seed,
+        hidden_size=warm.hidden_size,
+        num_layers=warm.num_layers,
+        num_heads=warm.num_heads,
+        intermediate_size=warm.intermediate_size,
+        max_positions=128,
+    )
+    check_pairs = task.split("train", 200)
+    held = set(task.split("test", task.test_pool))
+    rng = np.random.default_rng([warm.seed, 2])  # a stream apart from the splits' seeds
+    torch.manual_seed(warm.seed)
+    high = 10**task.digits
+    opt = torch.optim.AdamW(model.parameters(), lr=warm.learning_rate, weight_decay=0.0)
+    accuracy, step = 0.0, 0
+    for step in range(1, warm.max_steps + 1):
+        model.train()
+        draws = rng.integers(0, high, (warm.batch_size, 2))
+        batch = [(int(a), int(b)) for a, b in draws if (int(a), int(b)) not in held]
+        ids, att, lab = _batch(tokenizer, task, batch, model.device)
+        loss = model(input_ids=ids, attention_mask=att, labels=lab).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if step % warm.check_every == 0 or step == warm.max_steps:
+            model.eval()
+            accuracy = sampled_accuracy(model, tokenizer, task, check_pairs, seed=step)
+            logger.info(
+                "toy-cot warm start: step %d loss %.3f sampled accuracy %.2f",
+                step,
+                loss.item(),
+                accuracy,
+            )
+            if accuracy >= warm.target_accuracy:
+                break
+    model.eval()
+    info = {
+        "path": str(path),
+        "steps": step,
+        "accuracy": accuracy,
+        "seconds": round(time.perf_counter() - t0, 1),
+        "task": asdict(task),
+        "warm_start": asdict(warm),
+    }
+    tmp = path.with_name(path.name + ".tmp")
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    (tmp / "info.json").write_text(json.dumps(info, indent=2))
+    if path.exists():
+        import shutil
+
+        shutil.rmtree(path)
+    tmp.rename(path)
+    return model, tokenizer, {**info, "cached": False}
