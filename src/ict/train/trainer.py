@@ -507,8 +507,10 @@ class Trainer:
             except Exception as err:  # noqa: BLE001 - plots are a convenience, never lose a run
                 logger.warning("could not write plots: %s", err)
         last = self.history[-1] if self.history else {}
-        window = self.history[-max(1, min(5, len(self.history))) :]
-        first = self.history[: max(1, min(5, len(self.history)))]
+        # first vs last steps: up to 5 each, never overlapping (a 6-step run compares 3 with 3)
+        span = max(1, min(5, len(self.history) // 2))
+        window = self.history[-span:]
+        first = self.history[:span]
 
         def avg(rows, key):
             values = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
