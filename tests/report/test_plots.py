@@ -97,7 +97,11 @@ def test_method_curves_are_ema_lines_over_faint_raw_points(tmp_path, monkeypatch
 
     figures = []
     monkeypatch.setattr(plots, "save_figure", lambda fig, path: figures.append(fig) or path)
-    runs = {m: [load_run(write_run(tmp_path / m, m, s)) for s in (0, 1)] for m in ("grpo", "ict")}
+    long = plots.MIN_SMOOTHED_POINTS
+    runs = {
+        m: [load_run(write_run(tmp_path / m, m, s, steps=long)) for s in (0, 1)]
+        for m in ("grpo", "ict")
+    }
     plot_methods(runs, [("reward/mean", "")], tmp_path / "r.png", title="t", ylabel="y")
     ax = figures[0].axes[0]
     steps, mean, _, _ = band(runs["grpo"], "reward/mean")
@@ -106,6 +110,13 @@ def test_method_curves_are_ema_lines_over_faint_raw_points(tmp_path, monkeypatch
     raw = [c for c in ax.collections if c.get_offsets().shape[0] == len(steps)]
     assert raw and np.allclose(raw[0].get_offsets()[:, 1], mean) and raw[0].get_alpha() < 1
     assert "EMA" in ax.get_legend().get_title().get_text()
+    # a short run is not smoothed: the EMA's lag would draw the line far from its points
+    short = {"grpo": [load_run(write_run(tmp_path / "short", "grpo", 0, steps=6))]}
+    plot_methods(short, [("reward/mean", "")], tmp_path / "s.png", title="t", ylabel="y")
+    ax = figures[1].axes[0]
+    _, mean, _, _ = band(short["grpo"], "reward/mean")
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), mean)
+    assert "no smoothing" in ax.get_legend().get_title().get_text()
 
 
 def test_plot_run_draws_the_paper_diagnostics_and_score_curve(tmp_path):

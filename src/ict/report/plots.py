@@ -79,6 +79,23 @@ def ema(values, alpha: float = EMA_ALPHA) -> np.ndarray:
     return out
 
 
+MIN_SMOOTHED_POINTS = 12  # below this many logged steps the EMA's lag hides the trend: join points
+
+
+def smoothed(values) -> np.ndarray:
+    """[S] -> [S]: `ema(values)` for series of at least MIN_SMOOTHED_POINTS points, else the
+    values themselves (a line through the points)."""
+    x = np.asarray(values, dtype=np.float64)
+    return ema(x) if x.size >= MIN_SMOOTHED_POINTS else x
+
+
+def line_legend(n_points: int) -> str:
+    """The legend title saying how the lines were drawn."""
+    if n_points >= MIN_SMOOTHED_POINTS:
+        return f"points: logged; lines: EMA α={EMA_ALPHA}"
+    return f"points: logged; lines join them (< {MIN_SMOOTHED_POINTS} steps: no smoothing)"
+
+
 def _pyplot():
     import matplotlib
 
@@ -111,10 +128,11 @@ def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Pat
         for i, (label, steps, values) in enumerate(lines):
             color = colors[i % len(colors)]
             ax.scatter(steps, values, color=color, **RAW_STYLE)
-            ax.plot(steps, ema(values), color=color, label=f"{label} (EMA)")
+            ax.plot(steps, smoothed(values), color=color, label=label)
         ax.set(title=f"{title} - {run.method}", xlabel="step", ylabel=ylabel)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, title=f"points: logged; lines: EMA α={EMA_ALPHA}", title_fontsize=7)
+        n_points = max(len(steps) for _, steps, _ in lines)
+        ax.legend(fontsize=8, title=line_legend(n_points), title_fontsize=7)
         fig.tight_layout()
         path = out / f"{stem}.png"
         fig.savefig(path)
@@ -184,7 +202,7 @@ def plot_methods(
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8.5, 4), dpi=100)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    drawn = False
+    drawn, n_points = False, 0
     for i, (method, runs) in enumerate(runs_by_method.items()):
         color = colors[i % len(colors)]
         for j, (key, suffix) in enumerate(keys):
@@ -194,7 +212,8 @@ def plot_methods(
             drawn = True
             label = f"{method} ({suffix})" if suffix else method
             ax.scatter(steps, mean, color=color, **RAW_STYLE)
-            ax.plot(steps, ema(mean), color=color, ls="-" if j == 0 else "--", label=label)
+            ax.plot(steps, smoothed(mean), color=color, ls="-" if j == 0 else "--", label=label)
+            n_points = max(n_points, len(steps))
             if len(runs) > 1:
                 ax.fill_between(steps, low, high, color=color, alpha=0.07, lw=0)
     if not drawn:
@@ -206,7 +225,8 @@ def plot_methods(
         fontsize=7,
         loc="upper left",
         bbox_to_anchor=(1.01, 1.0),
-        title=f"points: mean over seeds\nlines: EMA α={EMA_ALPHA}\nband: min-max over seeds",
+        title=line_legend(n_points).replace("points: logged; ", "points: mean over seeds\n")
+        + "\nband: min-max over seeds",
         title_fontsize=7,
     )
     return save_figure(fig, path)
