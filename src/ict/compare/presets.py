@@ -7,7 +7,7 @@
           RL with every method and the paper's random_sequence control, 5 seeds.
 - quick:  the toy task and warm start with 10 RL steps and 2 seeds: a few minutes, for first contact
           (the paper's 10-step dense warm-up is cut to 3 steps there, for every method).
-- smollm: the embedded default model (SmolLM2-135M-Instruct) on reasoning-gym chain_sum; about an
+- smollm: the embedded default model (SmolLM2-135M-Instruct) on the default task; about an
           hour per seed on 2 CPU cores (minutes on a GPU).
 - paper:  the paper's set-up (arXiv 2606.19771): Qwen2.5-0.5B-Instruct (1.5B, 7B by `model_size`)
           trained on GSM8K train + MATH train with GRPO, 20-Entropy, STAPO and ICT, 5 seeds,
@@ -307,8 +307,9 @@ def get_preset(name: str, **options) -> Preset:
     if name == "smollm":
         return Preset(
             "smollm",
-            "Embedded default model SmolLM2-135M-Instruct on reasoning-gym chain_sum (2 terms), "
-            "12 RL steps of 8 prompts x 8 samples per cell.",
+            "Embedded default model SmolLM2-135M-Instruct on the default task (reasoning-gym "
+            "addition of two 1-2 digit numbers, two-shot prompt), 12 RL steps of 8 prompts x 8 "
+            "samples per cell at lr 2e-5 (the paper's ICT: 6 dense warm-up steps, then 6 sparse).",
             dict(
                 max_steps=12,
                 prompts_per_step=8,
