@@ -53,6 +53,7 @@ def add_parser(subparsers, summary: str = "train a model") -> argparse.ArgumentP
     }
     for field in dataclasses.fields(TrainConfig):
         group, help_text = groups[field.metadata["section"]], field.metadata["help"]
+        help_text = help_text.replace("%", "%%")  # argparse %-formats help strings
         default = (
             field.default if field.default is not dataclasses.MISSING else field.default_factory()
         )
@@ -62,7 +63,7 @@ def add_parser(subparsers, summary: str = "train a model") -> argparse.ArgumentP
                 _flag(field.name),
                 dest=field.name,
                 action=argparse.BooleanOptionalAction,
-                help=f"{help_text} (default: {default})",
+                help=f"{help_text} (default: {str(default).replace('%', '%%')})",
             )
         else:
             metavar = {"int": "N", "float": "X", "dict": "YAML", "list": "YAML"}.get(
@@ -72,7 +73,7 @@ def add_parser(subparsers, summary: str = "train a model") -> argparse.ArgumentP
                 _flag(field.name),
                 dest=field.name,
                 metavar=metavar,
-                help=f"{help_text} (default: {default})",
+                help=f"{help_text} (default: {str(default).replace('%', '%%')})",
             )
     parser.set_defaults(func=run)
     return parser

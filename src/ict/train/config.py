@@ -91,12 +91,12 @@ class TrainConfig:
     )
     # data
     task: str = _f(
-        "rg:basic_arithmetic?template=chain_sum_2shot&min_terms=2&max_terms=2&min_digits=1&max_digits=2&allow_parentheses=false&allow_negation=false",
+        'rg:basic_arithmetic?template=chain_sum_2shot&min_terms=2&max_terms=2&min_digits=1&max_digits=2&operators=["%2B"]&allow_parentheses=false&allow_negation=false',
         "data",
         "task spec (ict.data.load_task): rg:<reasoning-gym task>?<options>, a benchmark, hf:<id>?..., or a local .jsonl/.parquet file?question=<col>&answer=<col>",
     )
     task_config: dict = _f(
-        {"operators": ["+"]},
+        {},
         "data",
         "extra task options appended to the spec as ?key=value, e.g. '{min_terms: 3}' or '{question: problem, answer: solution}'",
     )
