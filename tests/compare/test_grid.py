@@ -1,4 +1,5 @@
 import json
+import os
 import re
 
 import pytest
@@ -225,6 +226,7 @@ def test_cli_grid_console_is_quiet_unless_verbose(tmp_path, cache, monkeypatch, 
     lines = [line for line in out.splitlines() if line.startswith("[1/1] grpo seed 0:")]
     assert [line.split(":")[1].split()[0] for line in lines] == ["train", "eval"]
     assert (tf_logging.get_verbosity(), tf_logging.is_progress_bar_enabled()) == before  # restored
+    assert "TQDM_DISABLE" not in os.environ  # bars that use tqdm directly come back too
 
     assert main([*args, "--out", str(tmp_path / "loud"), "--verbose"]) == 0
     out, err = capfd.readouterr()

@@ -89,7 +89,12 @@ def quiet_console(verbose: bool = False):
     import transformers.utils.logging as tf_logging
     from huggingface_hub import utils as hub_utils
 
-    env = {"HF_DATASETS_DISABLE_PROGRESS_BARS": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+    # TQDM_DISABLE: bars that use tqdm directly (e.g. transformers' GGUF de-quantisation)
+    env = {
+        "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
+        "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+        "TQDM_DISABLE": "1",
+    }
     saved_env = {key: os.environ.get(key) for key in env}
     saved = (
         tf_logging.get_verbosity(),
