@@ -79,7 +79,7 @@ def ema(values, alpha: float = EMA_ALPHA) -> np.ndarray:
     return out
 
 
-MIN_SMOOTHED_POINTS = 12  # below this many logged steps the EMA's lag hides the trend: join points
+MIN_SMOOTHED_POINTS = 10  # below this many logged steps the EMA's lag hides the trend: join points
 
 
 def smoothed(values) -> np.ndarray:
