@@ -172,29 +172,18 @@ def warm_start(task: ToyTask = ToyTask(), warm: WarmStart = WarmStart(), *, refr
     check_pairs = task.split("train", 200)  # held-out pairs stay unseen until the final evaluation
     rng = np.random.default_rng(warm.seed)
     torch.manual_seed(warm.seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=warm.learning_rate, weight_decay=0.0)
-    accuracy, step = 0.0, 0
-    for step in range(1, warm.max_steps + 1):
-        model.train()
+
+    def next_batch():
         batch = [train_pairs[i] for i in rng.integers(0, len(train_pairs), warm.batch_size)]
-        ids, att, lab = _batch(tokenizer, batch, model.device)
-        loss = model(input_ids=ids, attention_mask=att, labels=lab).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        if step % warm.check_every == 0 or step == warm.max_steps:
-            model.eval()
-            accuracy = sampled_accuracy(model, tokenizer, check_pairs, seed=step)
-            logger.info(
-                "toy warm start: step %d loss %.3f sampled accuracy %.2f",
-                step,
-                loss.item(),
-                accuracy,
-            )
-            if accuracy >= warm.target_accuracy:
-                break
-    model.eval()
+        return _batch(tokenizer, batch, model.device)
+
+    step, accuracy = fit_warm_start(
+        model,
+        warm,
+        next_batch,
+        lambda step: sampled_accuracy(model, tokenizer, check_pairs, seed=step),
+        label="toy",
+    )
     info = {
         "path": str(path),
         "steps": step,
@@ -203,6 +192,45 @@ def warm_start(task: ToyTask = ToyTask(), warm: WarmStart = WarmStart(), *, refr
         "task": asdict(task),
         "warm_start": asdict(warm),
     }
+    save_warm_start(path, model, tokenizer, info)
+    return model, tokenizer, {**info, "cached": False}
+
+
+def fit_warm_start(model, warm: WarmStart, next_batch, accuracy_of, *, label: str):
+    """Supervised training of `model` (AdamW, clip 1.0) on `next_batch()` -> (input_ids,
+    attention_mask, labels) until `accuracy_of(step)` (sampled accuracy, checked every
+    `warm.check_every` steps) reaches `warm.target_accuracy` or `warm.max_steps` pass.
+    Returns (steps taken, last accuracy); the model is left in eval mode. Seed torch before."""
+    import torch
+
+    opt = torch.optim.AdamW(model.parameters(), lr=warm.learning_rate, weight_decay=0.0)
+    accuracy, step = 0.0, 0
+    for step in range(1, warm.max_steps + 1):
+        model.train()
+        ids, att, lab = next_batch()
+        loss = model(input_ids=ids, attention_mask=att, labels=lab).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if step % warm.check_every == 0 or step == warm.max_steps:
+            model.eval()
+            accuracy = accuracy_of(step)
+            logger.info(
+                "%s warm start: step %d loss %.3f sampled accuracy %.2f",
+                label,
+                step,
+                loss.item(),
+                accuracy,
+            )
+            if accuracy >= warm.target_accuracy:
+                break
+    model.eval()
+    return step, accuracy
+
+
+def save_warm_start(path: Path, model, tokenizer, info: dict) -> None:
+    """Write the model, tokenizer and info.json to `path` atomically (a temp dir, then a rename)."""
     tmp = path.with_name(path.name + ".tmp")
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
@@ -212,4 +240,3 @@ def warm_start(task: ToyTask = ToyTask(), warm: WarmStart = WarmStart(), *, refr
 
         shutil.rmtree(path)
     tmp.rename(path)
-    return model, tokenizer, {**info, "cached": False}

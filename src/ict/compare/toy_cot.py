@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ict.compare.toy import WarmStart
+from ict.compare.toy import WarmStart, fit_warm_start, save_warm_start
 
 logger = logging.getLogger("ict.compare")
 
@@ -202,30 +202,19 @@ def warm_start(task: ToyCotTask, warm: WarmStart, *, refresh: bool = False):
     rng = np.random.default_rng([warm.seed, 2])  # a stream apart from the splits' seeds
     torch.manual_seed(warm.seed)
     high = 10**task.digits
-    opt = torch.optim.AdamW(model.parameters(), lr=warm.learning_rate, weight_decay=0.0)
-    accuracy, step = 0.0, 0
-    for step in range(1, warm.max_steps + 1):
-        model.train()
+
+    def next_batch():
         draws = rng.integers(0, high, (warm.batch_size, 2))
         batch = [(int(a), int(b)) for a, b in draws if (int(a), int(b)) not in held]
-        ids, att, lab = _batch(tokenizer, task, batch, model.device)
-        loss = model(input_ids=ids, attention_mask=att, labels=lab).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        if step % warm.check_every == 0 or step == warm.max_steps:
-            model.eval()
-            accuracy = sampled_accuracy(model, tokenizer, task, check_pairs, seed=step)
-            logger.info(
-                "toy-cot warm start: step %d loss %.3f sampled accuracy %.2f",
-                step,
-                loss.item(),
-                accuracy,
-            )
-            if accuracy >= warm.target_accuracy:
-                break
-    model.eval()
+        return _batch(tokenizer, task, batch, model.device)
+
+    step, accuracy = fit_warm_start(
+        model,
+        warm,
+        next_batch,
+        lambda step: sampled_accuracy(model, tokenizer, task, check_pairs, seed=step),
+        label="toy-cot",
+    )
     info = {
         "path": str(path),
         "steps": step,
@@ -234,13 +223,5 @@ def warm_start(task: ToyCotTask, warm: WarmStart, *, refresh: bool = False):
         "task": asdict(task),
         "warm_start": asdict(warm),
     }
-    tmp = path.with_name(path.name + ".tmp")
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    (tmp / "info.json").write_text(json.dumps(info, indent=2))
-    if path.exists():
-        import shutil
-
-        shutil.rmtree(path)
-    tmp.rename(path)
+    save_warm_start(path, model, tokenizer, info)
     return model, tokenizer, {**info, "cached": False}
