@@ -26,6 +26,22 @@ CHAIN_SUM_EXAMPLES = [
     ("State the final answer to the following arithmetic problem: 58 - 21 =", "58 - 21 = 37", "37"),
 ]
 CHAIN_SUM_INSTRUCTION = "Give the final answer inside <answer></answer> tags."
+STEPS_EXAMPLES = [
+    (
+        "State the final answer to the following arithmetic problem: 23 + 19 - 7 + 40 =",
+        "Step 1: 23 + 19 = 42. Step 2: 42 - 7 = 35. Step 3: 35 + 40 = 75. So the answer is 75.",
+        "75",
+    ),
+    (
+        "State the final answer to the following arithmetic problem: 8 + 56 + 31 - 12 + 5 =",
+        "Step 1: 8 + 56 = 64. Step 2: 64 + 31 = 95. Step 3: 95 - 12 = 83. Step 4: 83 + 5 = 88. "
+        "So the answer is 88.",
+        "88",
+    ),
+]
+STEPS_INSTRUCTION = (
+    "Work it out step by step, then give the final answer inside <answer></answer> tags."
+)
 
 
 def user(content: str) -> dict[str, str]:
@@ -69,12 +85,24 @@ def chain_sum_2shot(question: str, options: Sequence[str] | None = None) -> list
     return messages
 
 
+def steps_2shot(question: str, options: Sequence[str] | None = None) -> list[dict]:
+    """Two worked multi-step examples (one running total per step) as earlier chat turns, then the
+    question: a written chain of 40-120 tokens from SmolLM2-135M-Instruct (the smollm-cot preset)."""
+    messages = []
+    for example, working, answer in STEPS_EXAMPLES:
+        messages.append(user(f"{example}\n{STEPS_INSTRUCTION}"))
+        messages.append(assistant(f"{working} <answer>{answer}</answer>"))
+    messages.append(user(f"{question}\n{STEPS_INSTRUCTION}"))
+    return messages
+
+
 PROMPT_TEMPLATES: dict[str, Callable[..., list[dict]]] = {
     "raw": raw,
     "answer_tags": answer_tags,
     "boxed": boxed,
     "choice": choice,
     "chain_sum_2shot": chain_sum_2shot,
+    "steps_2shot": steps_2shot,
 }
 
 
