@@ -16,6 +16,7 @@ import os
 import re
 import time
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -58,21 +59,11 @@ def score(response: str, a: int, b: int) -> float:
     return float(match is not None and int(match.group(1)) == a + b)
 
 
-class _Scorer:
-    """Picklable score(response) for one problem."""
-
-    def __init__(self, a: int, b: int):
-        self.a, self.b = a, b
-
-    def __call__(self, response: str) -> float:
-        return score(response, self.a, self.b)
-
-
 def problems(task: ToyTask, split: str, size: int):
-    """Trainer problems: [ict.train.Problem(prompt, score)]."""
+    """Trainer problems: [ict.train.Problem(prompt, score)] (the scorer a picklable partial)."""
     from ict.train.problems import Problem
 
-    return [Problem(prompt(a, b), _Scorer(a, b)) for a, b in task.split(split, size)]
+    return [Problem(prompt(a, b), partial(score, a=a, b=b)) for a, b in task.split(split, size)]
 
 
 @dataclass(frozen=True)
@@ -148,16 +139,13 @@ def warm_start(task: ToyTask = ToyTask(), warm: WarmStart = WarmStart(), *, refr
 
     info: {"path", "steps", "accuracy", "seconds", "cached"}."""
     import torch
-    from transformers import AutoTokenizer, LlamaForCausalLM
 
     from ict.testing import tiny_model_and_tokenizer
 
     path = cache_dir(task, warm)
-    if (path / "info.json").exists() and not refresh:
-        info = json.loads((path / "info.json").read_text())
-        model = LlamaForCausalLM.from_pretrained(path)
-        tokenizer = AutoTokenizer.from_pretrained(path)
-        return model, tokenizer, {**info, "cached": True}
+    cached = None if refresh else load_warm_start(path)
+    if cached is not None:
+        return cached
 
     t0 = time.perf_counter()
     model, tokenizer = tiny_model_and_tokenizer(
@@ -184,15 +172,9 @@ def warm_start(task: ToyTask = ToyTask(), warm: WarmStart = WarmStart(), *, refr
         lambda step: sampled_accuracy(model, tokenizer, check_pairs, seed=step),
         label="toy",
     )
-    info = {
-        "path": str(path),
-        "steps": step,
-        "accuracy": accuracy,
-        "seconds": round(time.perf_counter() - t0, 1),
-        "task": asdict(task),
-        "warm_start": asdict(warm),
-    }
-    save_warm_start(path, model, tokenizer, info)
+    info = save_warm_start(
+        path, model, tokenizer, task=task, warm=warm, steps=step, accuracy=accuracy, t0=t0
+    )
     return model, tokenizer, {**info, "cached": False}
 
 
@@ -229,8 +211,19 @@ def fit_warm_start(model, warm: WarmStart, next_batch, accuracy_of, *, label: st
     return step, accuracy
 
 
-def save_warm_start(path: Path, model, tokenizer, info: dict) -> None:
-    """Write the model, tokenizer and info.json to `path` atomically (a temp dir, then a rename)."""
+def save_warm_start(path: Path, model, tokenizer, *, task, warm, steps, accuracy, t0) -> dict:
+    """Write the model, tokenizer and info.json to `path` atomically (a temp dir, then a rename).
+
+    task, warm: dataclasses recorded in the info; steps, accuracy: what `fit_warm_start` returned;
+    t0: `time.perf_counter()` when training started. Returns the info dict."""
+    info = {
+        "path": str(path),
+        "steps": steps,
+        "accuracy": accuracy,
+        "seconds": round(time.perf_counter() - t0, 1),
+        "task": asdict(task),
+        "warm_start": asdict(warm),
+    }
     tmp = path.with_name(path.name + ".tmp")
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
@@ -240,3 +233,16 @@ def save_warm_start(path: Path, model, tokenizer, info: dict) -> None:
 
         shutil.rmtree(path)
     tmp.rename(path)
+    return info
+
+
+def load_warm_start(path: Path):
+    """(model, tokenizer, info with "cached": True) of a saved warm start, or None if absent."""
+    if not (path / "info.json").exists():
+        return None
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    info = json.loads((path / "info.json").read_text())
+    model = LlamaForCausalLM.from_pretrained(path)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    return model, tokenizer, {**info, "path": str(path), "cached": True}

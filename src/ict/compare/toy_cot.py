@@ -23,11 +23,12 @@ import os
 import re
 import time
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
-from ict.compare.toy import WarmStart, fit_warm_start, save_warm_start
+from ict.compare.toy import WarmStart, fit_warm_start, load_warm_start, save_warm_start
 
 logger = logging.getLogger("ict.compare")
 
@@ -101,21 +102,14 @@ def token_categories(tokens: list[str]) -> list[str]:
     return [next(it) if len(t) == 1 else "eos" for t in tokens]
 
 
-class _Scorer:
-    """Picklable score(response) for one problem."""
-
-    def __init__(self, a: int, b: int):
-        self.a, self.b = a, b
-
-    def __call__(self, response: str) -> float:
-        return score(response, self.a, self.b)
-
-
 def problems(task: ToyCotTask, split: str, size: int):
-    """Trainer problems: [ict.train.Problem(prompt, score)]."""
+    """Trainer problems: [ict.train.Problem(prompt, score)] (the scorer a picklable partial)."""
     from ict.train.problems import Problem
 
-    return [Problem(prompt(a, b, task.digits), _Scorer(a, b)) for a, b in task.split(split, size)]
+    return [
+        Problem(prompt(a, b, task.digits), partial(score, a=a, b=b))
+        for a, b in task.split(split, size)
+    ]
 
 
 def response_tokens(task: ToyCotTask) -> int:
@@ -177,16 +171,13 @@ def warm_start(task: ToyCotTask, warm: WarmStart, *, refresh: bool = False):
 
     info: {"path", "steps", "accuracy", "seconds", "cached", ...}."""
     import torch
-    from transformers import AutoTokenizer, LlamaForCausalLM
 
     from ict.testing import tiny_model_and_tokenizer
 
     path = cache_dir(task, warm)
-    if (path / "info.json").exists() and not refresh:
-        info = json.loads((path / "info.json").read_text())
-        model = LlamaForCausalLM.from_pretrained(path)
-        tokenizer = AutoTokenizer.from_pretrained(path)
-        return model, tokenizer, {**info, "path": str(path), "cached": True}
+    cached = None if refresh else load_warm_start(path)
+    if cached is not None:
+        return cached
 
     t0 = time.perf_counter()
     model, tokenizer = tiny_model_and_tokenizer(
@@ -215,13 +206,7 @@ def warm_start(task: ToyCotTask, warm: WarmStart, *, refresh: bool = False):
         lambda step: sampled_accuracy(model, tokenizer, task, check_pairs, seed=step),
         label="toy-cot",
     )
-    info = {
-        "path": str(path),
-        "steps": step,
-        "accuracy": accuracy,
-        "seconds": round(time.perf_counter() - t0, 1),
-        "task": asdict(task),
-        "warm_start": asdict(warm),
-    }
-    save_warm_start(path, model, tokenizer, info)
+    info = save_warm_start(
+        path, model, tokenizer, task=task, warm=warm, steps=step, accuracy=accuracy, t0=t0
+    )
     return model, tokenizer, {**info, "cached": False}
