@@ -252,3 +252,73 @@ def test_quiet_console_keeps_errors_and_verbose_changes_nothing():
             assert (tf_logging.get_verbosity(), tf_logging.is_progress_bar_enabled()) == state
     finally:
         tf_logging.set_verbosity(original)
+
+
+def test_smollm_cot_preset_cells_are_valid_chains():
+    from ict.data import prompts
+    from ict.train import TrainConfig
+    from ict.train.problems import task_spec
+
+    preset = get_preset("smollm-cot")
+    assert {"grpo", "ict", "random_sequence"} <= set(preset.methods)
+    for method in preset.methods:
+        config = TrainConfig(**preset.cell_train(method))  # validates against the registries
+        assert config.max_new_tokens >= 80  # room for a 5-term running-total chain
+    spec = task_spec(TrainConfig(**preset.cell_train("ict")))
+    assert "template=running_total_3shot" in spec and "min_terms=4" in spec
+    assert "running_total_3shot" in prompts.PROMPT_TEMPLATES
+    # the evaluation samples as training does, and the paper's ICT reaches its sparse phase
+    assert preset.eval.temperature == preset.train["temperature"]
+    ict_cell = TrainConfig(**preset.cell_train("ict")).method_settings()
+    assert 0 < ict_cell.dense_warmup_steps < preset.train["max_steps"]
+
+
+def test_task_grid_evaluates_its_start_model_once(tmp_path, monkeypatch):
+    """A preset without a warm start (a real model on a task) gets the start model's held-out
+    pass@k once per grid (start_eval.json), before the cells; a rerun does not repeat it."""
+    import ict.compare.grid as grid
+    import ict.train
+
+    evaluated = []
+
+    def fake_evaluate(run_dir, preset):
+        evaluated.append(run_dir)
+        return {"metrics": {"eval/x/pass@1": 0.25}, "bootstrap_95": {"eval/x/pass@1": [0.1, 0.4]}}
+
+    def fake_train(config, run_dir, **kwargs):
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "summary.json").write_text(json.dumps({"steps": config.max_steps}))
+        return {"steps": config.max_steps}
+
+    monkeypatch.setattr(grid, "evaluate_task", fake_evaluate)
+    monkeypatch.setattr(ict.train, "train", fake_train)
+    preset = Preset("p", "", dict(max_steps=1), EvalSpec(size=3, n=2, ks=(1,)), methods=["grpo"])
+    lines = []
+    run_grid(preset, tmp_path / "g", seeds=[0, 1], log=lines.append)
+    cells = [cell_dir(tmp_path / "g", "grpo", s) for s in (0, 1)]
+    assert evaluated == [None, *cells]
+    start = json.loads((tmp_path / "g" / "start_eval.json").read_text())
+    assert start["metrics"]["eval/x/pass@1"] == 0.25
+    assert any(line.startswith("start point: eval pass@1 0.250 [0.100, 0.400]") for line in lines)
+    run_grid(preset, tmp_path / "g", seeds=[0, 1], log=lines.append)
+    assert len(evaluated) == 3  # nothing evaluated again
+
+
+def test_start_model_evaluation_loads_the_cells_start_model(tmp_path, monkeypatch):
+    import ict.models
+    from ict.compare.grid import evaluate_task
+    from ict.eval import runner
+
+    loaded = []
+
+    def fake_load(path):
+        loaded.append(path)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(ict.models, "load_model_and_tokenizer", fake_load)
+    monkeypatch.setattr(runner, "load_all_eval_items", lambda benchmarks, limit: {})
+    preset = Preset("p", "", dict(max_steps=1, model="some/model"), EvalSpec(size=3, n=2, ks=(1,)))
+    for source in (None, tmp_path):
+        with pytest.raises(RuntimeError, match="stop here"):
+            evaluate_task(source, preset)
+    assert loaded == ["some/model", str(tmp_path)]

@@ -2,12 +2,12 @@
 
 import re
 
-from ict.data.prompts import STEPS_EXAMPLES, render_messages
+from ict.data.prompts import RUNNING_TOTAL_EXAMPLES, STEPS_EXAMPLES, render_messages
 
 
 def test_steps_examples_are_correct_running_totals():
-    for question, working, answer in STEPS_EXAMPLES:
-        terms = re.findall(r"[+-]?\s*\d+", question.split(":")[1].replace(" ", ""))
+    for question, working, answer in STEPS_EXAMPLES + RUNNING_TOTAL_EXAMPLES:
+        terms = re.findall(r"[+-]?\s*\d+", question.split(":")[-1].replace(" ", ""))
         assert sum(int(t) for t in terms) == int(answer)
         total = None
         for left, op, right, result in re.findall(r"(\d+) ([+-]) (\d+) = (\d+)", working):

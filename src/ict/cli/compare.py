@@ -15,6 +15,7 @@ examples:
   ict compare --preset toy-cot              # reasoning chains: 52-token answers, 7 methods x 5 seeds
   ict compare --quick                       # a few minutes, first contact
   ict compare                               # embedded SmolLM2 on chain_sum (preset smollm)
+  ict compare --preset smollm-cot --methods grpo,ict,random_sequence --seeds 2   # SmolLM2 chains
   ict compare --preset toy --methods grpo,ict --seeds 5 --steps 100
   ict compare --runs runs/a runs/b runs/c   # report from existing run directories (any engine)
   ict compare --preset paper --dry-run      # the paper's grid end to end on a tiny model + fixtures
@@ -33,7 +34,7 @@ def add_parser(subparsers, summary: str) -> None:
     )
     p.add_argument(
         "--preset",
-        choices=["smollm", "toy", "toy-cot", "quick", "paper"],
+        choices=["smollm", "smollm-cot", "toy", "toy-cot", "quick", "paper"],
         default="smollm",
         help="what to train and how long (default smollm: the embedded default model; paper: "
         "the paper's grid, Qwen2.5-Instruct on GSM8K + MATH, seven benchmarks, see docs/paper.md)",
@@ -140,6 +141,16 @@ def _datasets_bars(*, enable: bool) -> bool:
     return was_on
 
 
+def _start_note(result: dict) -> str:
+    """The report's "before RL" sentence from an evaluation result of the start model."""
+    from ict.compare.grid import eval_line
+
+    return (
+        f"Before RL, the same held-out evaluation gives {eval_line(result)} "
+        "(the start model: 95% bootstrap intervals over problems)."
+    )
+
+
 def run(args) -> int:
     from ict.report.comparison import build_report
 
@@ -193,17 +204,12 @@ def run(args) -> int:
             "on 200 training problems before RL (every cell starts from these weights)."
         )
         if "eval" in info:
-            ci = info["eval"].get("bootstrap_95", {})
-            parts = [
-                f"{k.split('/')[-1]} {v:.3f}"
-                + (f" [{ci[k][0]:.3f}, {ci[k][1]:.3f}]" if k in ci else "")
-                for k, v in info["eval"]["metrics"].items()
-            ]
-            notes.append(
-                "Before RL, the same held-out evaluation gives "
-                + ", ".join(parts)
-                + " (one model: 95% bootstrap intervals over problems)."
-            )
+            notes.append(_start_note(info["eval"]))
+    start = out / "start_eval.json"
+    if start.exists():
+        import json
+
+        notes.append(_start_note(json.loads(start.read_text())))
     md = build_report(
         dirs,
         out / "report",

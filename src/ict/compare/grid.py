@@ -103,8 +103,9 @@ def evaluate_toy(model, tokenizer, preset: Preset) -> dict:
     }
 
 
-def evaluate_task(run_dir: Path, preset: Preset) -> dict:
-    """pass@k of a finished cell's checkpoint on its task via ict.eval, with per-problem counts."""
+def evaluate_task(run_dir: Path | None, preset: Preset) -> dict:
+    """pass@k of a finished cell's checkpoint on its task via ict.eval, with per-problem counts;
+    `run_dir` None: the cells' start model (the preset's `model`, default the embedded one)."""
     from ict.eval import runner
     from ict.models import load_model_and_tokenizer
     from ict.rewards import default_verifier
@@ -122,7 +123,9 @@ def evaluate_task(run_dir: Path, preset: Preset) -> dict:
             run_dir, spec, data_dir=preset.data_dir, max_new_tokens=trained_on.max_new_tokens
         )
     items = runner.load_all_eval_items([task_spec(trained_on)], spec.size)
-    model, tokenizer = load_model_and_tokenizer(str(run_dir))
+    model, tokenizer = load_model_and_tokenizer(
+        str(run_dir) if run_dir is not None else trained_on.model
+    )
     settings = runner.EvalSettings(  # as ict.eval.evaluate (the training hook) sets them
         model=type(model).__name__,
         n=spec.n,
@@ -193,8 +196,8 @@ def _run_grid(
         (m, s): TrainConfig(
             **{"heldout_eval": False, **preset.cell_train(m), **(overrides or {}), "seed": s}
         )
+        for s in seeds  # seed-major: an unfinished grid still has every method for its first seeds
         for m in methods
-        for s in seeds
     }
     out.mkdir(parents=True, exist_ok=True)
     (out / "grid.json").write_text(
@@ -224,6 +227,11 @@ def _run_grid(
             info["eval"] = evaluate_toy(base, tokenizer, preset)
         (out / "warm_start.json").write_text(json.dumps(info, indent=2))
         problems = toy.problems(preset.toy, "train", configs[methods[0], seeds[0]].train_size)
+    elif not preset.eval.benchmarks and not (out / "start_eval.json").exists():
+        t0 = time.perf_counter()  # the start point's held-out pass@k, once per grid
+        result = evaluate_task(None, preset)
+        write_json_atomic(out / "start_eval.json", result)
+        log(f"start point: eval {eval_line(result)} {time.perf_counter() - t0:.0f} s")
 
     dirs = []
     for index, ((method, seed), config) in enumerate(configs.items(), start=1):

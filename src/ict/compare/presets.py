@@ -9,6 +9,8 @@
           (the paper's 10-step dense warm-up is cut to 3 steps there, for every method).
 - smollm: the embedded default model (SmolLM2-135M-Instruct) on the default task; about an
           hour per seed on 2 CPU cores (minutes on a GPU).
+- smollm-cot: the same model writing 55-80-token running-total chains (sums of 4-5 one-digit
+          numbers); the paper's ICT against GRPO and the random_sequence control first.
 - paper:  the paper's set-up (arXiv 2606.19771): Qwen2.5-0.5B-Instruct (1.5B, 7B by `model_size`)
           trained on GSM8K train + MATH train with GRPO, 20-Entropy, STAPO and ICT, 5 seeds,
           evaluated on its seven benchmarks (pass@1, pass@4); GPUs only (docs/paper.md has the
@@ -113,6 +115,30 @@ TOY_COT_WARM = WarmStart(
     batch_size=64,
     learning_rate=3e-3,
     check_every=100,
+)
+
+# smollm-cot: the embedded SmolLM2-135M-Instruct writing running totals ("Step 1: 4 + 7 = 11. ...")
+# for sums of 4-5 one-digit numbers, 55-80-token chains; measured candidates and the choice:
+# docs/notes/smollm_cot_candidates.md. Sampling at 0.7 (at 1.0 this model's chains fall apart).
+SMOLLM_COT_TASK = (
+    "rg:basic_arithmetic?template=running_total_3shot&min_terms=4&max_terms=5&min_digits=1"
+    '&max_digits=1&operators=["%2B"]&allow_parentheses=false&allow_negation=false'
+)
+SMOLLM_COT_METHODS = ["grpo", "ict", "random_sequence", "entropy", "stapo", "random"]
+_SMOLLM_COT_TRAIN = dict(
+    task=SMOLLM_COT_TASK,
+    temperature=0.7,
+    max_new_tokens=96,
+    prompts_per_step=4,
+    num_generations=8,
+    learning_rate=2e-5,
+    max_steps=12,  # the paper's ICT: 6 dense warm-up steps (Theta capped at half), then 6 sparse
+    save_every=2,
+    keep_last=1,
+    plots=False,
+    progress=False,
+    log_samples_every=2,
+    num_log_samples=16,  # two whole groups of 8 per logged step (first-divergence evidence)
 )
 
 
@@ -322,4 +348,20 @@ def get_preset(name: str, **options) -> Preset:
             ),
             EvalSpec(size=32, n=8, ks=(1, 4, 8)),
         )
-    raise ConfigError(f"unknown preset {name!r}; choose one of toy, toy-cot, quick, smollm, paper")
+    if name == "smollm-cot":
+        return Preset(
+            "smollm-cot",
+            "Reasoning chains with the embedded SmolLM2-135M-Instruct: sums of 4-5 one-digit "
+            "numbers (reasoning-gym basic_arithmetic) written as running totals after three worked "
+            "examples ('Step 1: 4 + 7 = 11. Step 2: 11 + 8 = 19. ... So the answer is 19.', 55-80 "
+            "tokens; about 14% right before RL at temperature 0.7). 12 RL steps of 4 prompts x 8 "
+            "samples at lr 2e-5 (the paper's ICT: 6 dense warm-up steps, then 6 sparse); pass@1 "
+            "and pass@4 on 32 held-out problems, n=4, temperature 0.7.",
+            dict(_SMOLLM_COT_TRAIN),
+            EvalSpec(size=32, n=4, ks=(1, 4), temperature=0.7),
+            methods=list(SMOLLM_COT_METHODS),
+            seeds=3,
+        )
+    raise ConfigError(
+        f"unknown preset {name!r}; choose one of toy, toy-cot, quick, smollm, smollm-cot, paper"
+    )

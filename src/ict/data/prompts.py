@@ -5,7 +5,8 @@ Every template asks for a final answer the verifiers can find (`<answer>` tags o
 
 `chain_sum_2shot` is the default for the embedded SmolLM2-135M-Instruct: a prompt that only asks
 for `<answer>` tags gets no tags from that model, while two worked examples (as earlier chat
-turns) that end in `<answer>N</answer>` are followed.
+turns) that end in `<answer>N</answer>` are followed. `running_total_3shot` is the smollm-cot
+preset's: one-digit sums written as running totals, 55-80-token chains from that model.
 """
 
 from __future__ import annotations
@@ -37,6 +38,24 @@ STEPS_EXAMPLES = [
         "Step 1: 8 + 56 = 64. Step 2: 64 + 31 = 95. Step 3: 95 - 12 = 83. Step 4: 83 + 5 = 88. "
         "So the answer is 88.",
         "88",
+    ),
+]
+RUNNING_TOTAL_EXAMPLES = [
+    (
+        "Calculate 4 + 8 + 5.",
+        "Step 1: 4 + 8 = 12. Step 2: 12 + 5 = 17. So the answer is 17.",
+        "17",
+    ),
+    (
+        "Calculate 7 + 2 + 9 + 6.",
+        "Step 1: 7 + 2 = 9. Step 2: 9 + 9 = 18. Step 3: 18 + 6 = 24. So the answer is 24.",
+        "24",
+    ),
+    (
+        "Calculate 3 + 6 + 1 + 8 + 5.",
+        "Step 1: 3 + 6 = 9. Step 2: 9 + 1 = 10. Step 3: 10 + 8 = 18. Step 4: 18 + 5 = 23. "
+        "So the answer is 23.",
+        "23",
     ),
 ]
 STEPS_INSTRUCTION = (
@@ -87,13 +106,29 @@ def chain_sum_2shot(question: str, options: Sequence[str] | None = None) -> list
 
 def steps_2shot(question: str, options: Sequence[str] | None = None) -> list[dict]:
     """Two worked multi-step examples (one running total per step) as earlier chat turns, then the
-    question: a written chain of 40-120 tokens from SmolLM2-135M-Instruct (the smollm-cot preset)."""
+    question: a written chain of 40-120 tokens from SmolLM2-135M-Instruct (about 4% right on
+    3-5-term sums; docs/notes/smollm_cot_candidates.md)."""
     messages = []
     for example, working, answer in STEPS_EXAMPLES:
         messages.append(user(f"{example}\n{STEPS_INSTRUCTION}"))
         messages.append(assistant(f"{working} <answer>{answer}</answer>"))
     messages.append(user(f"{question}\n{STEPS_INSTRUCTION}"))
     return messages
+
+
+def _worked_examples(examples, question: str) -> list[dict]:
+    messages = []
+    for example, working, answer in examples:
+        messages.append(user(f"{example}\n{STEPS_INSTRUCTION}"))
+        messages.append(assistant(f"{working} <answer>{answer}</answer>"))
+    messages.append(user(f"{question}\n{STEPS_INSTRUCTION}"))
+    return messages
+
+
+def running_total_3shot(question: str, options: Sequence[str] | None = None) -> list[dict]:
+    """Three worked one-digit sums of 3, 4 and 5 terms, one running total per step (so the number
+    of steps follows the question), as earlier chat turns, then the question."""
+    return _worked_examples(RUNNING_TOTAL_EXAMPLES, question)
 
 
 PROMPT_TEMPLATES: dict[str, Callable[..., list[dict]]] = {
@@ -103,6 +138,7 @@ PROMPT_TEMPLATES: dict[str, Callable[..., list[dict]]] = {
     "choice": choice,
     "chain_sum_2shot": chain_sum_2shot,
     "steps_2shot": steps_2shot,
+    "running_total_3shot": running_total_3shot,
 }
 
 

@@ -38,9 +38,14 @@ def generic_categories(tokens: list[str]) -> list[str]:
 
 
 def categorizer_for(task: str | None) -> Categorize:
-    """The token labelling of a task spec: the chain task's own for "toy:cot", else generic."""
+    """The token labelling of a task spec: the chain task's own for "toy:cot", the running-total
+    chain's for a spec with `template=running_total_3shot` (smollm-cot), else generic."""
     if task and str(task).split("?")[0] == "toy:cot":
         from ict.compare.toy_cot import token_categories
+
+        return token_categories
+    if task and "template=running_total_3shot" in str(task):
+        from ict.data.running_total import token_categories
 
         return token_categories
     return generic_categories
