@@ -36,3 +36,11 @@ def test_the_prompt_shows_chains_of_three_to_five_terms():
     assert messages[-1]["content"].startswith("Calculate 1 + 2 + 3 + 4.")
     steps = [m["content"].count("Step ") for m in messages if m["role"] == "assistant"]
     assert steps == [2, 3, 4]
+
+
+def test_the_smollm_cot_task_is_labelled_as_a_running_total_chain():
+    from ict.compare.presets import SMOLLM_COT_TASK
+    from ict.report.positions import categorizer_for, generic_categories
+
+    assert categorizer_for(SMOLLM_COT_TASK) is token_categories
+    assert categorizer_for("rg:chain_sum") is generic_categories
