@@ -94,41 +94,36 @@ def choice(question: str, options: Sequence[str] | None = None) -> list[dict]:
     return [user(question + "\n\n" + "\n".join(lines) + f"\n\n{CHOICE_INSTRUCTION}")]
 
 
+def worked_examples(
+    examples: Sequence[tuple[str, str, str]], question: str, instruction: str, separator: str = " "
+) -> list[dict]:
+    """Few-shot chat: each (question, working, answer) example as a user turn (question +
+    instruction) and an assistant turn (working + separator + `<answer>answer</answer>`), then
+    the question as the last user turn."""
+    messages = []
+    for example, working, answer in examples:
+        messages.append(user(f"{example}\n{instruction}"))
+        messages.append(assistant(f"{working}{separator}<answer>{answer}</answer>"))
+    messages.append(user(f"{question}\n{instruction}"))
+    return messages
+
+
 def chain_sum_2shot(question: str, options: Sequence[str] | None = None) -> list[dict]:
     """Two worked chain-sum examples as earlier chat turns, then the question."""
-    messages = []
-    for example, working, answer in CHAIN_SUM_EXAMPLES:
-        messages.append(user(f"{example}\n{CHAIN_SUM_INSTRUCTION}"))
-        messages.append(assistant(f"{working}. <answer>{answer}</answer>"))
-    messages.append(user(f"{question}\n{CHAIN_SUM_INSTRUCTION}"))
-    return messages
+    return worked_examples(CHAIN_SUM_EXAMPLES, question, CHAIN_SUM_INSTRUCTION, separator=". ")
 
 
 def steps_2shot(question: str, options: Sequence[str] | None = None) -> list[dict]:
     """Two worked multi-step examples (one running total per step) as earlier chat turns, then the
     question: a written chain of 40-120 tokens from SmolLM2-135M-Instruct (about 4% right on
     3-5-term sums; docs/notes/smollm_cot_candidates.md)."""
-    messages = []
-    for example, working, answer in STEPS_EXAMPLES:
-        messages.append(user(f"{example}\n{STEPS_INSTRUCTION}"))
-        messages.append(assistant(f"{working} <answer>{answer}</answer>"))
-    messages.append(user(f"{question}\n{STEPS_INSTRUCTION}"))
-    return messages
-
-
-def _worked_examples(examples, question: str) -> list[dict]:
-    messages = []
-    for example, working, answer in examples:
-        messages.append(user(f"{example}\n{STEPS_INSTRUCTION}"))
-        messages.append(assistant(f"{working} <answer>{answer}</answer>"))
-    messages.append(user(f"{question}\n{STEPS_INSTRUCTION}"))
-    return messages
+    return worked_examples(STEPS_EXAMPLES, question, STEPS_INSTRUCTION)
 
 
 def running_total_3shot(question: str, options: Sequence[str] | None = None) -> list[dict]:
     """Three worked one-digit sums of 3, 4 and 5 terms, one running total per step (so the number
     of steps follows the question), as earlier chat turns, then the question."""
-    return _worked_examples(RUNNING_TOTAL_EXAMPLES, question)
+    return worked_examples(RUNNING_TOTAL_EXAMPLES, question, STEPS_INSTRUCTION)
 
 
 PROMPT_TEMPLATES: dict[str, Callable[..., list[dict]]] = {
