@@ -44,3 +44,25 @@ def test_the_smollm_cot_task_is_labelled_as_a_running_total_chain():
 
     assert categorizer_for(SMOLLM_COT_TASK) is token_categories
     assert categorizer_for("rg:chain_sum") is generic_categories
+
+
+def test_first_error_of_hand_written_chains():
+    from ict.data.running_total import first_error
+
+    terms = [4, 7, 1, 8]
+    right = "Step 1: 4 + 7 = 11. Step 2: 11 + 1 = 12. Step 3: 12 + 8 = 20. So the answer is 20."
+    assert first_error(terms, right + " <answer>20</answer>") is None
+    assert first_error(terms, right) is None  # "the answer is 20" is the final answer
+    cases = {
+        "Step 1: 4 + 7 = 11. Step 2: 11 + 8 = 19. Step 3: 19 + 1 = 20.": "term_copy",  # skipped 1
+        "Step 1: 4 + 7 = 11. Step 2: 12 + 1 = 13. Step 3: 13 + 8 = 21.": "total_copy",
+        "Step 1: 4 + 7 = 11. Step 2: 11 + 1 = 13. Step 3: 13 + 8 = 21.": "step_sum",
+        right + " Step 4: 20 + 1 = 21. So the answer is 21.": "extra_step",
+        "Step 1: 4 + 7 = 11. Step 2: 11 + 1 = 12. So the answer is 12.": "missing_step",
+        right.replace("answer is 20", "answer is 21"): "answer",
+        "4 + 7 + 1 + 8 is 20. <answer>20</answer>": "no_chain",
+        "Step 1: 4 + 7 + 1 = 12. Step 2: 12 + 8 = 20. So the answer is 20.": "lumped_step",
+        "Step 1: 4 - 7 = -3. Step 2: -3 + 1 = -2.": "term_copy",
+    }
+    for response, expected in cases.items():
+        assert first_error(terms, response) == expected, response

@@ -11,6 +11,8 @@ chains still get labels:
 - "format": everything else (words, "+", "=", tags, spaces); "eos": special tokens.
 A token that spans characters of several categories takes the most decisive one
 (answer > step_sum > operand > step_label > format).
+
+`first_error` says where a chain first goes wrong, for the error analysis of a model's samples.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ CATEGORIES = ("step_label", "operand", "step_sum", "answer", "format", "eos")
 _PRIORITY = {"answer": 4, "step_sum": 3, "operand": 2, "step_label": 1, "format": 0}
 _STEP_LABEL = re.compile(r"Step\s*\d+\s*:")
 _STEP = re.compile(r"(-?\d+)\s*([+-])\s*(-?\d+)\s*=\s*(-?\d+)")
+_EXPRESSION = re.compile(r"(-?\d+(?:\s*[+-]\s*-?\d+)+)\s*=\s*(-?\d+)")  # "a + b (+ c ...) = s"
 _ANSWER = re.compile(r"(?:answer is\s*|<answer>\s*)(-?\d+)")
 
 
@@ -59,3 +62,51 @@ def token_categories(tokens: list[str]) -> list[str]:
         else:
             labels.append(max(span, key=_PRIORITY.__getitem__))
     return labels
+
+
+ERRORS = (
+    "lumped_step",
+    "total_copy",
+    "term_copy",
+    "step_sum",
+    "extra_step",
+    "missing_step",
+    "answer",
+    "no_chain",
+)
+
+
+def first_error(terms: list[int], response: str) -> str | None:
+    """Where a running-total chain for the sum of `terms` first goes wrong, one of ERRORS, or None
+    for a right chain with the right final answer.
+
+    Step k (from 1) must add the running total (terms[0] for step 1) and terms[k] and write their
+    sum: a step that adds three or more numbers at once is "lumped_step", a wrong number on the left is "total_copy" (the running total carried over wrongly), on
+    the right "term_copy" (a term skipped, repeated or misread), a wrong sum "step_sum"; a step after
+    the last term is "extra_step", a chain that stops early "missing_step"; a final answer other
+    than the last total (or none) is "answer"; a response without any step is "no_chain"."""
+    steps = _EXPRESSION.findall(response)
+    if not steps:
+        return "no_chain"
+    total = terms[0]
+    for k, (expression, result_text) in enumerate(steps, start=1):
+        if k >= len(terms):
+            return "extra_step"
+        numbers = re.findall(r"-?\d+", expression.replace(" ", ""))
+        if len(numbers) > 2:
+            return "lumped_step"
+        left, right, result = int(numbers[0]), int(numbers[1]), int(result_text)
+        op = "+" if "+" in expression else "-"
+        if left != total:
+            return "total_copy"
+        if op != "+" or right != terms[k]:
+            return "term_copy"
+        total += terms[k]
+        if result != total:
+            return "step_sum"
+    if len(steps) < len(terms) - 1:
+        return "missing_step"
+    answers = _ANSWER.findall(response)
+    if not answers or int(answers[-1]) != total:
+        return "answer"
+    return None

@@ -1,0 +1,59 @@
+"""Where running-total chains first go wrong (the smollm-cot task), counted over sample files.
+
+    python scripts/chain_errors.py FILE [FILE ...]
+
+FILE: an `ict eval` samples file (OUT/samples/*.jsonl: one problem per line with its samples) or a
+training run's samples.jsonl (one response per line). The question is the last "Calculate a + b
++ ... ." in the prompt. Prints, for wrong responses, how many first go wrong at each place
+(ict.data.running_total.first_error), and how many right answers came from a wrong chain.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections import Counter
+
+from ict.data.running_total import ERRORS, first_error
+
+_QUESTION = re.compile(r"Calculate ([\d\s+]+)\.")
+
+
+def responses(path: str):
+    """(terms, response text, correct) for each response in the file."""
+    with open(path) as f:
+        for line in f:
+            rec = json.loads(line)
+            questions = _QUESTION.findall(rec.get("question") or rec.get("prompt") or "")
+            if not questions:
+                continue
+            terms = [int(t) for t in questions[-1].split("+")]
+            if "samples" in rec:  # ict eval: one problem, n samples
+                for sample in rec["samples"]:
+                    yield terms, sample["text"], bool(sample["correct"])
+            else:  # training samples.jsonl: one response
+                yield terms, rec["response"], rec["reward"] > 0
+
+
+def main(paths: list[str]) -> None:
+    wrong, lucky, total = Counter(), 0, 0
+    for path in paths:
+        for terms, text, correct in responses(path):
+            total += 1
+            error = first_error(terms, text)
+            if not correct:
+                wrong[error or "answer"] += 1
+            elif error is not None:
+                lucky += 1
+    n_wrong = sum(wrong.values())
+    print(f"{total} responses, {n_wrong} wrong; where the wrong ones first go wrong:")
+    for name in ERRORS:
+        print(f"  {name:13s} {wrong[name]:4d}  ({wrong[name] / max(n_wrong, 1):.0%})")
+    print(f"right answers from a chain with an error: {lucky}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    main(sys.argv[1:])
