@@ -88,6 +88,18 @@ def toy_problems(count: int = 16):
     ]
 
 
+def train_step_ratios(summary: dict) -> dict[str, float]:
+    """The ratios the check reports from benchmarks/train_step.py's --json summary: ICT's update
+    (skip rows, head on loss positions, stop at the last column) over GRPO's as it is today and
+    over GRPO with row skipping, and the statistics pass over its floor."""
+    ict = summary["variants"]["ict_123"]
+    return {
+        "update_ict_over_grpo": ict["vs_grpo_today"],
+        "update_ict_over_grpo_skip_rows": ict["vs_grpo_1"],
+        "stats_over_floor": summary["stats_vs_floor"]["ratio"],
+    }
+
+
 def child_train_step(argv: list[str]) -> int:
     """benchmarks/train_step.py's main(argv), with toy problems instead of the default task
     (train_step.py has no --task flag; the Qwen-shaped model needs no reasoning-gym this way)."""
@@ -215,9 +227,10 @@ def env_report(device: str) -> dict:
 
 
 def parse_token_stats(text: str) -> dict:
-    """{case letter: {"seconds", "vs_floor", "mib", "pct_full"}} from token_stats.py's table."""
+    """{case letter: {"seconds", "vs_floor", "mib", "pct_full"}} from token_stats.py's table (with
+    or without its "CPU time / (d)" column)."""
     rows = {}
-    pattern = r"\| \((\w+)\)[^|]*\| ([\d.]+) \| ([\d.]+)x \| (\d+) \| ([\d.]+)% \|"
+    pattern = r"\| \((\w+)\)[^|]*\| ([\d.]+) \| ([\d.]+)x \|(?: [\d.]+x \|)? (\d+) \| ([\d.]+)% \|"
     for case, sec, ratio, mib, pct in re.findall(pattern, text):
         rows[case] = dict(
             seconds=float(sec), vs_floor=float(ratio), mib=int(mib), pct_full=float(pct)
@@ -312,7 +325,7 @@ def main(argv=None) -> int:
         part = run_part("train_step", cmd, 240 if args.tiny else 200, log_dir)
         if json_path.is_file():
             part["result"] = json.loads(json_path.read_text())
-            for key, value in part["result"]["ratios"].items():
+            for key, value in train_step_ratios(part["result"]).items():
                 ratios[f"train_step {key}"] = value
         report["parts"]["train_step"] = part
 

@@ -24,6 +24,27 @@ def test_parse_token_stats_table():
     rows = gpu_check.parse_token_stats(text)
     assert rows["c"] == {"seconds": 0.5, "vs_floor": 1.25, "mib": 40, "pct_full": 1.7}
     assert rows["d"]["mib"] == 2400 and set(rows) == {"c", "d"}
+    # the table as token_stats.py prints it now, with a CPU-time column
+    text = (
+        "| case | time (s) | time / (d) | CPU time / (d) | peak extra memory (MiB) | / full logits |\n"
+        "|---|---:|---:|---:|---:|---:|\n"
+        "| (c) token_stats_from_hidden | 1.66 | 2.18x | 2.27x | 40 | 27.0% |\n"
+    )
+    assert gpu_check.parse_token_stats(text)["c"] == {
+        "seconds": 1.66, "vs_floor": 2.18, "mib": 40, "pct_full": 27.0
+    }  # fmt: skip
+
+
+def test_train_step_ratios_read_the_benchmark_summary():
+    summary = {
+        "variants": {"ict_123": {"vs_grpo_today": 0.4, "vs_grpo_1": 0.7}, "grpo_today": {}},
+        "stats_vs_floor": {"ratio": 1.3},
+    }
+    assert gpu_check.train_step_ratios(summary) == {
+        "update_ict_over_grpo": 0.4,
+        "update_ict_over_grpo_skip_rows": 0.7,
+        "stats_over_floor": 1.3,
+    }
 
 
 def test_big_tokenizer_has_the_paper_vocabulary_size():
