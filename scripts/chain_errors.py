@@ -1,11 +1,12 @@
 """Where running-total chains first go wrong (the smollm-cot task), counted over sample files.
 
-    python scripts/chain_errors.py FILE [FILE ...]
+    python scripts/chain_errors.py [--from-step S] FILE [FILE ...]
 
 FILE: an `ict eval` samples file (OUT/samples/*.jsonl: one problem per line with its samples) or a
 training run's samples.jsonl (one response per line). The question is the last "Calculate a + b
 + ... ." in the prompt. Prints, for wrong responses, how many first go wrong at each place
 (ict.data.running_total.first_error), and how many right answers came from a wrong chain.
+--from-step S keeps a training file's responses from step S on (e.g. the sparse phase).
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from ict.data.running_total import ERRORS, first_error
 _QUESTION = re.compile(r"Calculate ([\d\s+]+)\.")
 
 
-def responses(path: str):
-    """(terms, response text, correct) for each response in the file."""
+def responses(path: str, from_step: int = 0):
+    """(terms, response text, correct) for each response in the file (training records from
+    `from_step` on)."""
     with open(path) as f:
         for line in f:
             rec = json.loads(line)
@@ -32,14 +34,17 @@ def responses(path: str):
             if "samples" in rec:  # ict eval: one problem, n samples
                 for sample in rec["samples"]:
                     yield terms, sample["text"], bool(sample["correct"])
-            else:  # training samples.jsonl: one response
+            elif rec.get("step", 0) >= from_step:  # training samples.jsonl: one response
                 yield terms, rec["response"], rec["reward"] > 0
 
 
-def main(paths: list[str]) -> None:
+def main(argv: list[str]) -> None:
+    from_step = 0
+    if argv[:1] == ["--from-step"]:
+        from_step, argv = int(argv[1]), argv[2:]
     wrong, lucky, total = Counter(), 0, 0
-    for path in paths:
-        for terms, text, correct in responses(path):
+    for path in argv:
+        for terms, text, correct in responses(path, from_step):
             total += 1
             error = first_error(terms, text)
             if not correct:
