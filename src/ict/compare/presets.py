@@ -354,7 +354,7 @@ def get_preset(name: str, **options) -> Preset:
             "Reasoning chains with the embedded SmolLM2-135M-Instruct: sums of 4-5 one-digit "
             "numbers (reasoning-gym basic_arithmetic) written as running totals after three worked "
             "examples ('Step 1: 4 + 7 = 11. Step 2: 11 + 8 = 19. ... So the answer is 19.', 55-80 "
-            "tokens; about 14% right before RL at temperature 0.7). 12 RL steps of 4 prompts x 8 "
+            "tokens; 17% right before RL at temperature 0.7). 12 RL steps of 4 prompts x 8 "
             "samples at lr 2e-5 (the paper's ICT: 6 dense warm-up steps, then 6 sparse); pass@1 "
             "and pass@4 on 32 held-out problems, n=4, temperature 0.7.",
             dict(_SMOLLM_COT_TRAIN),
