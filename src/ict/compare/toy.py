@@ -93,15 +93,19 @@ def cache_dir(task: ToyTask, warm: WarmStart) -> Path:
 
 
 def _batch(tokenizer, pairs, device):
-    """Right-padded SFT batch: input_ids, attention_mask, labels (-100 on prompt and padding)."""
+    """Right-padded SFT batch of (a, b) pairs (see `sft_batch`)."""
+    return sft_batch(tokenizer, [(prompt(a, b), target(a, b)) for a, b in pairs], device)
+
+
+def sft_batch(tokenizer, examples, device):
+    """Right-padded SFT batch of (prompt, target) texts, EOS after each target:
+    input_ids, attention_mask, labels [B, T] (labels -100 on prompt and padding)."""
     import torch
 
     rows, labels = [], []
-    for a, b in pairs:
-        p = tokenizer(prompt(a, b))["input_ids"]
-        r = tokenizer(target(a, b), add_special_tokens=False)["input_ids"] + [
-            tokenizer.eos_token_id
-        ]
+    for prompt_text, target_text in examples:
+        p = tokenizer(prompt_text)["input_ids"]
+        r = tokenizer(target_text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
         rows.append(p + r)
         labels.append([-100] * len(p) + r)
     width = max(len(r) for r in rows)
@@ -117,6 +121,23 @@ def _batch(tokenizer, pairs, device):
 
 def sampled_accuracy(model, tokenizer, pairs, *, seed: int = 0, temperature: float = 1.0) -> float:
     """Fraction of held-out pairs answered correctly by one sample each."""
+    prompts = [prompt(a, b) for a, b in pairs]
+    return accuracy_of_samples(
+        model,
+        tokenizer,
+        prompts,
+        pairs,
+        score,
+        max_new_tokens=12,
+        seed=seed,
+        temperature=temperature,
+    )
+
+
+def accuracy_of_samples(
+    model, tokenizer, prompts, pairs, score_fn, *, max_new_tokens, seed=0, temperature=1.0
+) -> float:
+    """Mean of score_fn(text, a, b) over one sample per prompt (prompts[i] asks pairs[i])."""
     import torch
 
     from ict.generation import generate
@@ -125,13 +146,28 @@ def sampled_accuracy(model, tokenizer, pairs, *, seed: int = 0, temperature: flo
         rollout = generate(
             model,
             tokenizer,
-            [prompt(a, b) for a, b in pairs],
+            prompts,
             temperature=temperature,
-            max_new_tokens=12,
+            max_new_tokens=max_new_tokens,
             batch_size=256,
             seed=seed,
         )
-    return float(np.mean([score(t, a, b) for t, (a, b) in zip(rollout.texts, pairs, strict=True)]))
+    texts = rollout.texts
+    return float(np.mean([score_fn(t, a, b) for t, (a, b) in zip(texts, pairs, strict=True)]))
+
+
+def new_warm_model(warm: WarmStart, max_positions: int):
+    """(model, tokenizer): the untrained tiny Llama a warm start begins from."""
+    from ict.testing import tiny_model_and_tokenizer
+
+    return tiny_model_and_tokenizer(
+        seed=warm.seed,
+        hidden_size=warm.hidden_size,
+        num_layers=warm.num_layers,
+        num_heads=warm.num_heads,
+        intermediate_size=warm.intermediate_size,
+        max_positions=max_positions,
+    )
 
 
 def warm_start(task: ToyTask = ToyTask(), warm: WarmStart = WarmStart(), *, refresh: bool = False):
@@ -140,22 +176,13 @@ def warm_start(task: ToyTask = ToyTask(), warm: WarmStart = WarmStart(), *, refr
     info: {"path", "steps", "accuracy", "seconds", "cached"}."""
     import torch
 
-    from ict.testing import tiny_model_and_tokenizer
-
     path = cache_dir(task, warm)
     cached = None if refresh else load_warm_start(path)
     if cached is not None:
         return cached
 
     t0 = time.perf_counter()
-    model, tokenizer = tiny_model_and_tokenizer(
-        seed=warm.seed,
-        hidden_size=warm.hidden_size,
-        num_layers=warm.num_layers,
-        num_heads=warm.num_heads,
-        intermediate_size=warm.intermediate_size,
-        max_positions=64,
-    )
+    model, tokenizer = new_warm_model(warm, max_positions=64)
     train_pairs = task.split("train", (task.max_a + 1) * (task.max_b + 1))
     check_pairs = task.split("train", 200)  # held-out pairs stay unseen until the final evaluation
     rng = np.random.default_rng(warm.seed)

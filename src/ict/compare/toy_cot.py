@@ -28,7 +28,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ict.compare.toy import WarmStart, fit_warm_start, load_warm_start, save_warm_start
+from ict.compare.toy import (
+    WarmStart,
+    accuracy_of_samples,
+    fit_warm_start,
+    load_warm_start,
+    new_warm_model,
+    save_warm_start,
+    sft_batch,
+)
 
 logger = logging.getLogger("ict.compare")
 
@@ -126,44 +134,18 @@ def cache_dir(task: ToyCotTask, warm: WarmStart) -> Path:
 
 
 def _batch(tokenizer, task: ToyCotTask, pairs, device):
-    """Right-padded SFT batch: input_ids, attention_mask, labels (-100 on prompt and padding)."""
-    import torch
-
-    rows, labels = [], []
-    for a, b in pairs:
-        p = tokenizer(prompt(a, b, task.digits))["input_ids"]
-        r = tokenizer(target(a, b, task.digits), add_special_tokens=False)["input_ids"]
-        r = r + [tokenizer.eos_token_id]
-        rows.append(p + r)
-        labels.append([-100] * len(p) + r)
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), tokenizer.pad_token_id)
-    lab = torch.full((len(rows), width), -100)
-    att = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, (r, lb) in enumerate(zip(rows, labels, strict=True)):
-        ids[i, : len(r)] = torch.tensor(r)
-        lab[i, : len(lb)] = torch.tensor(lb)
-        att[i, : len(r)] = 1
-    return ids.to(device), att.to(device), lab.to(device)
+    """Right-padded SFT batch of (a, b) pairs (ict.compare.toy.sft_batch)."""
+    examples = [(prompt(a, b, task.digits), target(a, b, task.digits)) for a, b in pairs]
+    return sft_batch(tokenizer, examples, device)
 
 
 def sampled_accuracy(model, tokenizer, task: ToyCotTask, pairs, *, seed: int = 0) -> float:
     """Fraction of pairs answered correctly by one sample each (temperature 1)."""
-    import torch
-
-    from ict.generation import generate
-
-    with torch.no_grad():
-        rollout = generate(
-            model,
-            tokenizer,
-            [prompt(a, b, task.digits) for a, b in pairs],
-            temperature=1.0,
-            max_new_tokens=response_tokens(task) + 4,
-            batch_size=256,
-            seed=seed,
-        )
-    return float(np.mean([score(t, a, b) for t, (a, b) in zip(rollout.texts, pairs, strict=True)]))
+    prompts = [prompt(a, b, task.digits) for a, b in pairs]
+    budget = response_tokens(task) + 4
+    return accuracy_of_samples(
+        model, tokenizer, prompts, pairs, score, max_new_tokens=budget, seed=seed
+    )
 
 
 def warm_start(task: ToyCotTask, warm: WarmStart, *, refresh: bool = False):
@@ -172,22 +154,13 @@ def warm_start(task: ToyCotTask, warm: WarmStart, *, refresh: bool = False):
     info: {"path", "steps", "accuracy", "seconds", "cached", ...}."""
     import torch
 
-    from ict.testing import tiny_model_and_tokenizer
-
     path = cache_dir(task, warm)
     cached = None if refresh else load_warm_start(path)
     if cached is not None:
         return cached
 
     t0 = time.perf_counter()
-    model, tokenizer = tiny_model_and_tokenizer(
-        seed=warm.seed,
-        hidden_size=warm.hidden_size,
-        num_layers=warm.num_layers,
-        num_heads=warm.num_heads,
-        intermediate_size=warm.intermediate_size,
-        max_positions=128,
-    )
+    model, tokenizer = new_warm_model(warm, max_positions=128)
     check_pairs = task.split("train", 200)
     held = set(task.split("test", task.test_pool))
     rng = np.random.default_rng([warm.seed, 2])  # a stream apart from the splits' seeds
