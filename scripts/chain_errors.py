@@ -11,9 +11,9 @@ training run's samples.jsonl (one response per line). The question is the last "
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
-import sys
 from collections import Counter
 
 from ict.data.running_total import ERRORS, first_error
@@ -38,13 +38,16 @@ def responses(path: str, from_step: int = 0):
                 yield terms, rec["response"], rec["reward"] > 0
 
 
-def main(argv: list[str]) -> None:
-    from_step = 0
-    if argv[:1] == ["--from-step"]:
-        from_step, argv = int(argv[1]), argv[2:]
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("files", nargs="+", help="ict eval samples files or training samples.jsonl")
+    parser.add_argument("--from-step", type=int, default=0, help="first training step counted")
+    args = parser.parse_args(argv)
     wrong, lucky, total = Counter(), 0, 0
-    for path in argv:
-        for terms, text, correct in responses(path, from_step):
+    for path in args.files:
+        for terms, text, correct in responses(path, args.from_step):
             total += 1
             error = first_error(terms, text)
             if not correct:
@@ -59,6 +62,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
-        sys.exit(__doc__)
-    main(sys.argv[1:])
+    main()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 from pathlib import Path
 
@@ -196,8 +197,6 @@ def run(args) -> int:
     notes = [f"Preset **{preset.name}**: {preset.description}"]
     warm = out / "warm_start.json"
     if warm.exists():
-        import json
-
         info = json.loads(warm.read_text())
         notes.append(
             f"Supervised warm start: {info['steps']} steps, sampled accuracy {info['accuracy']:.2f} "
@@ -207,8 +206,6 @@ def run(args) -> int:
             notes.append(_start_note(info["eval"]))
     start = out / "start_eval.json"
     if start.exists():
-        import json
-
         notes.append(_start_note(json.loads(start.read_text())))
     md = build_report(
         dirs,
