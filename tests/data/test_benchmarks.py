@@ -78,3 +78,19 @@ def test_row_missing_a_column_names_it(tmp_path):
     (tmp_path / "minerva.jsonl").write_text('{"question": "q"}\n')
     with pytest.raises(DataError, match="answer"):
         load_benchmark("minerva", data_dir=tmp_path)
+
+
+def test_benchmark_verifier_options_reach_every_item():
+    import dataclasses
+
+    from ict.data.benchmarks import rows_to_items
+    from ict.rewards import VerifyOptions
+
+    rows = [{"problem": "What is 1/3 to two places?", "answer": r"\frac{1}{3}"}]
+    default = rows_to_items(BENCHMARKS["math500"], rows)[0]
+    assert "verifier_options" not in default.metadata
+    assert not default.score("<answer>0.33</answer>").correct
+    loose = dataclasses.replace(BENCHMARKS["math500"], verifier_options=VerifyOptions(precision=2))
+    item = rows_to_items(loose, rows)[0]
+    assert item.metadata["verifier_options"]["precision"] == 2
+    assert item.score("<answer>0.33</answer>").correct

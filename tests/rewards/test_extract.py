@@ -5,10 +5,13 @@ import pytest
 from ict.rewards import (
     extract_answer,
     extract_answer_tag,
+    extract_answer_tags,
     extract_boxed,
+    extract_boxes,
     extract_choice_letter,
     extract_gsm8k_gold,
     extract_last_number,
+    final_answers,
 )
 
 
@@ -97,3 +100,59 @@ def test_extract_answer_priority_and_format_flag():
     assert (strict.answer, strict.format_ok) == (None, False)
     with pytest.raises(ValueError, match="mode"):
         extract_answer("x", mode="nope")
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (r"\boxed{1} then \boxed{2}", ["1", "2"]),
+        (r"\boxed{\boxed{3}} and \fbox{4}", [r"\boxed{3}", "4"]),  # a box in a box is one answer
+        (r"\boxed{2} and \boxed{3", ["2"]),  # an unclosed box is no answer
+        (r"\boxed 5 and \boxed{6}", ["5", "6"]),
+        ("no box", []),
+    ],
+)
+def test_every_box(text, expected):
+    assert extract_boxes(text) == expected
+
+
+def test_final_answers_are_tags_their_boxes_and_boxes_outside():
+    text = r"\boxed{1} <answer>2</answer> <answer>so \boxed{3}</answer> <answer>"
+    assert final_answers(text) == ["2", "3", "1"]
+    assert extract_answer_tags("<answer> a </answer><answer>b</answer>") == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    "text, answer, answers",
+    [
+        (r"\boxed{2} or \boxed{3}", "3", ("2", "3")),
+        ("<answer>2</answer> <answer>3</answer>", "3", ("2", "3")),
+        (r"\boxed{2} <answer>3</answer>", "3", ("3", "2")),
+        (r"\boxed{3} and again \boxed{ 3 }", "3", ("3",)),  # the same answer twice is one answer
+        (r"<answer>\boxed{3}</answer> \boxed{3}", "3", ("3",)),
+    ],
+)
+def test_several_final_answers_are_listed(text, answer, answers):
+    found = extract_answer(text)
+    assert (found.answer, found.answers, found.several) == (answer, answers, len(answers) > 1)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["[0,1)", "AZYUK2A", r"\frac{1+\sqrt5}{2}", "12:00", "x_2", "10^{10}", "(3,4)", "v2.0.1"],
+)
+def test_last_number_is_never_a_fragment(text):
+    assert extract_last_number(text) is None
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [("1, 3", "3"), ("0,111", None), ("a total of 12,345,678.", "12345678"), ("1,22", None)],
+)
+def test_last_number_thousands_only_in_groups_of_three(text, expected):
+    assert extract_last_number(text) == expected
+
+
+def test_gsm8k_gold_keeps_a_comma_that_is_no_thousands_separator():
+    assert extract_gsm8k_gold("#### 1,000,000") == "1000000"
+    assert extract_gsm8k_gold("#### 1,5") == "1,5"

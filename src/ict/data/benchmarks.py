@@ -25,6 +25,7 @@ from ict.data.sources import find_local_file, load_hub_rows, read_rows
 from ict.data.unknown import unknown_task_error
 from ict.errors import DataError
 from ict.rewards.extract import extract_boxed, extract_gsm8k_gold
+from ict.rewards.options import OPTIONS_KEY, VerifyOptions
 
 # The seven benchmarks of the paper (arXiv 2606.19771), in its table's order.
 PAPER_BENCHMARKS = ("math500", "gsm8k", "mmlu_stem", "gpqa", "aime23", "aime24", "aime25")
@@ -111,6 +112,8 @@ class Benchmark:
     question / answer: row -> question text / gold answer string.
     options: row -> answer options (multiple choice), or None.
     template: prompt template name (ict.data.prompts); verifier: ict.rewards verifier name.
+    verifier_options: math-verify settings for every item (`ict.rewards.VerifyOptions`; None:
+        the verifier's defaults), stored as `item.metadata["verifier_options"]`.
     columns: the source columns used, for the docs and error messages.
     """
 
@@ -130,6 +133,7 @@ class Benchmark:
     metadata: Callable[[dict], dict] | None = None  # extra fields to record with each item
     note: str = ""  # for the docs and the missing-file message (gated copies, filters)
     alternatives: tuple[str, ...] = ()  # other hub copies with the same columns
+    verifier_options: VerifyOptions | None = None
 
     @property
     def family(self) -> str:
@@ -327,6 +331,8 @@ def rows_to_items(bench: Benchmark, rows: list[dict], *, template: str | None = 
         metadata.update(extra)
         if options is not None:
             metadata["options"] = options
+        if bench.verifier_options is not None:
+            metadata[OPTIONS_KEY] = bench.verifier_options.to_dict()
         items.append(
             Item(
                 id=f"{bench.name}/{index}",

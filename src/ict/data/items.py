@@ -16,7 +16,10 @@ class Item:
     answer: the gold answer as a string (a letter for multiple choice).
     messages: the chat messages to send (template applied; chat template not yet applied).
     verifier: how to score a response: "math" | "choice" | "rg" | "exact" (see ict.rewards).
-    metadata: source-specific fields (reasoning-gym keeps its task name, config and seed here).
+    metadata: source-specific fields (reasoning-gym keeps its task name, config and seed here);
+        `metadata["verifier_options"]` holds the item's math-verify settings, if any (a dict of
+        `ict.rewards.VerifyOptions` fields: precision, extraction, ...; it travels with the
+        metadata through mixtures and sample files).
     """
 
     id: str

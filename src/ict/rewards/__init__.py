@@ -1,16 +1,21 @@
 """Rewards: answer extraction and verification (math-verify with a hard time limit, option
-letters, reasoning-gym's own scorers). See `Verifier` (the default `RewardFunction`)."""
+letters, reasoning-gym's own scorers). See `Verifier` (the default `RewardFunction`) and
+`VerifyOptions` (an item's math-verify settings); the rules are in docs/eval.md."""
 
 from ict.rewards.extract import (
     Extraction,
     extract_answer,
     extract_answer_tag,
+    extract_answer_tags,
     extract_boxed,
+    extract_boxes,
     extract_choice_letter,
     extract_gsm8k_gold,
     extract_last_number,
+    final_answers,
 )
-from ict.rewards.sandbox import Sandbox
+from ict.rewards.options import VerifyOptions
+from ict.rewards.sandbox import Sandbox, VerifierUnavailable
 from ict.rewards.verify import (
     VERIFIERS,
     RewardFunction,
@@ -28,13 +33,18 @@ __all__ = [
     "Sandbox",
     "Verdict",
     "Verifier",
+    "VerifierUnavailable",
+    "VerifyOptions",
     "default_verifier",
     "extract_answer",
     "extract_answer_tag",
+    "extract_answer_tags",
     "extract_boxed",
+    "extract_boxes",
     "extract_choice_letter",
     "extract_gsm8k_gold",
     "extract_last_number",
+    "final_answers",
     "rg_score",
     "score_response",
 ]

@@ -7,8 +7,9 @@ needed in user scripts); when a call overruns, the child is killed and a fresh o
 for the next call.
 
 `Sandbox.run(kind, *args)` returns `(value, error, timed_out)` and never raises for a failing or
-hanging call. Kinds: "math" (answer equivalence, see `_child.math_equal_unsafe`) and "_sleep"
-(tests only).
+hanging call (only `VerifierUnavailable` when no child can be started at all). Kinds: "math"
+(answer equivalence, `_child.math_equal_unsafe`), "math_response" (a whole response,
+`_child.math_response_unsafe`) and "_sleep" (tests only).
 """
 
 from __future__ import annotations
@@ -24,6 +25,11 @@ import weakref
 
 STARTUP_S = 120.0  # start-up and imports of the child, not counted in the per-call limit
 _LIVE: weakref.WeakSet = weakref.WeakSet()  # sandboxes to stop before interpreter shutdown
+
+
+class VerifierUnavailable(RuntimeError):
+    """The child process could not be started (math-verify missing or broken): a set-up error,
+    raised rather than scored, so that a run does not train on a reward of 0 everywhere."""
 
 
 @atexit.register
@@ -69,7 +75,7 @@ class Sandbox:
         ready = self._receive(STARTUP_S)
         if ready is None or ready.get("status") != "ready":
             self._kill()
-            raise RuntimeError(
+            raise VerifierUnavailable(
                 f"the verifier child process did not start within {STARTUP_S:g} s "
                 "(is math-verify installed? pip install 'ict[train]')"
             )
@@ -79,7 +85,12 @@ class Sandbox:
             line = self._lines.get(timeout=timeout)
         except queue.Empty:
             return None
-        return None if line is None else json.loads(line)
+        if line is None:
+            return None
+        try:
+            return json.loads(line)
+        except ValueError:
+            return {"status": "error", "error": f"unreadable reply {line[:80]!r}"}
 
     def _kill(self) -> None:
         if self._process is not None:

@@ -1,25 +1,33 @@
 """Verifiers: turn (item, response text) into a `Verdict` (reward, extracted answer, flags).
 
 An item is anything with `.answer` (gold, str), `.verifier` ("math" | "choice" | "rg" | "exact")
-and `.metadata` (dict; reasoning-gym items keep the task name and config there), e.g.
-`ict.data.Item`. A verifier that raises or times out gives reward 0 and sets `error` /
-`timed_out`, so the caller can count such cases; it never stops a run.
+and `.metadata` (dict; reasoning-gym items keep the task name and config there, any item may set
+`metadata["verifier_options"]`, see `ict.rewards.options`), e.g. `ict.data.Item`.
+
+`Verifier.score_one` never raises for a response: a verifier that raises or times out gives
+reward 0 and sets `error` / `timed_out` (counted in `Verifier.errors` / `Verifier.timeouts`,
+each kind of error logged once on the `ict.rewards` logger), so it never stops a run. Only set-up
+errors raise: an unknown verifier name, invalid options, no math-verify. The rules of what counts
+as right are in docs/eval.md, "How answers are verified".
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import re
+import logging
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from ict.rewards.extract import extract_answer
-from ict.rewards.sandbox import Sandbox
+from ict.rewards.equal import MathJudge
+from ict.rewards.extract import extract_answer, normalise_answer
+from ict.rewards.numbers import is_integer_answer
+from ict.rewards.options import VerifyOptions, options_of
+from ict.rewards.sandbox import Sandbox, VerifierUnavailable
 
 VERIFIERS = ("math", "choice", "rg", "exact")
-_INTEGER = re.compile(r"-?\d+")
+logger = logging.getLogger("ict.rewards")
 
 
 @dataclass
@@ -53,10 +61,6 @@ def choice_letters(item) -> str:
     return "ABCDE"
 
 
-def _normalise(text: str) -> str:
-    return re.sub(r"\s+|\$|\\[,!;: ]", "", text).rstrip(".")
-
-
 @functools.lru_cache(maxsize=64)
 def _rg_dataset(name: str, config_json: str):
     import reasoning_gym
@@ -79,14 +83,25 @@ class Verifier:
 
     Args:
         timeout_s: hard wall-clock limit per math-verify call (the child process is killed).
-        number_fallback: accept the last number of a response that has neither answer tags nor
-            a box (math and numeric reasoning-gym answers); it never counts as format_ok.
+        number_fallback: read an answer from a response with neither answer tags nor a box: for
+            math items math-verify's own reading of the response, for numeric reasoning-gym
+            answers the last standalone number; it never counts as format_ok.
+        options: the math-verify settings of items that set none (`VerifyOptions`).
     """
 
-    def __init__(self, timeout_s: float = 5.0, number_fallback: bool = True):
+    def __init__(
+        self,
+        timeout_s: float = 5.0,
+        number_fallback: bool = True,
+        options: VerifyOptions | None = None,
+    ):
         self.sandbox = Sandbox(timeout_s)
         self.number_fallback = number_fallback
-        self._math_cache: dict[tuple[str, str], tuple[bool, str | None, bool]] = {}
+        self.options = options or VerifyOptions()
+        self.judge = MathJudge(self.sandbox)
+        self.errors = 0  # verdicts with an error (time-outs included)
+        self.timeouts = 0
+        self._logged: set[str] = set()
 
     def score(self, samples: Sequence[tuple[Any, str]]) -> list[Verdict]:
         """Batch API: one `Verdict` per (item, response text), in order."""
@@ -96,17 +111,35 @@ class Verifier:
         return self.score_one(item, text)
 
     def score_one(self, item, text: str) -> Verdict:
+        """The verdict on one response; never raises for any response text (see module doc)."""
         kind = getattr(item, "verifier", "math")
         if kind not in VERIFIERS:
             raise ValueError(f"unknown verifier {kind!r} on item; use one of {VERIFIERS}")
+        options = options_of(item, self.options)
+        if isinstance(text, bytes):
+            text = text.decode("utf-8", errors="replace")
+        try:
+            verdict = self._score(kind, item, "" if text is None else str(text), options)
+        except VerifierUnavailable:
+            raise
+        except Exception as err:  # noqa: BLE001 - a failing verifier is reward 0, counted
+            verdict = Verdict(0.0, False, None, False, f"{type(err).__name__}: {err}"[:500])
+        if verdict.error is not None:
+            self._count(verdict, item)
+        return verdict
+
+    def _score(self, kind: str, item, text: str, options: VerifyOptions) -> Verdict:
         gold = str(item.answer)
         if kind == "choice":
             found = extract_answer(text, mode="choice", letters=choice_letters(item))
             ok = found.answer is not None and found.answer == gold.strip().upper()
             return Verdict(float(ok), ok, found.answer, found.format_ok)
-        numeric_gold = _INTEGER.fullmatch(gold.strip().replace(",", "")) is not None
-        fallback = self.number_fallback and (kind == "math" or numeric_gold)
+        fallback = self.number_fallback and (kind == "math" or is_integer_answer(gold))
         found = extract_answer(text, mode="math", number_fallback=fallback)
+        if found.several:  # a hedge: several different final answers
+            return Verdict(0.0, False, found.answer, found.format_ok)
+        if kind == "math":
+            return self._score_math(gold, found, text, options, fallback)
         if found.answer is None:
             return Verdict(0.0, False, None, False)
         if kind == "rg":
@@ -117,27 +150,46 @@ class Verifier:
                     0.0, False, found.answer, found.format_ok, f"{type(err).__name__}: {err}"
                 )
             return Verdict(reward, reward >= 1.0, found.answer, found.format_ok)
-        if kind == "exact":
-            ok = _normalise(found.answer) == _normalise(gold)
-            return Verdict(float(ok), ok, found.answer, found.format_ok)
-        ok, error, timed_out = self.math_equal(gold, found.answer)
-        return Verdict(float(ok), ok, found.answer, found.format_ok, error, timed_out)
+        ok = normalise_answer(found.answer) == normalise_answer(gold)  # "exact"
+        return Verdict(float(ok), ok, found.answer, found.format_ok)
 
-    def math_equal(self, gold: str, pred: str) -> tuple[bool, str | None, bool]:
-        """(equal, error, timed_out): math-verify equivalence under the hard time limit.
+    def _score_math(self, gold, found, text, options, fallback) -> Verdict:
+        if found.source in ("tag", "boxed"):
+            answer = found.answer
+        elif fallback:
+            answer = None  # math-verify reads the response itself
+        else:
+            return Verdict(0.0, False, None, False)
+        ok, answer, error, timed_out = self.judge.response(gold, answer, text, options)
+        return Verdict(float(ok), ok, answer, found.format_ok, error, timed_out)
 
-        Identical strings and plain integers are decided here without the child process.
-        """
-        g, p = _normalise(gold).replace(",", ""), _normalise(pred).replace(",", "")
-        if g == p:
-            return True, None, False
-        if _INTEGER.fullmatch(g) and _INTEGER.fullmatch(p):
-            return int(g) == int(p), None, False
-        key = (gold, pred)
-        if key not in self._math_cache:
-            value, error, timed_out = self.sandbox.run("math", gold, pred)
-            self._math_cache[key] = (bool(value), error, timed_out)
-        return self._math_cache[key]
+    def math_equal(
+        self, gold: str, pred: str, options: VerifyOptions | None = None
+    ) -> tuple[bool, str | None, bool]:
+        """(equal, error, timed_out): math-verify equivalence of two answer strings under the
+        hard time limit (`options`: this verifier's by default). Plain integers are decided
+        here without the child process; never raises for any `pred`."""
+        try:
+            return self.judge.answers(str(gold), str(pred), self.options.merged(options))
+        except VerifierUnavailable:
+            raise
+        except Exception as err:  # noqa: BLE001 - same contract as score_one
+            return False, f"{type(err).__name__}: {err}"[:500], False
+
+    def _count(self, verdict: Verdict, item) -> None:
+        """Count an errored verdict; log the first of each kind at WARNING, the rest at DEBUG."""
+        self.errors += 1
+        self.timeouts += verdict.timed_out
+        kind = "timeout" if verdict.timed_out else verdict.error.split(":", 1)[0]
+        level = logging.DEBUG if kind in self._logged else logging.WARNING
+        self._logged.add(kind)
+        logger.log(
+            level,
+            "verifier %s on gold %r (reward 0; counted in Verdict.error): %s",
+            kind,
+            str(getattr(item, "answer", ""))[:80],
+            verdict.error,
+        )
 
     def close(self) -> None:
         self.sandbox.close()
