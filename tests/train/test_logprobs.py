@@ -114,3 +114,60 @@ def test_shared_prompt_forward_equals_plain_forward_values_and_gradients():
         outs.append((hidden.detach() * attn[..., None], grads))
     torch.testing.assert_close(outs[0][0], outs[1][0], atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(outs[0][1], outs[1][1], atol=1e-5, rtol=1e-4)
+
+
+def test_update_logprobs_equal_scoring_logprobs_bit_for_bit_with_a_logit_transform():
+    """Gemma-2 soft-caps its logits: the update's log-probs (policy_logprobs, with gradient,
+    checkpointed) and the scoring pass's (token_logprobs_from_hidden under no_grad, with the
+    model's logit_head) are the same bits, so the first importance ratio is exactly 1; both are
+    the model's own distribution, not the plain head's."""
+    import transformers
+
+    from ict.head import logit_head
+    from ict.train.logprobs import final_hidden, policy_logprobs
+
+    torch.manual_seed(0)
+    config = transformers.Gemma2Config(
+        vocab_size=97,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        final_logit_softcapping=2.0,
+    )
+    model = transformers.Gemma2ForCausalLM(config)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(40)
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, 97, (3, 8), generator=g)
+    attn = torch.ones_like(ids)
+    attn[1, :3] = 0
+    mask = torch.zeros_like(ids, dtype=torch.bool)
+    mask[:, 4:] = True
+    head = logit_head(model)
+    with torch.no_grad():
+        hidden = shifted_hidden(final_hidden(model, ids, attn))
+        old, _ = token_logprobs_from_hidden(
+            hidden,
+            head.weight,
+            ids,
+            mask,
+            lm_head_bias=head.bias,
+            logit_scale=head.scale,
+            logit_softcap=head.softcap,
+            temperature=0.9,
+            chunk_size=5,
+        )
+        plain, _ = token_logprobs_from_hidden(hidden, head.weight, ids, mask, temperature=0.9)
+    new, _ = policy_logprobs(model, ids, attn, mask, temperature=0.9, chunk_size=5)
+    assert new.requires_grad
+    assert torch.equal(torch.exp(new.detach() - old)[mask], torch.ones(int(mask.sum())))
+    assert (plain - old)[mask].abs().max() > 0.1  # the plain head is another distribution
+    with torch.no_grad():
+        logits = model(
+            input_ids=ids, attention_mask=attn, position_ids=position_ids_from_mask(attn)
+        ).logits
+    ref = torch.log_softmax(logits[:, :-1] / 0.9, -1).gather(-1, ids[:, 1:, None]).squeeze(-1)
+    torch.testing.assert_close(old[:, 1:][mask[:, 1:]], ref[mask[:, 1:]], atol=2e-5, rtol=1e-5)

@@ -3,6 +3,9 @@
 
     stats = token_stats(logits, tokens, mask, temperature=1.0, reference="batch_mean")
     stats = token_stats_from_hidden(hidden, lm_head.weight, tokens, mask)
+    head = logit_head(model)  # the model's own logits: its soft cap / logit scale
+    stats = token_stats_from_hidden(hidden, head.weight, tokens, mask, lm_head_bias=head.bias,
+                                    logit_scale=head.scale, logit_softcap=head.softcap)
     stats.entropy, stats.renyi2, stats.logprob, stats.js, stats.prob   # [B, T] float32
     token_stats(logits, tokens, mask, reference="group_position", group_ids=g)  # the paper's score
     token_stats(..., reference="group_position", group_ids=g, divergence="kl").kl  # KL ablation
@@ -10,13 +13,16 @@
 See docs/METHOD.md for the math and docs/ARCHITECTURE.md for the tensor layout.
 """
 
+from ict.head import LogitHead, logit_head
 from ict.stats.compute import token_stats, token_stats_from_hidden
 from ict.stats.result import DIVERGENCES, REFERENCES, TokenStats, masked_mean
 
 __all__ = [
     "DIVERGENCES",
     "REFERENCES",
+    "LogitHead",
     "TokenStats",
+    "logit_head",
     "masked_mean",
     "token_stats",
     "token_stats_from_hidden",

@@ -4,7 +4,9 @@ Only valid positions are computed. They are flattened to N rows in (row, positio
 processed in chunks of `chunk_size` rows (one LM-head matmul per chunk on the hidden path), each
 chunk in blocks of rows that fit the CPU cache (on GPU a block is the whole chunk). Working memory:
 one [chunk_size, V] logits buffer (two for `reference_policy`) plus two [block, V] scratch buffers,
-all in the compute dtype (float32; float64 for float64 inputs). The full [N, V] tensor never exists.
+all in the compute dtype (float32; float64 for float64 inputs), and on the hidden path a float32
+copy of a bf16/fp16 [V, D] head weight (cast once per call, so the matmul accumulates in float32).
+The full [N, V] tensor never exists.
 The default chunk takes 1/16 of the full logits' bytes (N/16 rows), within 32..128 MiB.
 Precision: JS is a difference of entropies, so its absolute error in float32 is ~1e-6 nats.
 
@@ -128,17 +130,26 @@ def token_stats_from_hidden(
     reference_hidden: Tensor | None = None,
     reference_lm_head_weight: Tensor | None = None,
     reference_lm_head_bias: Tensor | None = None,
+    logit_scale: float = 1.0,
+    logit_softcap: float | None = None,
+    reference_logit_scale: float | None = None,
+    reference_logit_softcap: float | None = None,
     chunk_size: int | None = None,
     process_group=None,
     divergence: str = "js",
 ) -> TokenStats:
     """Token statistics from final hidden states and the LM head, never building [N, V] logits.
 
-    hidden: [B, T, D] (hidden[:, t] is the state whose logits hidden[:, t] @ W.T + bias predict
-    tokens[:, t]); lm_head_weight: [V, D]; lm_head_bias: [V] or None. The matmul runs in the
-    weight's dtype, statistics in float32. reference_hidden [B, T, D'] with reference_lm_head_weight
-    [V, D'] (+ bias) give the "reference_policy" distribution; the reference head defaults to the
-    policy head. Other arguments and the result as in `token_stats`.
+    hidden: [B, T, D] (hidden[:, t] is the state whose logits predict tokens[:, t]);
+    lm_head_weight: [V, D]; lm_head_bias: [V] or None. The logits are the model's own:
+    softcap(logit_scale * (hidden @ W.T + bias)) with softcap(z) = logit_softcap * tanh(z /
+    logit_softcap) (None: no cap); take both from `ict.head.logit_head(model)`. The matmul and the
+    statistics accumulate in float32 (float64 for a float64 weight) whatever the weight's dtype.
+    reference_hidden [B, T, D'] with reference_lm_head_weight [V, D'] (+ bias) give the
+    "reference_policy" distribution with its own transform reference_logit_scale /
+    reference_logit_softcap (None: 1.0 / no cap). Without reference_lm_head_weight the reference
+    head is the policy's, bias and transform included (there None means the policy's value and
+    an infinite softcap means no cap). Other arguments and the result as in `token_stats`.
     """
     if hidden.dim() != 3:
         raise DataError(f"hidden must be [B, T, D], got shape {tuple(hidden.shape)}")
@@ -150,7 +161,9 @@ def token_stats_from_hidden(
     tokens, mask = _check_common(
         hidden.shape[:2], tokens, mask, temperature, reference, group_ids, hidden.device, divergence
     )
-    policy = HiddenSource(hidden, lm_head_weight, lm_head_bias, temperature)
+    policy = HiddenSource(
+        hidden, lm_head_weight, lm_head_bias, temperature, logit_scale, logit_softcap
+    )
     ref = None
     if reference == "reference_policy":
         if reference_hidden is None:
@@ -159,6 +172,13 @@ def token_stats_from_hidden(
             )
         ref_w = lm_head_weight if reference_lm_head_weight is None else reference_lm_head_weight
         ref_b = lm_head_bias if reference_lm_head_weight is None else reference_lm_head_bias
+        own = reference_lm_head_weight is not None  # else the policy's head, transform included
+        ref_scale = reference_logit_scale
+        if ref_scale is None:
+            ref_scale = 1.0 if own else logit_scale
+        ref_cap = reference_logit_softcap
+        if ref_cap is None and not own:
+            ref_cap = logit_softcap
         if (
             reference_hidden.shape[:2] != hidden.shape[:2]
             or ref_w.dim() != 2
@@ -172,10 +192,19 @@ def token_stats_from_hidden(
                 f"the reference head has V = {ref_w.shape[0]} but the policy head has V = {lm_head_weight.shape[0]}; both must share the vocabulary"
             )
         _check_bias(ref_b, ref_w, "reference_lm_head_bias")
-        ref = HiddenSource(reference_hidden.to(hidden.device), ref_w, ref_b, temperature)
-    elif reference_hidden is not None or reference_lm_head_weight is not None:
+        ref_h = reference_hidden.to(hidden.device)
+        ref = HiddenSource(ref_h, ref_w, ref_b, temperature, ref_scale, ref_cap)
+    elif any(
+        x is not None
+        for x in (
+            reference_hidden,
+            reference_lm_head_weight,
+            reference_logit_scale,
+            reference_logit_softcap,
+        )
+    ):
         raise ConfigError(
-            f'reference_hidden / reference_lm_head_weight are only used with reference="reference_policy", not "{reference}"'
+            f'reference_hidden / reference_lm_head_weight / reference_logit_* are only used with reference="reference_policy", not "{reference}"'
         )
     return _token_stats(
         policy, ref, tokens, mask, reference, group_ids, chunk_size, process_group, divergence

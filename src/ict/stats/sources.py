@@ -8,8 +8,9 @@ than those n positions, so the caller bounds the memory by bounding n.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
+
+from ict.head import LogitHead
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -49,36 +50,36 @@ class LogitsSource:
 
 
 class HiddenSource:
-    """Blocks of hidden [B, T, D] @ weight[V, D].T (+ bias [V]), divided by `temperature`.
+    """Blocks of softcap(scale * (hidden [B, T, D] @ weight[V, D].T + bias [V])) / temperature.
 
-    The matmul runs in the inputs' dtype (as the model's own LM head would) and is cast to the
-    compute dtype; only the requested rows are multiplied.
+    The matmul accumulates in the compute dtype (float32, float64 for a float64 weight): a bf16/fp16
+    weight (and bias) is cast once, here (one [V, D] float32 copy for the whole call), and each
+    chunk's [n, D] hidden rows are cast before the matmul, which writes straight into the output.
+    scale / softcap: the model's own logit transform (ict.head.logit_head); only the requested
+    rows are multiplied.
     """
 
     gathers_rows = False  # one matmul per chunk: the driver fills chunk_size rows at once
 
-    def __init__(self, hidden: Tensor, weight: Tensor, bias: Tensor | None, temperature: float):
+    def __init__(
+        self,
+        hidden: Tensor,
+        weight: Tensor,
+        bias: Tensor | None,
+        temperature: float,
+        scale: float = 1.0,
+        softcap: float | None = None,
+    ):
         self.hidden = hidden
-        self.weight = weight
-        self.bias = bias
+        self.head = LogitHead(weight, bias, scale, softcap).cast()
         self.temperature = temperature
         self.vocab = weight.shape[0]
-        self.dtype = compute_dtype(weight.dtype)
+        self.dtype = self.head.dtype
         self.device = hidden.device
-        same = hidden.dtype == weight.dtype == self.dtype
-        # a bf16/fp16 matmul returns its own [n, V] tensor before the cast into the output
-        self.temp_row_bytes = 0 if same else self.vocab * weight.element_size()
+        # per row besides the [n, V] output: the gathered [n, D] hidden rows and their cast copy
+        D = hidden.shape[-1]
+        cast = 0 if hidden.dtype == self.dtype else D * torch.finfo(self.dtype).bits // 8
+        self.temp_row_bytes = D * hidden.element_size() + cast
 
     def fill(self, rows: Tensor, positions: Tensor, out: Tensor) -> Tensor:
-        z = out[: rows.numel()]
-        h = self.hidden[rows, positions]
-        if h.dtype == z.dtype and self.weight.dtype == z.dtype:
-            if self.bias is None:
-                torch.mm(h, self.weight.t(), out=z)
-            else:
-                torch.addmm(self.bias.to(z.dtype), h, self.weight.t(), out=z)
-        else:
-            z.copy_(F.linear(h.to(self.weight.dtype), self.weight, self.bias))
-        if self.temperature != 1.0:
-            z.div_(self.temperature)
-        return z
+        return self.head.logits(self.hidden[rows, positions], self.temperature, out=out)

@@ -2,8 +2,9 @@
 
 The full `[B, T, V]` logits are never built. Only valid (response) positions go through the LM
 head, `chunk_size` rows at a time, each chunk under activation checkpointing, so the backward pass
-also holds one chunk of vocabulary-wide activations at a time. The head runs in float32 (autocast
-off) so that the statistics pass and the update pass compute identical log-probs.
+also holds one chunk of vocabulary-wide activations at a time. The head is the model's own
+(`ict.head.LogitHead`: its soft cap / logit scale applied) and runs in float32 (autocast off) so
+that the statistics pass and the update pass compute identical log-probs.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from __future__ import annotations
 import inspect
 
 import torch
-import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
+
+from ict.head import LogitHead, logit_head
 
 
 def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -101,10 +103,10 @@ def _chunk_logprob_entropy(
     tokens: torch.Tensor,
     temperature: float,
     want_entropy: bool,
+    scale: float = 1.0,
+    softcap: float | None = None,
 ):
-    logits = (
-        F.linear(h.float(), weight.float(), None if bias is None else bias.float()) / temperature
-    )
+    logits = LogitHead(weight, bias, scale, softcap).logits(h, temperature)
     logp = torch.log_softmax(logits, dim=-1)
     chosen = logp.gather(-1, tokens[:, None]).squeeze(-1)
     if not want_entropy:
@@ -122,12 +124,17 @@ def token_logprobs_from_hidden(
     temperature: float = 1.0,
     chunk_size: int = 1024,
     with_entropy: bool = False,
+    logit_scale: float = 1.0,
+    logit_softcap: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log p(tokens) (and optionally the entropy H) at valid positions, differentiable, chunked.
 
     Args:
         hidden: `[B, T, D]` already shifted (hidden[:, t] predicts tokens[:, t]), any float dtype.
         lm_head_weight: `[V, D]`; lm_head_bias: `[V]` or None.
+        logit_scale, logit_softcap: the model's own logit transform (`ict.head.logit_head`):
+            logits = softcap(scale * (hidden @ W.T + b)), computed in float32 (float64 weights:
+            float64), exactly as `token_stats_from_hidden` computes them.
         tokens: `[B, T]` long; mask: `[B, T]` bool, True on response tokens.
         temperature: p = softmax(logits / temperature), as in the rollout.
         chunk_size: valid positions per LM-head chunk (bounds memory to chunk_size x V floats).
@@ -138,6 +145,7 @@ def token_logprobs_from_hidden(
     flat_mask = mask.reshape(-1)
     rows = hidden.reshape(-1, hidden.shape[-1])[flat_mask]
     targets = tokens.reshape(-1)[flat_mask]
+    head = LogitHead(lm_head_weight, lm_head_bias, logit_scale, logit_softcap)  # validates
     outs_lp, outs_h = [], []
     for start in range(0, rows.shape[0], chunk_size):
         args = (
@@ -147,6 +155,8 @@ def token_logprobs_from_hidden(
             targets[start : start + chunk_size],
             temperature,
             with_entropy,
+            head.scale,
+            head.softcap,
         )
         with torch.autocast(device_type=rows.device.type, enabled=False):
             if torch.is_grad_enabled() and rows.requires_grad:
@@ -158,19 +168,22 @@ def token_logprobs_from_hidden(
     logprob = hidden.new_zeros(tokens.shape, dtype=torch.float32)
     flat = logprob.reshape(-1)
     if outs_lp:
-        flat = flat.masked_scatter(flat_mask, torch.cat(outs_lp))
+        flat = flat.masked_scatter(flat_mask, torch.cat(outs_lp).float())
     logprob = flat.reshape(tokens.shape)
     entropy = None
     if with_entropy:
         ent_flat = hidden.new_zeros(flat_mask.shape, dtype=torch.float32)
         if outs_h:
-            ent_flat = ent_flat.masked_scatter(flat_mask, torch.cat(outs_h))
+            ent_flat = ent_flat.masked_scatter(flat_mask, torch.cat(outs_h).float())
         entropy = ent_flat.reshape(tokens.shape)
     return logprob, entropy
 
 
 def lm_head_params(model) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """(weight [V, D], bias [V] or None) of the model's output embedding."""
+    """(weight [V, D], bias [V] or None) of the model's output embedding.
+
+    Without the model's logit transform: `ict.head.logit_head(model)` has weight, bias, scale and
+    softcap together."""
     head = model.get_output_embeddings()
     return head.weight, getattr(head, "bias", None)
 
@@ -189,6 +202,8 @@ def policy_logprobs(
 ):
     """Forward pass -> (`[B, T]` log p(input_ids[:, t]) on response positions, entropy or None).
 
+    The logits are the model's own (`ict.head.logit_head(model)`: its soft cap / logit scale).
+
     With `prompt_length` and `group_size` > 1, groups of G rows share their prompt computation
     (see `shared_prompt_hidden`).
     """
@@ -197,16 +212,18 @@ def policy_logprobs(
     else:
         hidden = final_hidden(model, input_ids, attention_mask)
     hidden = shifted_hidden(hidden)
-    weight, bias = lm_head_params(model)
+    head = logit_head(model)
     return token_logprobs_from_hidden(
         hidden,
-        weight,
+        head.weight,
         input_ids,
         response_mask,
-        lm_head_bias=bias,
+        lm_head_bias=head.bias,
         temperature=temperature,
         chunk_size=chunk_size,
         with_entropy=with_entropy,
+        logit_scale=head.scale,
+        logit_softcap=head.softcap,
     )
 
 
