@@ -10,7 +10,7 @@ Variants:
   grpo_today    GRPO (every valid token), none of (1)-(3)
   grpo_1        GRPO with (1)
   grpo_123      GRPO with (1)-(3)
-  ict_123       the paper's ICT selection after its dense warm-up (`select_for_method`, sparse)
+  ict_123       the paper's ICT selection after its dense warm-up (`ict.methods.select_method`, sparse)
                 with (1)-(3)
 Also the statistics pass (`token_stats_from_hidden`, reference "group_position") against the floor
 (one chunked LM-head matmul over the valid positions + one log-softmax) on the same hidden states,
@@ -258,10 +258,12 @@ def main(argv=None) -> int:
     repeats = args.repeats or (3 if args.tiny else 2)
 
     from ict.loss import LossConfig, compute_advantages
+    from ict.methods import StepInputs, select_method, selection_seed
     from ict.precision import choose_precision
     from ict.train import TrainConfig
-    from ict.train.scoring import old_policy_pass, select_for_method
-    from ict.train.trainer import make_scheduler, resolve_device
+    from ict.train.schedule import LRSchedule
+    from ict.train.scoring import old_policy_pass
+    from ict.train.trainer import resolve_device
     from ict.train.update import update_policy
 
     base = TrainConfig(
@@ -334,8 +336,9 @@ def main(argv=None) -> int:
     stats, old_logprob, _ = old_policy_pass(
         model, None, rollout, ict_cfg, ict_method, device, autocast
     )
-    ict_selected = select_for_method(
-        ict_method, ict_cfg, mask, stats, advantages, tokens, seed=base.seed * 1_000_003 + 1
+    inputs = StepInputs(mask, stats, advantages, tokens)
+    ict_selected = select_method(
+        ict_method, ict_cfg, inputs, seed=selection_seed(base.seed, 1), micro_batch_size=8
     )
     stats_floor = stats_vs_floor(model, rollout, ict_cfg, ict_method, device, autocast, repeats)
 
@@ -357,12 +360,14 @@ def main(argv=None) -> int:
         selected = (
             ict_selected
             if method_name == "ict"
-            else select_for_method(method, cfg, mask, stats, advantages, tokens, seed=0)
+            else select_method(method, cfg, inputs, seed=0, micro_batch_size=8)
         )
         loss_config = LossConfig.from_config(cfg, max_response_length=cfg.max_new_tokens)
         model.load_state_dict(initial)
         optimizer.load_state_dict(initial_opt)
-        scheduler = make_scheduler(optimizer, cfg, 1)
+        scheduler = LRSchedule(
+            optimizer, warmup_steps=cfg.warmup_steps, kind=cfg.lr_scheduler, max_steps=1
+        )
         sync(device)
         t = time.perf_counter()
         out = update_policy(

@@ -164,3 +164,24 @@ def format_prompt(tokenizer, prompt: str | list[dict], *, system: str | None = N
     if isinstance(prompt, list):
         return "\n".join(m["content"] for m in prompt)
     return prompt
+
+
+def disable_dropout(model) -> int:
+    """Set every dropout of `model` to 0: its `torch.nn.Dropout` modules and the attention
+    dropout rates HF attention modules read (`attention_dropout`). Returns how many were set."""
+    import torch
+
+    count = 0
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout) and module.p != 0:
+            module.p = 0.0
+            count += 1
+        rate = getattr(module, "attention_dropout", None)
+        if isinstance(rate, float) and rate != 0:
+            module.attention_dropout = 0.0
+            count += 1
+    config = getattr(model, "config", None)
+    for name in ("attention_dropout", "hidden_dropout", "dropout", "resid_pdrop", "attn_pdrop"):
+        if isinstance(getattr(config, name, None), float):
+            setattr(config, name, 0.0)
+    return count

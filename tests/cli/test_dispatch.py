@@ -13,13 +13,17 @@ def test_help_lists_subcommands(capsys):
 
 
 def test_stats_demo_selects_exact_counts(capsys):
-    assert main(["stats", "--batch", "3", "--length", "10", "--vocab", "20", "--seed", "1"]) == 0
+    assert main(["stats", "--batch", "3", "--length", "25", "--vocab", "20", "--seed", "1"]) == 0
     out = capsys.readouterr().out
-    n_valid = 3 * 10 - 2  # the demo pads the last two positions of the last response
+    lengths = [25, 25, 23]  # the demo pads the last two positions of the last response
+    n_valid = sum(lengths)
     line = next(line for line in out.splitlines() if line.startswith("selected / valid"))
-    assert f"ict {math.ceil(0.1 * n_valid)}/{n_valid}" in line
-    assert f"entropy {math.ceil(0.2 * n_valid)}/{n_valid}" in line
-    assert f"random {math.ceil(0.1 * n_valid)}/{n_valid}" in line
+    # the paper's ICT and its random control: 10% of each response (9 here, not the batch's 8)
+    per_response = sum(math.ceil(0.1 * n) for n in lengths)
+    assert per_response != math.ceil(0.1 * n_valid)
+    assert f"ict {per_response}/{n_valid}" in line
+    assert f"random_sequence {per_response}/{n_valid}" in line
+    assert f"entropy {math.ceil(0.2 * n_valid)}/{n_valid}" in line  # 20-Entropy: of the batch
 
 
 def test_bad_flag_value_is_one_clear_error(capsys):

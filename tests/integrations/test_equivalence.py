@@ -20,10 +20,12 @@ import torch
 from ict.errors import ConfigError
 from ict.integrations.cases import (
     DEFAULT_OPTIONS,
+    METHOD_OPTION_KEYS,
     assert_matches_native,
     equivalence_cases,
     native_reference,
 )
+from ict.methods import get_method
 
 CASES = equivalence_cases()
 
@@ -45,15 +47,46 @@ def test_cases_are_fixed_and_well_formed():
         assert (ratio < 0.8).any() and (ratio > 1.28).any()  # both clip bounds are active
 
 
-def test_native_reference_hand_checks():
-    """The reference itself, on the default case: k = ceil(0.1 N) tokens, loss by hand."""
-    case = CASES[0]
-    selected, loss = native_reference(case)
-    assert int(selected.sum()) == math.ceil(0.1 * int(case.mask.sum()))
+def case_named(name):
+    return next(c for c in CASES if c.name == name)
+
+
+def test_cases_cover_every_registered_method_and_the_warmup_end():
+    from ict.methods import METHODS
+
+    names = {c.options["method"] for c in CASES if c.name.startswith("method_")}
+    assert names == set(METHODS)
+    dense, sparse = case_named("ict_warmup_last_dense_step"), case_named("ict_warmup_first_sparse_step")
+    assert dense.options["step"] == dense.options["dense_warmup_steps"] == sparse.options["step"] - 1
+
+
+def _clipped(case):
     rho = torch.exp(case.logprob - case.old_logprob)
     A = case.advantages[:, None].expand_as(rho)
-    per_token = -torch.minimum(rho * A, rho.clamp(0.8, 1.28) * A)
-    torch.testing.assert_close(loss, per_token[selected].mean())
+    return -torch.minimum(rho * A, rho.clamp(0.8, 1.28) * A)
+
+
+def test_native_reference_hand_checks():
+    """The reference itself: the global token mean, the paper's ICT and the warm-up, by hand."""
+    case = case_named("ict_batch_mean_global_token_mean")
+    selected, loss = native_reference(case)
+    assert int(selected.sum()) == math.ceil(0.1 * int(case.mask.sum()))
+    torch.testing.assert_close(loss, _clipped(case)[selected].mean())
+
+    # the paper's ICT: ceil(10%) of each response, loss = mean over responses of their means
+    case = case_named("method_ict")
+    selected, loss = native_reference(case)
+    lengths = case.mask.sum(1).tolist()
+    assert selected.sum(1).tolist() == [max(1, math.ceil(0.1 * n)) for n in lengths]
+    per_token = _clipped(case)
+    want = torch.stack([per_token[r][selected[r]].mean() for r in range(len(lengths))]).mean()
+    torch.testing.assert_close(loss, want)
+
+    # the last warm-up step updates every valid token, the next one only the selection
+    case = case_named("ict_warmup_last_dense_step")
+    assert torch.equal(native_reference(case)[0], case.mask)
+    sparse = native_reference(case_named("ict_warmup_first_sparse_step"))[0]
+    assert sparse.sum() < case_named("ict_warmup_first_sparse_step").mask.sum()
 
 
 # ---- TRL engine -----------------------------------------------------------------------------
@@ -77,61 +110,135 @@ def trl_trainer(tmp_path_factory):
     return trainer
 
 
-def trl_path(trainer, case):
-    """Run a case through ICTGRPOTrainer's own code: its statistics call, its selection and
-    normaliser (`_ict_apply_selection`), and TRL's loss (`_compute_loss`) on the case's log-probs."""
-    from ict.integrations.trl import LOSS_AGG_TO_TRL
+def trl_args(trainer, case, **extra):
+    """A fresh ICTGRPOConfig with the case's method options (None: the method's), as a user
+    would write it; the trainer then reads everything from it."""
+    from ict.integrations.trl import ICTGRPOConfig
 
     o = case.options
-    a = trainer.args
-    a.method, a.ratio, a.reference, a.scope, a.granularity = (
-        o["method"], o["ratio"], o["reference"], o["scope"], o["granularity"],
+    method_fields = {k: o[k] for k in METHOD_OPTION_KEYS}
+    args = ICTGRPOConfig(
+        output_dir=trainer.args.output_dir, use_cpu=True, report_to=[], seed=o["seed"],
+        stapo_prob_below=o["prob_below"], stapo_entropy_quantile=o["entropy_quantile"],
+        epsilon=o["eps_low"], epsilon_high=o["eps_high"], delta=o["dual_clip"],
+        per_device_train_batch_size=trainer.args.per_device_train_batch_size,
+        num_generations=trainer.args.num_generations, **method_fields, **extra,
+        accelerator_config={"use_configured_state": True},  # keep the running trainer's state
     )  # fmt: skip
-    a.normalize_by, a.seed, a.loss_agg = o["normalize_by"], o["seed"], o["loss_agg"]
-    a.dense_warmup_steps = 0  # the cases compare one selected step (the warm-up is tested apart)
-    a.stapo_prob_below, a.stapo_entropy_quantile = o["prob_below"], o["entropy_quantile"]
-    a.delta = o["dual_clip"]  # TRL's two-sided clip == dual clip for A < 0 (delta > 1 + eps_high)
-    trainer.loss_type = LOSS_AGG_TO_TRL[o["loss_agg"]]
-    trainer.epsilon_low, trainer.epsilon_high = o["eps_low"], o["eps_high"]
+    # copy the resolved fields onto the trainer's own args (a second TrainingArguments would
+    # reset accelerate's state under the running trainer)
+    import dataclasses
+
+    from ict.methods import MethodOptions
+
+    names = [f.name for f in dataclasses.fields(MethodOptions)] + [
+        "loss_type", "seed", "epsilon", "epsilon_high", "delta", "gradient_accumulation_steps",
+        "steps_per_generation", "stats_chunk_size",
+    ]  # fmt: skip
+    for name in names:
+        setattr(trainer.args, name, getattr(args, name))
+    args = trainer.args
+    trainer.loss_type = args.loss_type  # TRL copies these at __init__
+    trainer.epsilon_low, trainer.epsilon_high = args.epsilon, args.epsilon_high
     trainer.max_completion_length = case.mask.size(1)
     trainer._ict_temperature = o["temperature"]
-    trainer.state.global_step = 0
+    trainer.state.max_steps = 0  # run length unknown: the warm-up is taken as resolved
+    return args
 
+
+def trl_batch(trainer, case, rows):
+    """TRL's micro-batch dict for `rows` of the case, with ict's statistics of the old policy."""
     stats = trainer.ict_stats_from_hidden(
         case.hidden, case.lm_head_weight, None, case.tokens, case.mask, case.group_ids
     )
-    B = case.tokens.size(0)
-    batch = {
-        "prompt_ids": torch.zeros(B, 1, dtype=torch.long),
-        "prompt_mask": torch.ones(B, 1, dtype=torch.long),
-        "completion_ids": case.tokens,
-        "completion_mask": case.mask.long(),
-        "advantages": case.advantages,
-        "old_per_token_logps": case.old_logprob,
-        "num_items_in_batch": case.mask.sum(),  # TRL's own: the number of valid tokens
-        "ict_row": torch.arange(B),
-        **{f"ict_{f}": getattr(stats, f) for f in ("entropy", "renyi2", "logprob", "js", "kl")},
-    }
-    trainer._ict_apply_selection([batch], "train")
+    n = len(rows)
+    return {
+        "prompt_ids": torch.zeros(n, 1, dtype=torch.long),
+        "prompt_mask": torch.ones(n, 1, dtype=torch.long),
+        "completion_ids": case.tokens[rows],
+        "completion_mask": case.mask[rows].long(),
+        "advantages": case.advantages[rows],
+        "old_per_token_logps": case.old_logprob[rows],
+        "num_items_in_batch": case.mask.sum(),  # TRL's own: the generation batch's valid tokens
+        "ict_row": rows,
+        **{f"ict_{f}": None if getattr(stats, f) is None else getattr(stats, f)[rows]
+           for f in ("entropy", "renyi2", "logprob", "js", "kl")},
+    }  # fmt: skip
 
-    logprob = case.logprob.clone().requires_grad_(True)
+
+def trl_loss(trainer, case, batch):
+    """TRL's own `_compute_loss` on a micro-batch, with the case's current log-probs."""
+    logprob = case.logprob[batch["ict_row"]].clone().requires_grad_(True)
     original = trainer._get_per_token_logps_and_entropies
     trainer._get_per_token_logps_and_entropies = lambda *args, **kw: (
-        logprob,
-        torch.zeros_like(logprob),
-        None,
-    )
+        logprob, torch.zeros_like(logprob), None,
+    )  # fmt: skip
     try:
-        loss = trainer._compute_loss(trainer.model, batch)
+        return trainer._compute_loss(trainer.model, batch)
     finally:
         trainer._get_per_token_logps_and_entropies = original
-    return batch["ict_selected"], loss
+
+
+def trl_path(trainer, case):
+    """Run a case through ICTGRPOTrainer's own code: its config resolution, its statistics call,
+    its per-step selection and normaliser (`_ict_apply_selection`) and TRL's loss (`_compute_loss`)
+    on the case's log-probs, at the case's rollout batch (`state.global_step`)."""
+    trl_args(trainer, case)
+    trainer.state.global_step = case.options["step"] - 1  # one optimizer step per generation batch
+    trainer.current_gradient_accumulation_steps = 1
+    batch = trl_batch(trainer, case, torch.arange(case.tokens.size(0)))
+    trainer._ict_apply_selection([batch], "train")
+    return batch["ict_selected"], trl_loss(trainer, case, batch)
 
 
 @pytest.mark.trl
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_trl_matches_native(trl_trainer, case):
     assert_matches_native(case, *trl_path(trl_trainer, case))
+
+
+@pytest.mark.trl
+@pytest.mark.parametrize("name", ["method_ict", "method_random_sequence", "method_entropy",
+                                  "ict_ratio_0.3_valid", "method_ict_batch_mean"])  # fmt: skip
+def test_trl_matches_native_when_a_generation_batch_spans_two_optimizer_steps(trl_trainer, name):
+    """steps_per_generation = 4, gradient_accumulation_steps = 2: one generation batch, split by
+    TRL into 4 micro-batches, feeds 2 optimizer steps. Each optimizer step's loss (the sum of its
+    2 micro-batch losses, TRL's accumulation) equals the native loss of a mini-batch of those rows:
+    the same selection, normalised over exactly that update's rows (TRL's micro-batches are
+    shuffled rows, here a fixed permutation)."""
+    from ict.loss import policy_loss
+
+    case = case_named(name)
+    trl_args(trl_trainer, case, gradient_accumulation_steps=2, steps_per_generation=4)
+    # 2 optimizer steps per generation batch: the case's rollout batch starts at this global step
+    trl_trainer.state.global_step = 2 * (case.options["step"] - 1)
+    assert trl_trainer.ict_rollout_batch() == case.options["step"]
+    trl_trainer.current_gradient_accumulation_steps = 2
+    trl_trainer.model.train()  # TRL's loss reads the mode (train: accumulated)
+    B = case.tokens.size(0)
+    rows = torch.randperm(B, generator=torch.Generator().manual_seed(5)).chunk(4)
+    chunks = [trl_batch(trl_trainer, case, r) for r in rows]
+    trl_trainer._ict_apply_selection(chunks, "train")
+    want_selected, _ = native_reference(case)
+    got = torch.zeros_like(case.mask)
+    for r, c in zip(rows, chunks, strict=True):
+        got[r] = c["ict_selected"]
+    assert torch.equal(got, want_selected)
+
+    method = trl_trainer.args.ict_method()
+    assert method.loss_agg == get_method(case.options["method"]).resolved().loss_agg or \
+        case.options["loss_agg"] == method.loss_agg
+    for window in (0, 1):
+        step_rows = torch.cat(rows[2 * window : 2 * window + 2])
+        trl = sum(trl_loss(trl_trainer, case, c) for c in chunks[2 * window : 2 * window + 2])
+        native, _ = policy_loss(
+            case.logprob[step_rows], case.old_logprob[step_rows], case.advantages[step_rows],
+            case.mask[step_rows], want_selected[step_rows], eps_low=0.2, eps_high=0.28,
+            loss_agg=method.loss_agg, normalize_by=method.normalize_by,
+            max_response_length=case.mask.size(1),
+        )  # fmt: skip
+        torch.testing.assert_close(trl.detach(), native.detach(), atol=1e-6, rtol=1e-5)
+    trl_trainer.model.eval()
 
 
 @pytest.fixture

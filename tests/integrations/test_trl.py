@@ -7,6 +7,8 @@ import math
 import pytest
 import torch
 
+from ict.methods import get_method, selection_seed
+
 pytest.importorskip("trl")
 pytestmark = pytest.mark.trl
 
@@ -88,12 +90,29 @@ def test_config_maps_loss_agg_and_defaults(tmp_path):
         "dapo",
         "batch_mean",
         "global",
-        "ict",
+        "js_top",
     )
-    # a method that fixes no loss_agg keeps TRL's loss_type
+    # every method runs its own aggregation: random_sequence's is ICT's per-response mean
+    for name in ("random_sequence", "ict_kl", "ict_bottom", "grpo", "entropy", "stapo"):
+        args = ICTGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], method=name)
+        want = get_method(name).resolved().loss_agg
+        assert (args.loss_type, args.ict_method().loss_agg) == (LOSS_AGG_TO_TRL[want], want)
+    # an explicit ict-equivalent loss_type is honoured and is what the method reports
+    args = ICTGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], method="ict",
+                         loss_type="dapo")  # fmt: skip
+    assert (args.loss_type, args.ict_method().loss_agg) == ("dapo", "token_mean")
+    # TRL's own loss types run with the every-token method, reported as TRL's
     args = ICTGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], method="grpo",
                          loss_type="cispo")  # fmt: skip
-    assert args.loss_type == "cispo"
+    assert (args.loss_type, args.ict_method().loss_agg) == ("cispo", "trl_cispo")
+    with pytest.raises(ConfigError, match="not an ict aggregation"):
+        ICTGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], loss_type="cispo")
+    with pytest.raises(ConfigError, match="disagree"):
+        ICTGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], loss_type="dapo",
+                      loss_agg="seq_mean_token_mean")  # fmt: skip
+    with pytest.raises(ConfigError, match="steps_per_generation=3 is not a multiple"):
+        ICTGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[],
+                      gradient_accumulation_steps=2, steps_per_generation=3)  # fmt: skip
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -125,7 +144,7 @@ def test_trl_steps_train_only_selected_tokens(tmp_path, method):
         stats=stats,
         advantages=batch["advantages"],
         tokens=batch["completion_ids"],
-        seed=0,
+        seed=selection_seed(0, 1),  # the first generation batch's
         scope="global",
         **options,
     )
@@ -324,3 +343,44 @@ def test_group_split_across_processes_is_refused_naming_the_setting():
         check_whole_groups(2, 4, 2, "train")
     with pytest.raises(ConfigError, match="per_device_eval_batch_size"):
         check_whole_groups(6, 4, 2, "eval")
+
+
+def test_the_methods_own_warmup_is_capped_at_half_of_a_short_trl_run(tmp_path):
+    """method='ict' with no explicit warm-up in a 4-step run: 2 dense generation batches, then the
+    selection (before, the paper's 10 steps made a short TRL run plain GRPO without a word)."""
+    trainer = run_tiny(tmp_path, method="ict", max_steps=4)
+    steps = [row for row in trainer.state.log_history if "selected_fraction" in row]
+    assert [row["dense_warmup"] for row in steps] == [1.0, 1.0, 0.0, 0.0]
+
+
+def test_warmup_counts_generation_batches_when_one_feeds_two_optimizer_steps(tmp_path):
+    """steps_per_generation = 2 x gradient_accumulation_steps: each generation batch feeds two
+    optimizer steps; a warm-up of 1 covers the first generation batch (2 optimizer steps)."""
+    trainer = run_tiny(tmp_path, method="ict", max_steps=4, dense_warmup_steps=1,
+                       gradient_accumulation_steps=1, steps_per_generation=2,
+                       per_device_train_batch_size=4)  # fmt: skip
+    dense = [r["inputs"]["ict_selected"].sum() == r["inputs"]["completion_mask"].sum()
+             for r in trainer.records]  # fmt: skip
+    assert dense[:2] == [True, True] and not any(dense[2:])
+
+
+def test_args_none_builds_the_ict_default_config(tmp_path, monkeypatch):
+    """As TRL's GRPOTrainer does for args=None: a default config (here ICTGRPOConfig)."""
+    import dataclasses
+
+    from _trl_helpers import toy_dataset, toy_reward
+
+    import ict.integrations.trl as trl_module
+    from ict.integrations.trl import ICTGRPOConfig, ICTGRPOTrainer
+    from ict.testing import tiny_model_and_tokenizer
+
+    @dataclasses.dataclass
+    class CpuDefaults(ICTGRPOConfig):  # TRL's own default (bf16) needs a bf16 device
+        use_cpu: bool = True
+
+    monkeypatch.setattr(trl_module, "ICTGRPOConfig", CpuDefaults)
+    monkeypatch.chdir(tmp_path)
+    model, tokenizer = tiny_model_and_tokenizer(seed=0)
+    trainer = ICTGRPOTrainer(model=model, reward_funcs=toy_reward, train_dataset=toy_dataset(),
+                             processing_class=tokenizer)  # fmt: skip
+    assert isinstance(trainer.args, ICTGRPOConfig) and trainer.args.method == "ict"

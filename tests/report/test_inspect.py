@@ -62,10 +62,63 @@ def test_records_from_model_match_selectors():
         assert all(0 <= x <= np.log(2) + 1e-5 for x in rec["js"])
         assert all(r <= h + 1e-4 for r, h in zip(rec["renyi2"], rec["entropy"], strict=True))
     n_valid = sum(len(r["tokens"]) for r in records)
-    assert sum(sum(r["selected"]["ict"]) for r in records) == int(np.ceil(0.1 * n_valid))
+    # the paper's ICT keeps the top 10% of each response (at least one token)
+    for rec in records:
+        assert sum(rec["selected"]["ict"]) == max(1, int(np.ceil(0.1 * len(rec["tokens"]))))
+        assert len(rec["prob"]) == len(rec["tokens"]) and "reward" in rec
+    # 20-Entropy keeps the top 20% of the whole batch
     assert sum(sum(r["selected"]["entropy"]) for r in records) == int(np.ceil(0.2 * n_valid))
     # entropy selection = the top-H tokens of the batch
     h = np.concatenate([r["entropy"] for r in records])
     sel = np.concatenate([r["selected"]["entropy"] for r in records]).astype(bool)
     assert h[sel].min() >= h[~sel].max() - 1e-6
     json.dumps(records)  # serialisable like samples.jsonl
+
+
+def test_inspect_model_marks_what_a_training_step_selects(tmp_path, monkeypatch):
+    """`ict inspect --model`'s ict marks are the training step's own selection on the same
+    rollout: a native step is run with its rollout and old policy captured, and the inspect path
+    scores that rollout with the old policy."""
+    import copy
+
+    import torch
+
+    import ict.train.rollout as rollout_module
+    from ict.precision import choose_precision
+    from ict.report.from_model import inspect_config, records_from_rollout
+    from ict.testing import tiny_model_and_tokenizer
+    from ict.train import TrainConfig
+    from ict.train.trainer import Trainer
+
+    model, tok = tiny_model_and_tokenizer(seed=0)
+    seen = {}
+    original = rollout_module.collect_rollout
+
+    def capture(model, *args, **kwargs):
+        seen["old"] = copy.deepcopy(model)
+        seen["batch"], metrics = original(model, *args, **kwargs)
+        return seen["batch"], metrics
+
+    monkeypatch.setattr(rollout_module, "collect_rollout", capture)
+    config = TrainConfig(
+        method="ict", max_steps=2, dense_warmup_steps=0, prompts_per_step=2, num_generations=4,
+        max_new_tokens=8, autocast="off", heldout_eval=False, plots=False, progress=False,
+        log_samples_every=1, num_log_samples=8, output_dir=str(tmp_path / "run"),
+    )  # fmt: skip
+    from ict.train.problems import Problem
+
+    problems = [Problem(f"{a}+{a}=", lambda r, a=a: float(str(2 * a) in r)) for a in range(1, 9)]
+    trainer = Trainer(config, model=model, tokenizer=tok, problems=problems)
+    trainer.train(stop_after=1)
+    trained = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").open()]
+
+    batch = seen["batch"]
+    records = records_from_rollout(
+        seen["old"], tok, batch.rollout, batch.prompts, inspect_config("ict", 4, 1.0, 0),
+        choose_precision("off", torch.device("cpu")),
+    )  # fmt: skip
+    assert len(trained) == len(records) == 8
+    for step_record, inspected in zip(trained, records, strict=True):
+        assert step_record["tokens"] == inspected["tokens"]
+        assert step_record["selected"]["ict"] == inspected["selected"]["ict"]
+        assert step_record["js"] == inspected["js"]

@@ -72,7 +72,9 @@ def test_keep_count_hand_values():
     assert keep_count(n, 0.2).tolist() == [6, 7, 1, 0, 2, 3, 2]
 
 
-@pytest.mark.parametrize("name,field,default", [("ict", "js", 0.10), ("entropy", "entropy", 0.20)])
+@pytest.mark.parametrize(
+    "name,field,default", [("js_top", "js", 0.10), ("entropy_top", "entropy", 0.20)]
+)
 def test_exact_count_and_default_ratio(name, field, default):
     stats = make_stats(6, 50, seed=1, levels=1000)
     mask = make_mask(6, 50, seed=1)
@@ -81,9 +83,9 @@ def test_exact_count_and_default_ratio(name, field, default):
     assert int(sel.sum()) == ref_count(default, n)
     assert not (sel & ~mask).any()
     assert torch.equal(sel, ref_select(getattr(stats, field), mask, default))
-    # without a scope, the selector's own default scope applies (ict: per response, as the paper)
+    # without a scope, the selector's own default scope applies (js_top: per response, as the paper)
     scope = SELECTORS[name].default_scope
-    assert scope == {"ict": "sequence", "entropy": "global"}[name]
+    assert scope == {"js_top": "sequence", "entropy_top": "global"}[name]
     by_default = select_tokens(name, mask, stats=stats)
     assert torch.equal(by_default, ref_select(getattr(stats, field), mask, default, scope=scope))
 
@@ -290,7 +292,7 @@ def test_empty_mask_selects_nothing():
 @pytest.mark.parametrize(
     "kwargs,error,match",
     [
-        (dict(name="nope"), ConfigError, r"unknown selector 'nope'.*\['entropy', 'grpo', 'ict'"),
+        (dict(name="nope"), ConfigError, r"unknown selector 'nope'.*\['entropy_top', 'every', 'js_bottom'"),
         (dict(name="ict+nope"), ConfigError, "unknown selector 'nope'"),
         (dict(name="ict", ratio=0.0), ConfigError, r"ratio must be a fraction in \(0, 1\]"),
         (dict(name="ict", ratio=1.5), ConfigError, "ratio must be"),

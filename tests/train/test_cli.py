@@ -106,7 +106,7 @@ def test_cli_trains_and_prints_where_outputs_went(model_dir, task_file, tmp_path
     ("argv", "message"),
     [
         (["--model", "/no/such/model"], "does not exist"),
-        (["--method", "ictt"], "unknown method 'ictt'"),
+        (["--method", "ictt"], "method='ictt' is unknown"),
         (["--task", "no_such_task"], "unknown task"),
         (["--learning-rate", "fast"], "learning_rate='fast'"),
         (["--resume", "/no/such/run"], "no config.yaml"),

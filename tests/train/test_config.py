@@ -110,10 +110,10 @@ def test_unknown_key_names_key_and_close_match(tmp_path):
 @pytest.mark.parametrize(
     ("changes", "pattern"),
     [
-        ({"method": "ictt"}, r"unknown method 'ictt'.*did you mean ict"),
+        ({"method": "ictt"}, r"method='ictt' is unknown.*did you mean ict"),
         ({"method": "ict+foo"}, r"unknown selector 'foo'"),
-        ({"reference": "mean"}, r"reference='mean' is not one of batch_mean"),
-        ({"ratio": 1.5}, r"ratio must be in \(0, 1\]"),
+        ({"reference": "mean"}, r"reference='mean' is unknown: use one of batch_mean"),
+        ({"ratio": 1.5}, r"ratio=1.5 must be in \(0, 1\]"),
         ({"num_generations": 1}, r"num_generations must be >= 2"),
         ({"max_steps": 0}, r"max_steps must be a positive integer"),
         ({"temperature": 0.0}, r"temperature must be > 0"),

@@ -66,8 +66,22 @@ def test_builtin_methods_resolve():
         "seq_mean_token_mean",
         10,
     )
-    assert get_method("ict+stapo").selector == "ict+stapo"
+    # a composition led by a method is that method (warm-up, loss) with the selectors intersected
+    combo = get_method("ict+stapo").resolved()
+    assert combo.selector == "js_top+not_spurious"
+    assert (combo.reference, combo.dense_warmup_steps, combo.ratio) == ("group_position", 10, 0.1)
     assert get_method("ict_bottom").resolved().ratio == 0.9
     assert get_method("random_sequence").resolved().scope == "sequence"
-    mask = torch.ones(1, 4, dtype=torch.bool)
-    assert SELECTORS["ict_bottom"].needs == ("js",) and mask.all()
+    assert SELECTORS["js_bottom"].needs == ("js",)
+
+
+def test_selector_and_method_names_are_distinct_words_with_old_selector_names_as_aliases():
+    from ict.select import ALIASES, available_selectors, select_tokens
+
+    assert not set(available_selectors()) & set(METHODS)
+    mask = torch.ones(2, 10, dtype=torch.bool)
+    for old, new in ALIASES.items():
+        assert new in SELECTORS and old in METHODS and get_method(old).selector == new
+    with pytest.warns(DeprecationWarning, match="now called 'uniform'"):
+        old = select_tokens("random", mask, seed=3)
+    assert torch.equal(old, select_tokens("uniform", mask, seed=3))

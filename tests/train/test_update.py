@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from ict.loss import LossConfig
+from ict.methods import StepInputs, select_method
 from ict.train import TrainConfig
-from ict.train.scoring import old_policy_pass, select_for_method
+from ict.train.scoring import old_policy_pass
 from ict.train.update import contributing_rows, loss_positions, update_policy
 
 
@@ -35,8 +36,8 @@ class GradRecorder:
 
 
 class NoScheduler:
-    def step(self):
-        pass
+    def set(self, step, k, n):
+        return 0.0
 
 
 @pytest.fixture(scope="module")
@@ -110,9 +111,8 @@ def selection(model, rollout, advantages, cfg):
         model, model, rollout, cfg, cfg.method_settings(), torch.device("cpu"), nullcontext
     )
     mask = rollout.response_mask.bool()
-    return select_for_method(
-        cfg.method_settings(), cfg, mask, stats, advantages, rollout.input_ids, seed=0
-    )
+    inputs = StepInputs(mask, stats, advantages, rollout.input_ids)
+    return select_method(cfg.method_settings(), cfg, inputs, seed=0, micro_batch_size=8)
 
 
 PLAIN = dict(skip_rows=False, head_on_loss_only=False, stop_at_last=False)

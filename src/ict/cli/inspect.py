@@ -33,7 +33,9 @@ def add_parser(subparsers, summary: str) -> None:
     )
     p.add_argument("--prompt", action="append", default=[], help="prompt for --model (repeatable)")
     p.add_argument(
-        "--num-samples", type=int, default=1, help="responses per prompt with --model (default 1)"
+        "--num-samples", type=int, default=4,
+        help="responses per prompt with --model (default 4; the paper's score compares a "
+        "prompt's responses, so one sample scores 0 everywhere)",
     )
     p.add_argument(
         "--max-new-tokens", type=int, default=64, help="response length limit with --model"
@@ -59,8 +61,12 @@ def add_parser(subparsers, summary: str) -> None:
         help="colour tokens by JS score, Shannon entropy H or Renyi-2 entropy H2 (default js)",
     )
     p.add_argument(
-        "--selector", default="ict", help="selector marked in the terminal (default ict)"
+        "--method",
+        default="ict",
+        help="method whose selection is marked in the terminal; with --model also the method "
+        "scored and selected as a training step would (default ict, the paper's)",
     )
+    p.add_argument("--selector", dest="method", help=argparse.SUPPRESS)  # the earlier name
     p.add_argument(
         "--html",
         help="write the HTML token map here (default RUN/token_map.html or ./token_map.html)",
@@ -108,6 +114,7 @@ def run(args) -> int:
             max_new_tokens=args.max_new_tokens,
             seed=args.seed,
             precision=precision,
+            method=args.method,
         )
         title = f"ict token map - {args.model}"
         default_html = Path("token_map.html")
@@ -133,7 +140,7 @@ def run(args) -> int:
     if not args.no_terminal:
         sys.stdout.write(
             render_terminal(
-                records, metric=args.metric, selector=args.selector, color=not args.no_color
+                records, metric=args.metric, selector=args.method, color=not args.no_color
             )
         )
     if not args.no_html:

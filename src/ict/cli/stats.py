@@ -1,8 +1,10 @@
 """`ict stats`: token statistics and selections on a small random batch, no model needed.
 
 A first-contact demo of the math in docs/METHOD.md: it draws random logits with a few peaked
-("confident") and a few flat ("branching") positions, computes H, H2, p(y) and the JS score, and
-shows which positions each selector keeps.
+("confident") and a few flat ("branching") positions for the responses to one prompt, computes H,
+H2, p(y) and the JS score, and shows which positions each method keeps (ict.methods.select_step,
+the selection a training step runs: `ict` is the paper's, scored against the position-aligned
+mean of the responses).
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ def add_parser(subparsers, summary: str) -> None:
     parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature T")
     parser.add_argument(
         "--reference",
-        default="batch_mean",
-        help="JS reference: batch_mean, group_mean, sequence_mean, previous_token (default batch_mean)",
+        default=None,
+        help="JS reference: group_position (the paper's, default), batch_mean, group_mean, "
+        "sequence_mean, previous_token",
     )
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.set_defaults(func=run)
@@ -34,10 +37,12 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from ict.errors import ConfigError
-    from ict.select import select_tokens
+    from ict.methods import MethodOptions, StepInputs, resolve_method, select_method
     from ict.stats import REFERENCES, token_stats
 
-    if args.reference not in REFERENCES or args.reference == "reference_policy":
+    options = MethodOptions(method="ict", reference=args.reference)
+    ict = resolve_method(options)
+    if ict.reference not in REFERENCES or ict.reference == "reference_policy":
         choices = ", ".join(r for r in REFERENCES if r != "reference_policy")
         raise ConfigError(
             f"--reference {args.reference!r} is not available here; choose one of {choices}"
@@ -63,24 +68,29 @@ def run(args: argparse.Namespace) -> int:
         tokens,
         mask,
         temperature=args.temperature,
-        reference=args.reference,
+        reference=ict.reference,
         group_ids=torch.zeros(args.batch, dtype=torch.long),
     )
+    inputs = StepInputs(mask, stats, advantages, tokens)
     selections = {
-        name: select_tokens(name, mask, stats=stats, advantages=advantages, seed=args.seed)
-        for name in ("ict", "entropy", "stapo", "random")
+        name: select_method(
+            resolve_method(MethodOptions(method=name, reference=args.reference)), options,
+            inputs, seed=args.seed,
+        )  # fmt: skip
+        for name in ("ict", "entropy", "stapo", "random_sequence")
     }
 
     print(
         f"random batch: {args.batch} responses x {args.length} tokens, vocabulary {args.vocab}, "
-        f"T={args.temperature}, seed {args.seed}, JS reference {args.reference}"
+        f"T={args.temperature}, seed {args.seed}, JS reference {ict.reference} (the responses "
+        "answer one prompt)"
     )
     print(
         "positions t % 3 == 0 have flat logits (x0.3), the others peaked ones (x4); '.' = padding\n"
     )
     header = f"{'resp':>4} {'t':>3} {'H':>7} {'H2':>7} {'p(y)':>7} {'JS':>7}  " + " ".join(
-        f"{name:>7}" for name in selections
-    )
+        f"{name:>{max(7, len(name))}}" for name in selections
+    )  # method names; random_sequence is the paper's random 10% of each response
     print(header)
     print("-" * len(header))
     for b in range(args.batch):
@@ -88,7 +98,9 @@ def run(args: argparse.Namespace) -> int:
             if not mask[b, t]:
                 print(f"{b:>4} {t:>3} {'.':>7}")
                 continue
-            marks = " ".join(f"{'x' if sel[b, t] else '':>7}" for sel in selections.values())
+            marks = " ".join(
+                f"{'x' if sel[b, t] else '':>{max(7, len(n))}}" for n, sel in selections.items()
+            )
             print(
                 f"{b:>4} {t:>3} {stats.entropy[b, t].item():7.3f} {stats.renyi2[b, t].item():7.3f} "
                 f"{stats.prob[b, t].item():7.3f} {stats.js[b, t].item():7.3f}  {marks}"

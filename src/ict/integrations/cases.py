@@ -3,7 +3,9 @@
 Every engine must turn the same inputs into the same selected tokens and the same loss value.
 `equivalence_cases()` is a pure function: it builds small tensors from fixed seeds (CPU, float32)
 and returns them with the options of each case; `native_reference(case)` is what the native path
-(ict.stats + ict.select + ict.loss) gives, the value an engine is compared against.
+(ict.stats + ict.methods.select_step + ict.loss) gives, the value an engine is compared against.
+A case names a method and only the settings a user would set: every registered method appears by
+name alone, so each engine must resolve the method's own reference, scope, loss and warm-up.
 
 Layout (docs/ARCHITECTURE.md): `tokens[:, t]` is predicted by `hidden[:, t] @ lm_head_weight.T`
 (already shifted); `mask[:, t]` is True on response tokens. The old policy's log-probabilities are
@@ -25,50 +27,45 @@ from dataclasses import dataclass, field
 
 import torch
 
-# (name, options): options not given take the defaults of EquivalenceCase.options
+
+def _method_cases() -> list[tuple[str, dict]]:
+    """One case per registered method, with nothing but its name: each engine must resolve the
+    method's own settings (reference, scope, loss, warm-up) from the name. Step 11 is past the
+    paper's 10 dense steps. STAPO's thresholds are loosened so that it silences something here."""
+    from ict.methods import METHODS
+
+    loose = {"prob_below": 0.2, "entropy_quantile": 0.5}
+    return [(f"method_{name}", {"method": name, **(loose if "stapo" in name else {})})
+            for name in sorted(METHODS)]  # fmt: skip
+
+
+# (name, options): options not given take DEFAULT_OPTIONS (method fields None: the method's)
 _CASES = [
-    ("ict_default", {}),
-    ("ict_group_mean_seq_mean", {"reference": "group_mean", "loss_agg": "seq_mean_token_mean"}),
+    # the step where the warm-up ends: dense at step = dense_warmup_steps, sparse one step later
+    ("ict_warmup_last_dense_step", {"dense_warmup_steps": 3, "step": 3}),
+    ("ict_warmup_first_sparse_step", {"dense_warmup_steps": 3, "step": 4}),
+    ("random_sequence_warmup_end", {"method": "random_sequence", "dense_warmup_steps": 2, "step": 3}),
+    # explicit settings over a method's
+    ("ict_batch_mean_global_token_mean",
+     {"reference": "batch_mean", "scope": "global", "loss_agg": "token_mean"}),
+    ("ict_group_mean_seq_mean", {"reference": "group_mean", "scope": "global"}),
     ("ict_sequence_scope", {"scope": "sequence", "reference": "sequence_mean"}),
-    ("ict_ratio_0.3_valid", {"ratio": 0.3, "normalize_by": "valid"}),
-    ("ict_token_id", {"granularity": "token_id", "ratio": 0.25}),
-    ("entropy_0.2", {"method": "entropy"}),
-    ("stapo", {"method": "stapo", "prob_below": 0.2, "entropy_quantile": 0.5}),
-    (
-        "ict+stapo_dual_clip",
-        {
-            "method": "ict+stapo",
-            "ratio": 0.4,
-            "prob_below": 0.2,
-            "entropy_quantile": 0.5,
-            "dual_clip": 3.0,
-        },
-    ),  # fmt: skip
+    ("ict_ratio_0.3_valid", {"ratio": 0.3, "normalize_by": "valid", "reference": "batch_mean",
+                             "scope": "global", "loss_agg": "token_mean"}),
+    ("ict_token_id", {"granularity": "token_id", "ratio": 0.25, "reference": "batch_mean",
+                      "scope": "global", "loss_agg": "token_mean"}),
+    ("entropy_0.2_sequence", {"method": "entropy", "scope": "sequence"}),
+    ("ict+stapo_dual_clip",
+     {"method": "ict+stapo", "ratio": 0.4, "prob_below": 0.2, "entropy_quantile": 0.5,
+      "dual_clip": 3.0}),
     ("grpo_dr_grpo", {"method": "grpo", "loss_agg": "seq_mean_token_sum_norm"}),
-    ("grpo_token_mean_eps_sym", {"method": "grpo", "eps_high": 0.2}),
+    ("grpo_token_mean_eps_sym", {"method": "grpo", "loss_agg": "token_mean", "eps_high": 0.2}),
     ("random_seed_3", {"method": "random", "seed": 3}),
     ("ict_temperature_0.7", {"temperature": 0.7}),
-    # the paper's ICT: JS to the position-aligned group mean, top 10% per response, Sparse-GRPO
-    (
-        "ict_paper_group_position",
-        {"reference": "group_position", "scope": "sequence", "loss_agg": "seq_mean_token_mean"},
-    ),
-    ("ict_group_position_global", {"reference": "group_position", "ratio": 0.2}),
-    (
-        "ict_kl_group_position",
-        {"method": "ict_kl", "reference": "group_position", "scope": "sequence"},
-    ),
-    (
-        "ict_group_position_valid_t0.7",
-        {
-            "reference": "group_position",
-            "scope": "sequence",
-            "normalize_by": "valid",
-            "temperature": 0.7,
-            "ratio": 0.3,
-        },
-    ),  # fmt: skip
-]
+    ("ict_group_position_global", {"scope": "global", "ratio": 0.2}),
+    ("ict_group_position_valid_t0.7",
+     {"normalize_by": "valid", "loss_agg": "token_mean", "temperature": 0.7, "ratio": 0.3}),
+]  # fmt: skip
 
 
 @dataclass
@@ -93,12 +90,16 @@ class EquivalenceCase:
 
 
 DEFAULT_OPTIONS = {
-    "method": "ict", "ratio": None, "reference": "batch_mean", "scope": "global",
-    "granularity": "position", "temperature": 1.0, "seed": 0,
+    # method options (ict.methods.MethodOptions): None = the method's own
+    "method": "ict", "ratio": None, "reference": None, "scope": None, "loss_agg": None,
+    "normalize_by": None, "dense_warmup_steps": None, "granularity": "position",
     "prob_below": 0.01, "entropy_quantile": 0.05,  # STAPO
-    "loss_agg": "token_mean", "normalize_by": "selected", "eps_low": 0.2, "eps_high": 0.28,
-    "dual_clip": None,
+    # the rollout batch (1-based: past the paper's 10 dense steps) and the run's seed
+    "step": 11, "seed": 0,
+    "temperature": 1.0, "eps_low": 0.2, "eps_high": 0.28, "dual_clip": None,
 }  # fmt: skip
+METHOD_OPTION_KEYS = ("method", "ratio", "reference", "scope", "loss_agg", "normalize_by",
+                      "dense_warmup_steps", "granularity")  # fmt: skip
 
 
 def equivalence_cases(
@@ -106,7 +107,7 @@ def equivalence_cases(
 ) -> list[EquivalenceCase]:
     """The fixed cases (deterministic: same tensors on every call and machine, CPU float32)."""
     cases = []
-    for index, (name, overrides) in enumerate(_CASES):
+    for index, (name, overrides) in enumerate(_method_cases() + _CASES):
         g = torch.Generator().manual_seed(1234 + index)
         options = {**DEFAULT_OPTIONS, **overrides}
         hidden = torch.randn(B, T, D, generator=g) * 1.5
@@ -139,43 +140,58 @@ def equivalence_cases(
     return cases
 
 
+def case_options(options: dict):
+    """The case's ict.methods.MethodOptions (what a user would write in any engine's config)."""
+    from ict.methods import MethodOptions
+
+    return MethodOptions(
+        **{k: options[k] for k in METHOD_OPTION_KEYS},
+        stapo_prob_below=options["prob_below"], stapo_entropy_quantile=options["entropy_quantile"],
+    )  # fmt: skip
+
+
+def case_method(options: dict):
+    """The resolved ict.methods.Method the case runs (its warm-up as given: no run length)."""
+    from ict.methods import resolve_method
+
+    return resolve_method(case_options(options))
+
+
 def selector_options(options: dict) -> dict:
     """The keyword options `ict.select.select_tokens` takes for this case's method: the STAPO
     thresholds, for the selectors that declare them (ict.select facts)."""
-    from ict.select.core import selector_facts
+    from ict.methods import selector_kwargs
 
-    declared = selector_facts(options["method"])["options"]
-    given = {"prob_below": options["prob_below"], "entropy_quantile": options["entropy_quantile"]}
-    return {k: v for k, v in given.items() if k in declared}
+    return selector_kwargs(case_options(options), case_method(options).selector)
 
 
 def case_divergence(options: dict) -> str:
     """ "kl" when the case's selector reads the KL score (ict.select facts), else "js"."""
-    from ict.select.core import selector_facts
-
-    return "kl" if "kl" in selector_facts(options["method"])["needs"] else "js"
+    return "kl" if "kl" in case_method(options).needs() else "js"
 
 
 def native_reference(case: EquivalenceCase) -> tuple[torch.Tensor, torch.Tensor]:
-    """Native path: ict.stats -> ict.select -> ict.loss. Returns (selected [B, T] bool, loss scalar)."""
+    """Native path: ict.stats -> ict.methods.select_step -> ict.loss, as the native trainer's
+    step runs them. Returns (selected [B, T] bool, loss scalar)."""
     from ict.loss import policy_loss
-    from ict.select import select_tokens
+    from ict.methods import StepInputs, select_step
     from ict.stats import token_stats_from_hidden
 
     o = case.options
+    method = case_method(o)
     stats = token_stats_from_hidden(
         case.hidden, case.lm_head_weight, case.tokens, case.mask, temperature=o["temperature"],
-        reference=o["reference"], group_ids=case.group_ids, divergence=case_divergence(o),
+        reference=method.reference, group_ids=case.group_ids, divergence=case_divergence(o),
     )  # fmt: skip
-    selected = select_tokens(
-        o["method"], case.mask, stats=stats, advantages=case.advantages, tokens=case.tokens,
-        ratio=o["ratio"], scope=o["scope"], granularity=o["granularity"], seed=o["seed"],
-        **selector_options(o),
-    )  # fmt: skip
+    inputs = StepInputs(case.mask, stats, case.advantages, case.tokens)
+    selected = select_step(
+        method, case_options(o), inputs, step=o["step"], seed=o["seed"]
+    ).selected  # fmt: skip
     loss, _ = policy_loss(
         case.logprob, case.old_logprob, case.advantages, case.mask, selected,
         eps_low=o["eps_low"], eps_high=o["eps_high"], dual_clip=o["dual_clip"],
-        loss_agg=o["loss_agg"], normalize_by=o["normalize_by"], max_response_length=case.mask.size(1),
+        loss_agg=method.loss_agg, normalize_by=method.normalize_by,
+        max_response_length=case.mask.size(1),
     )  # fmt: skip
     return selected, loss
 

@@ -33,6 +33,9 @@ selected token, as in METHOD.md), seq_mean_token_sum_norm -> "dr_grpo" (see docs
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -66,11 +69,24 @@ from accelerate.utils import is_peft_model  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 from trl.trainer.utils import maybe_gather_lm_head_ctx  # noqa: E402
 
-from ict.loss.policy import LOSS_AGGREGATIONS, NORMALIZE_BY  # noqa: E402
-from ict.methods import Method, get_method  # noqa: E402
-from ict.select import GRANULARITIES, SCOPES, jaccard, select_tokens  # noqa: E402
-from ict.select.core import selector_facts  # noqa: E402
-from ict.stats import REFERENCES, TokenStats, token_stats_from_hidden  # noqa: E402
+from ict.head import logit_head  # noqa: E402
+from ict.loss.policy import LOSS_AGGREGATIONS  # noqa: E402
+from ict.methods import (  # noqa: E402
+    Method,
+    MethodOptions,
+    StepInputs,
+    get_method,
+    resolve_method,
+    run_warmup,
+    select_method,
+    select_step,
+    selector_kwargs,
+    step_metrics,
+    validate_method_options,
+    warmup_warning,
+)
+from ict.methods.step import gathered  # noqa: E402
+from ict.stats import TokenStats, token_stats_from_hidden  # noqa: E402
 
 LOSS_AGG_TO_TRL = {
     "token_mean": "dapo",
@@ -78,63 +94,35 @@ LOSS_AGG_TO_TRL = {
     "seq_mean_token_sum_norm": "dr_grpo",
 }
 assert set(LOSS_AGG_TO_TRL) == set(LOSS_AGGREGATIONS), "map every ict.loss aggregation to TRL"
+TRL_TO_LOSS_AGG = {v: k for k, v in LOSS_AGG_TO_TRL.items()}
 # TRL loss types whose normaliser is `num_items_in_batch` or independent of the mask: both
 # `normalize_by` choices are expressible. The others divide by the (selected) mask itself.
 _NORMALIZE_BY_VALID_OK = ("dapo", "cispo", "vespo", "dr_grpo")
 _STAT_FIELDS = ("entropy", "renyi2", "logprob", "js")
-DIAGNOSTIC_METHODS = ("ict", "entropy", "stapo")  # selections logged on every batch (as native)
+# TRL loss types that divide by `num_items_in_batch` (set per optimizer step below)
+_TOKEN_COUNT_LOSSES = ("dapo", "cispo", "vespo")
+logger = logging.getLogger("ict.integrations.trl")
 
 
 @dataclass
-class ICTGRPOConfig(GRPOConfig):
-    """`GRPOConfig` plus the ict method and its settings (ict.methods). `method="ict"` (default) is
-    the paper's ICT: JS to the position-aligned group mean (`group_position`), top 10% of each
-    response, Sparse-GRPO (`seq_mean_token_mean` over the selected tokens, TRL loss_type "grpo"),
-    dense GRPO for the first `dense_warmup_steps` = 10 optimizer steps. Settings left None take
-    the method's; explicit values override. Also: clip-higher `epsilon_high=0.28`, `beta=0`."""
+class ICTGRPOConfig(MethodOptions, GRPOConfig):
+    """`GRPOConfig` plus the ict method options (`ict.methods.MethodOptions`, the same fields as
+    `ict train` and verl). `method="ict"` (default) is the paper's ICT: JS to the position-aligned
+    group mean, top 10% of each response, Sparse-GRPO (`seq_mean_token_mean` over the selected
+    tokens, TRL loss_type "grpo"), dense GRPO for the first `dense_warmup_steps` = 10 rollout
+    (generation) batches, at most half the run. Settings left None take the method's.
 
-    method: str = field(
-        default="ict",
-        metadata={
-            "help": "An ict.methods method or selector (ict, ict_batch_mean, grpo, ict+stapo)."
-        },
-    )
-    ratio: float | None = field(
-        default=None, metadata={"help": "Fraction kept (None: the method's, ict 0.10)."}
-    )
-    reference: str | None = field(
-        default=None,
-        metadata={"help": f"Score reference (None: the method's): {', '.join(REFERENCES)}."},
-    )
-    scope: str | None = field(
-        default=None,
-        metadata={"help": "Selection scope: global, micro_batch or sequence (None: the method's)."},
-    )
-    granularity: str = field(default="position", metadata={"help": "position or token_id."})
-    normalize_by: str | None = field(
-        default=None,
-        metadata={"help": "Loss denominator: selected or valid tokens (None: the method's)."},
-    )
-    loss_agg: str | None = field(
+    `loss_type` left None is the method's aggregation (LOSS_AGG_TO_TRL); an explicit one is
+    honoured when it is an ict aggregation (grpo, dapo, dr_grpo: it then sets loss_agg) or when the
+    method updates every token (method="grpo" runs any TRL loss_type); otherwise refused.
+    Also: clip-higher `epsilon_high=0.28`, `beta=0`."""
+
+    loss_type: str | None = field(
         default=None,
         metadata={
-            "help": "token_mean, seq_mean_token_mean or seq_mean_token_sum_norm; sets loss_type. "
-            "None: the method's (ict: seq_mean_token_mean), else loss_type is kept."
+            "help": "TRL's loss type (None: the method's loss_agg: seq_mean_token_mean -> grpo, "
+            "token_mean -> dapo, seq_mean_token_sum_norm -> dr_grpo)."
         },
-    )
-    dense_warmup_steps: int | None = field(
-        default=None,
-        metadata={"help": "Optimizer steps that update every valid token (None: the method's)."},
-    )
-    stapo_prob_below: float = field(
-        default=0.01, metadata={"help": "STAPO: spurious if p(y) < this (secondary source)."}
-    )
-    stapo_entropy_quantile: float = field(
-        default=0.05, metadata={"help": "STAPO: spurious if H below this batch quantile."}
-    )
-    selector_options: dict | None = field(
-        default=None,
-        metadata={"help": "Options of the selector (ict.select), e.g. of a registered selector."},
     )
     stats_chunk_size: int | None = field(
         default=None,
@@ -147,61 +135,40 @@ class ICTGRPOConfig(GRPOConfig):
     )
 
     def ict_method(self) -> Method:
-        """The resolved ict.methods.Method: `method` with this config's non-None settings."""
-        return get_method(self.method).with_overrides(
-            ratio=self.ratio, scope=self.scope, reference=self.reference,
-            loss_agg=self.loss_agg, normalize_by=self.normalize_by,
-            dense_warmup_steps=self.dense_warmup_steps,
-        )  # fmt: skip
+        """The resolved ict.methods.Method that runs: `method` with this config's explicit
+        settings, its loss_agg the one TRL's `loss_type` computes ("trl_<type>" for a TRL loss
+        type that no ict aggregation equals). The warm-up is not yet fitted to the run's length
+        (the trainer does that, `ict.methods.run_warmup`)."""
+        method = resolve_method(self)
+        agg = TRL_TO_LOSS_AGG.get(self.loss_type, f"trl_{self.loss_type}")
+        return dataclasses.replace(method, loss_agg=agg)
 
     def ict_selector_options(self) -> dict:
-        """Keyword options for the method's selector: STAPO's thresholds and `selector_options`,
-        those the selector (ict.select facts) declares."""
-        return _selector_options(self, self.ict_method().selector)
+        """Keyword options for the method's selector (ict.methods.selector_kwargs)."""
+        return selector_kwargs(self, self.ict_method().selector)
 
     def __post_init__(self):
-        try:
-            base = get_method(self.method)
-        except ConfigError as err:
-            raise ConfigError(f"method={self.method!r} is unknown: {err}") from None
-        loss_agg = self.loss_agg or base.loss_agg
-        if loss_agg is not None:
-            if loss_agg not in LOSS_AGG_TO_TRL:
+        validate_method_options(self)
+        method = resolve_method(self)
+        if self.loss_type is None:
+            self.loss_type = LOSS_AGG_TO_TRL[method.loss_agg]
+        else:
+            equivalent = TRL_TO_LOSS_AGG.get(self.loss_type)
+            if self.loss_agg is not None and equivalent != self.loss_agg:
                 raise ConfigError(
-                    f"loss_agg={loss_agg!r} is unknown: use one of {sorted(LOSS_AGG_TO_TRL)}."
+                    f"loss_agg={self.loss_agg!r} and loss_type={self.loss_type!r} disagree "
+                    f"(loss_agg {self.loss_agg!r} is TRL's {LOSS_AGG_TO_TRL[self.loss_agg]!r}): "
+                    "set only one of them."
                 )
-            self.loss_type = LOSS_AGG_TO_TRL[loss_agg]
+            if equivalent is None and method.selector != "every":
+                raise ConfigError(
+                    f"loss_type={self.loss_type!r} is not an ict aggregation, so method="
+                    f"{self.method!r} would not run its own loss: drop loss_type (the method's "
+                    f"is {LOSS_AGG_TO_TRL[method.loss_agg]!r}), choose one of "
+                    f"{sorted(TRL_TO_LOSS_AGG)}, or use method='grpo' to run TRL's "
+                    f"{self.loss_type!r} on every token."
+                )
         super().__post_init__()
-        facts = selector_facts(base.selector)
-        if self.ratio is not None and not 0.0 < self.ratio <= 1.0:
-            raise ConfigError(f"ratio={self.ratio} must be in (0, 1], e.g. 0.1.")
-        if self.ratio is not None and not facts["takes_ratio"]:
-            raise ConfigError(
-                f"method={self.method!r} keeps no top fraction, so ratio does not apply: drop ratio."
-            )
-        for name, value, allowed in (
-            ("reference", self.reference, REFERENCES),
-            ("scope", self.scope, SCOPES),
-            ("granularity", self.granularity, GRANULARITIES),
-            ("normalize_by", self.normalize_by, NORMALIZE_BY),
-        ):
-            if value is not None and value not in allowed:
-                raise ConfigError(f"{name}={value!r} is unknown: use one of {list(allowed)}.")
-        if self.dense_warmup_steps is not None and (
-            isinstance(self.dense_warmup_steps, bool)
-            or not isinstance(self.dense_warmup_steps, int)
-            or self.dense_warmup_steps < 0
-        ):
-            raise ConfigError(
-                f"dense_warmup_steps={self.dense_warmup_steps!r} must be an integer >= 0."
-            )
-        known = set(facts["options"])
-        unknown = set(self.selector_options or {}) - known
-        if unknown:
-            raise ConfigError(
-                f"selector_options {sorted(unknown)} are not options of method={self.method!r} "
-                f"(its options: {sorted(known) or 'none'})."
-            )
         method = self.ict_method()
         if method.normalize_by == "valid" and self.loss_type not in _NORMALIZE_BY_VALID_OK:
             raise ConfigError(
@@ -209,7 +176,15 @@ class ICTGRPOConfig(GRPOConfig):
                 f"({', '.join(_NORMALIZE_BY_VALID_OK)}); got loss_type={self.loss_type!r}. "
                 "Use loss_agg='token_mean' (loss_type='dapo') or normalize_by='selected'."
             )
-        if self.top_entropy_quantile < 1.0 and method.selector != "grpo":
+        if method.selector != "every" and self.steps_per_generation % self.gradient_accumulation_steps:
+            raise ConfigError(
+                f"steps_per_generation={self.steps_per_generation} is not a multiple of "
+                f"gradient_accumulation_steps={self.gradient_accumulation_steps}: an optimizer "
+                f"step would span generation batches, whose selections method={self.method!r} "
+                "normalises apart. Make steps_per_generation a multiple of "
+                "gradient_accumulation_steps (TRL's default: equal)."
+            )
+        if self.top_entropy_quantile < 1.0 and method.selector != "every":
             raise ConfigError(
                 f"top_entropy_quantile={self.top_entropy_quantile} is TRL's own entropy mask and would stack on "
                 f"method={self.method!r}: use method='entropy' (exact top-k) with top_entropy_quantile=1.0, "
@@ -220,14 +195,6 @@ class ICTGRPOConfig(GRPOConfig):
                 "reference='reference_policy' needs TRL's reference model, which TRL only builds when beta != 0: "
                 "set beta (e.g. 1e-3) or choose another reference (default: the method's, group_position)."
             )
-
-
-def _selector_options(args, selector: str) -> dict:
-    """STAPO thresholds and `args.selector_options`, restricted to `selector`'s declared options."""
-    declared = selector_facts(selector)["options"]
-    options = {"prob_below": args.stapo_prob_below, "entropy_quantile": args.stapo_entropy_quantile}
-    options.update(args.selector_options or {})
-    return {k: v for k, v in options.items() if k in declared}
 
 
 def check_whole_groups(n_local: int, group_size: int, num_processes: int, mode: str) -> None:
@@ -262,19 +229,21 @@ def check_whole_groups(n_local: int, group_size: int, num_processes: int, mode: 
 class ICTGRPOTrainer(GRPOTrainer):
     """`GRPOTrainer` that updates only the tokens chosen by an ict selector (see module docstring)."""
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
+    def __init__(self, model, reward_funcs, args=None, *rest, **kwargs):
+        if args is None:  # as TRL builds its default GRPOConfig, with the ict default method
+            name = model if isinstance(model, str) else model.config._name_or_path
+            args = ICTGRPOConfig(f"{str(name).split('/')[-1]}-GRPO")
+        super().__init__(model, reward_funcs, args, *rest, **kwargs)
+        self._ict_warned = False
         if not isinstance(self.args, ICTGRPOConfig):
             raise ConfigError(
                 f"ICTGRPOTrainer needs an ICTGRPOConfig, got {type(self.args).__name__}: "
                 "replace GRPOConfig with ict.integrations.trl.ICTGRPOConfig."
             )
-        text_config = self.model.config.get_text_config()
-        if getattr(text_config, "final_logit_softcapping", None) is not None:
-            raise ConfigError(
-                "models with final_logit_softcapping (e.g. Gemma 2) are not supported by ict's token statistics: "
-                "use a model without logit soft-capping."
-            )
+        # the distribution the model samples: its own logit transform (soft-cap, scale; ict.head),
+        # or a ConfigError naming a model whose transform ict does not know
+        head = logit_head(self.model)
+        self._ict_logit_scale, self._ict_logit_softcap = head.scale, head.softcap
         method = self.args.ict_method()
         if method.reference == "group_position":  # the training batch's layout, checked up front
             check_whole_groups(
@@ -286,11 +255,7 @@ class ICTGRPOTrainer(GRPOTrainer):
                 "reference='reference_policy' needs a separate reference model (TRL has none with PEFT): "
                 "use reference='batch_mean' or train without PEFT."
             )
-        scale = getattr(text_config, "logit_scale", None) or getattr(
-            text_config, "output_multiplier", None
-        )
-        # logits * s / T == logits / (T / s): fold a model's logit scale into the temperature
-        self._ict_temperature = self.temperature / (scale if scale else 1.0)
+        self._ict_temperature = self.temperature
 
     # ---- 1. statistics of the old policy, once per generation batch -------------------------------
     @torch.no_grad()
@@ -347,7 +312,10 @@ class ICTGRPOTrainer(GRPOTrainer):
         ref_kwargs = {}
         if self.args.ict_method().reference == "reference_policy":
             ref_weight, ref_bias = self._lm_head(self.ref_model)
+            ref_head = logit_head(self.ref_model)
             ref_kwargs = dict(
+                reference_logit_scale=ref_head.scale,
+                reference_logit_softcap=ref_head.softcap,
                 reference_hidden=self._ict_hidden(
                     self.ref_model, input_ids, attention_mask, first, last
                 ),
@@ -380,6 +348,8 @@ class ICTGRPOTrainer(GRPOTrainer):
         with maybe_gather_lm_head_ctx(*gather):  # ZeRO-3: the head's shards, for the duration
             return token_stats_from_hidden(
                 hidden, weight, tokens, mask, lm_head_bias=bias, temperature=self._ict_temperature,
+                logit_scale=getattr(self, "_ict_logit_scale", 1.0),
+                logit_softcap=getattr(self, "_ict_logit_softcap", None),
                 reference=method.reference, group_ids=group_ids, **ref_kwargs,
             )  # fmt: skip
 
@@ -411,40 +381,62 @@ class ICTGRPOTrainer(GRPOTrainer):
 
     # ---- 2. selection, once per generation batch, after TRL's shuffle and split --------------------
     def ict_select(self, method, stats, valid, advantages, tokens, *, local=False):
-        """Selection mask [B, C] bool (subset of `valid`) for rows in generation order.
+        """Selection mask [B, C] bool (subset of `valid`) for rows in generation order, without
+        the warm-up (ict.methods.select_method, the selection every engine runs).
 
         method: a resolved ict.methods.Method, or a name (this config's method with its overrides,
         any other name with its own settings). advantages: [B] or [B, C]; tokens: [B, C] long.
         `local=True` selects inside this batch only (micro-batch scope); otherwise the method's
         scope applies, "global" across all processes.
         """
+        from ict.methods import selection_seed
+
         if isinstance(method, str):
             method = (
                 self.args.ict_method()
                 if method == self.args.method
                 else get_method(method).resolved()
             )
-        takes_ratio = selector_facts(method.selector)["takes_ratio"]
-        return select_tokens(
-            method.selector, valid, stats=stats, advantages=advantages, tokens=tokens,
-            ratio=method.ratio if takes_ratio else None,
-            scope="micro_batch" if local else method.scope, granularity=self.args.granularity,
-            micro_batch_size=valid.size(0) if local else None,
-            seed=self.args.seed + self.state.global_step,
-            **_selector_options(self.args, method.selector),
-        )  # fmt: skip
+        if local:
+            method = dataclasses.replace(method, scope="micro_batch")
+        where = {"micro_batch_size": valid.size(0)} if local else {}
+        seed = selection_seed(self.args.seed, self.ict_rollout_batch())
+        return select_method(
+            method, self.args, StepInputs(valid, stats, advantages, tokens), seed=seed, **where
+        )
+
+    def _ict_batches_per_generation(self) -> float:
+        """Optimizer steps per generation batch: steps_per_generation * num_iterations / GA."""
+        ga = self.args.gradient_accumulation_steps
+        return self.args.steps_per_generation * self.num_iterations / ga
+
+    def ict_rollout_batch(self) -> int:
+        """The 1-based index of the current generation batch, the unit of the warm-up and the
+        selection seed on every engine (native: the training step; verl: global_steps). From TRL's
+        restored `state.global_step`, so it survives a resume."""
+        return int(self.state.global_step // self._ict_batches_per_generation()) + 1
+
+    def ict_run_method(self) -> Method:
+        """The method that runs, its own warm-up capped at half of the run's generation batches
+        (ict.methods.run_warmup; a warning once if an explicit warm-up covers the whole run)."""
+        total = None
+        if getattr(self.state, "max_steps", 0) and self.state.max_steps > 0:
+            total = max(1, math.ceil(self.state.max_steps / self._ict_batches_per_generation()))
+        method = run_warmup(
+            self.args.ict_method(), total, explicit=self.args.dense_warmup_steps is not None
+        )
+        warning = warmup_warning(method, total)
+        if warning and self.args.dense_warmup_steps is not None and not self._ict_warned:
+            logger.warning("%s", warning)
+            self._ict_warned = True
+        return method
 
     def ict_dense(self, mode: str) -> bool:
-        """Whether this generation batch updates every valid token (the method's dense warm-up).
+        """Whether this generation batch updates every valid token (the method's dense warm-up:
+        dense while the generation batch index <= dense_warmup_steps, ict.methods.is_dense)."""
+        from ict.methods import is_dense
 
-        Steps are TRL's optimizer steps (`state.global_step`, 0-based when the batch is selected):
-        the batches whose first optimizer step is one of the first `dense_warmup_steps` are dense.
-        With the default steps_per_generation (= gradient_accumulation_steps) one generation batch
-        is one optimizer step, as one native step is one rollout batch (dense while
-        step <= dense_warmup_steps, 1-based)."""
-        return (
-            mode == "train" and self.state.global_step < self.args.ict_method().dense_warmup_steps
-        )
+        return mode == "train" and is_dense(self.ict_run_method(), self.ict_rollout_batch())
 
     def _prepare_inputs(self, generation_batch):
         if not self.model.training:
@@ -471,38 +463,52 @@ class ICTGRPOTrainer(GRPOTrainer):
         return order, stats, valid, cat("advantages")[order], cat("completion_ids")[order]
 
     def _ict_apply_selection(self, chunks, mode):
-        """Select on the micro-batches `chunks` (in place: adds `ict_selected`), log metrics."""
-        method = self.args.ict_method()
-        local = method.scope == "micro_batch"
-        for group in [[c] for c in chunks] if local else [chunks]:
-            order, *args = self._ict_in_order(group)
-            selected = self.ict_select(method, *args, local=local)
-            sizes = [c["completion_ids"].size(0) for c in group]
-            for c, s in zip(group, selected[torch.argsort(order)].split(sizes), strict=True):
-                c["ict_selected"] = s
-
-        # the whole batch in generation order: the method's selection, the diagnostics' selections
+        """Select on the micro-batches `chunks` (in place: adds `ict_selected` and the loss's
+        per-optimizer-step normalisers) with ict.methods.select_step, and log its metrics."""
+        method = self.ict_run_method()
+        if mode != "train":
+            method = dataclasses.replace(method, dense_warmup_steps=0)
         order, stats, valid, advantages, tokens = self._ict_in_order(chunks)
-        own = torch.cat([c["ict_selected"] for c in chunks], dim=0)[order]
-        selections = {method.name: own}
-        for name in DIAGNOSTIC_METHODS:
-            diag = get_method(name).resolved()
-            if name in selections or ("kl" in diag.needs() and stats.kl is None):
-                continue
-            selections[name] = self.ict_select(diag, stats, valid, advantages, tokens)
-        dense = self.ict_dense(mode)
-        if dense:  # the warm-up: every valid token; the method's own selection is still logged
-            for c in chunks:
-                c["ict_selected"] = self._valid_mask(c)
-        selected = valid.clone() if dense else own
+        sizes = [c["completion_ids"].size(0) for c in chunks]
+        where = {}
+        if method.scope == "micro_batch":  # TRL's micro-batches, shuffled: one id per row
+            ids = torch.repeat_interleave(torch.arange(len(chunks)), torch.tensor(sizes))
+            where["micro_batch_ids"] = ids.to(valid.device)[order]
+        selection = select_step(
+            method, self.args, StepInputs(valid, stats, advantages, tokens),
+            step=self.ict_rollout_batch(), seed=self.args.seed, **where,
+        )  # fmt: skip
+        back = torch.argsort(order)
+        for c, s in zip(chunks, selection.selected[back].split(sizes), strict=True):
+            c["ict_selected"] = s
+        self._ict_set_normalisers(chunks, method, mode)
+        self._ict_log(mode, stats, valid, selection)
 
-        counts = torch.stack([selected.sum(), selected.any(dim=1).sum()]).float()
-        total_tokens, total_rows = self.accelerator.reduce(counts, reduction="sum")
-        for c in chunks:
-            if method.normalize_by == "selected":
-                c["num_items_in_batch"] = total_tokens
-            c["ict_rows_selected"] = total_rows
-        self._ict_log(mode, stats, valid, selected, selections, dense)
+    def _ict_set_normalisers(self, chunks, method, mode):
+        """Per optimizer step (the `gradient_accumulation_steps` consecutive micro-batches of the
+        generation batch that one update sums), all processes: the number of loss-normaliser
+        tokens (selected, or valid for normalize_by="valid") and of responses with a selected
+        token. TRL's token-count losses divide by num_items_in_batch / P * GA / spg, so it is set
+        to count * spg / GA; the "grpo" loss rescales advantages (`_ict_seq_mean_scale`). Either
+        way each update is normalised over exactly its own rows, as the native trainer's
+        mini-batch is."""
+        ga = self.args.gradient_accumulation_steps if mode == "train" else len(chunks)
+        spg = self.args.steps_per_generation if mode == "train" else len(chunks)
+        window = [j // ga for j in range(len(chunks))]
+        counts = torch.zeros(max(window) + 1, 2, device=chunks[0]["completion_ids"].device)
+        for j, c in enumerate(chunks):
+            selected, valid = c["ict_selected"].bool(), self._valid_mask(c)
+            norm = selected if method.normalize_by == "selected" else valid
+            counts[window[j], 0] += norm.sum()
+            counts[window[j], 1] += selected.any(dim=1).sum()
+        counts = self.accelerator.reduce(counts, reduction="sum")
+        keep_trl = method.selector == "every" and (spg % ga or self.loss_type not in (
+            *_TOKEN_COUNT_LOSSES, "grpo"))  # fmt: skip
+        for j, c in enumerate(chunks):
+            tokens, rows = counts[window[j]]
+            if self.loss_type in _TOKEN_COUNT_LOSSES and not keep_trl:
+                c["num_items_in_batch"] = tokens * spg / ga
+            c["ict_rows_selected"] = None if keep_trl else rows
 
     def _ict_gather(self, x: torch.Tensor) -> torch.Tensor:
         """[B, C] of this process -> [sum B, max C] of every process (rank order, 0-padded)."""
@@ -510,24 +516,14 @@ class ICTGRPOTrainer(GRPOTrainer):
             return x
         return self.accelerator.gather(self.accelerator.pad_across_processes(x, dim=1))
 
-    def _ict_log(self, mode, stats, valid, selected, selections, dense):
-        """ict.metrics.token_metrics over every process's batch (the native trainer's keys), the
-        ICT vs 20-Entropy Jaccard (ict.select.jaccard) and whether the warm-up is on."""
-        from ict.metrics import token_metrics
-
+    def _ict_log(self, mode, stats, valid, selection):
+        """ict.methods.step_metrics over every process's batch: the native trainer's keys."""
         fields = {
             f: getattr(stats, f) for f in (*_STAT_FIELDS, "kl") if getattr(stats, f) is not None
         }
         every = TokenStats(**{f: self._ict_gather(v.float()) for f, v in fields.items()})
         valid = self._ict_gather(valid.long()).bool()
-        selected = self._ict_gather(selected.long()).bool()
-        selections = {k: self._ict_gather(v.long()).bool() for k, v in selections.items()}
-        metrics = token_metrics(every, valid, selected, selections)
-        if "ict" in selections and "entropy" in selections:
-            metrics["overlap/ict_entropy_jaccard"] = jaccard(
-                selections["ict"], selections["entropy"]
-            )
-        metrics["dense_warmup"] = float(dense)
+        metrics = step_metrics(every, valid, gathered(selection, self._ict_gather))
         for key, value in metrics.items():
             if value == value:  # NaN (an empty set) is left out of TRL's running means
                 self._metrics[mode][key].append(float(value))
@@ -541,7 +537,7 @@ class ICTGRPOTrainer(GRPOTrainer):
         keep = inputs["ict_selected"].to(inputs["completion_mask"].dtype)
         tool_mask = inputs.get("tool_mask")
         inputs = {**inputs, "tool_mask": keep if tool_mask is None else tool_mask * keep}
-        if self.loss_type == "grpo":
+        if self.loss_type == "grpo" and inputs.get("ict_rows_selected") is not None:
             inputs["advantages"] = inputs["advantages"] * self._ict_seq_mean_scale(inputs)
         return super()._compute_loss(model, inputs)
 

@@ -107,9 +107,12 @@ class LossConfig:
     def __post_init__(self):
         _check_options(**self._check_args(has_ref=True, has_entropy=True, denominator=None))
 
-    def _check_args(self, *, has_ref, has_entropy, denominator) -> dict:
+    def _check_args(self, *, has_ref, has_entropy, denominator, kl_denominator=None) -> dict:
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        return dict(fields, has_ref=has_ref, has_entropy=has_entropy, denominator=denominator)
+        return dict(
+            fields, has_ref=has_ref, has_entropy=has_entropy, denominator=denominator,
+            kl_denominator=kl_denominator,
+        )  # fmt: skip
 
     @classmethod
     def from_config(cls, config, **overrides) -> LossConfig:
@@ -133,17 +136,22 @@ class LossConfig:
         D_K = D if self.kl_on == "selected" else valid
         return D.sum(-1), D_K.sum(-1)
 
-    def denominator(self, mask: Tensor, selected: Tensor | None = None) -> float:
+    def denominator(
+        self, mask: Tensor, selected: Tensor | None = None, *, term: str = "policy"
+    ) -> float:
         """The normaliser of a whole (mini-)batch, for summing its micro-batches' losses exactly.
 
-        mask, selected: bool [B, T] of the whole mini-batch. token_mean: number of normaliser
-        tokens (selected or valid); seq_mean_token_mean: responses with a normaliser token;
-        seq_mean_token_sum_norm: B x max_response_length (T if unset). At least 1.
-        Pass it as `denominator=` to `policy_loss` for every micro-batch of the mini-batch.
+        mask, selected: bool [B, T] of the whole mini-batch. term: "policy" (the policy and entropy
+        terms, normaliser tokens D) or "kl" (the KL term, D_K). token_mean: number of normaliser
+        tokens; seq_mean_token_mean: responses with a normaliser token; seq_mean_token_sum_norm:
+        B x max_response_length (T if unset). At least 1. Pass them as `denominator=` and
+        `kl_denominator=` to `policy_loss` for every micro-batch of the mini-batch.
         """
         valid = mask.bool()
         M = valid if selected is None else valid & selected.bool()
         D = M if self.normalize_by == "selected" else valid
+        if term == "kl" and self.kl_on == "valid":
+            D = valid
         if self.loss_agg == "token_mean":
             count = D.sum()
         elif self.loss_agg == "seq_mean_token_mean":
@@ -196,6 +204,7 @@ def policy_loss(
     denominator: float | Tensor | None = None,
     row_counts: Tensor | None = None,
     kl_row_counts: Tensor | None = None,
+    kl_denominator: float | Tensor | None = None,
     **settings,
 ) -> tuple[Tensor, dict[str, float]]:
     """Clipped surrogate loss on the selected tokens. Returns (scalar loss, metrics).
@@ -209,6 +218,8 @@ def policy_loss(
     tokens. selected: bool [B, T] (None = all valid). entropy: [B, T] policy entropy for the bonus.
     denominator: the normaliser of the aggregation computed elsewhere (gradient accumulation, data
     parallel: the global count); see LOSS_AGGREGATIONS for what it replaces in each.
+    kl_denominator: the KL term's (`LossConfig.denominator(..., term="kl")`); None: `denominator`
+    (the same normaliser unless kl_on="valid" with normalize_by="selected").
     Metrics (python floats, fractions over M unless said): clip_fraction (low or high clip
     active), clip/low (rho < 1-eps_low, A < 0), clip/high (rho > 1+eps_high, A > 0),
     dual_clip_fraction, selected_fraction (|M| / |valid|), ratio/mean, pg_loss, loss, and kl
@@ -227,6 +238,7 @@ def policy_loss(
             has_ref=ref_logprob is not None,
             has_entropy=entropy is not None,
             denominator=denominator,
+            kl_denominator=kl_denominator,
         )
     )
     valid, M, A = _check_tensors(
@@ -256,7 +268,8 @@ def policy_loss(
         kl = KL_ESTIMATORS[c.kl_estimator](d.clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
         if kl_coef != 0.0:
             kl_rows = row_counts if kl_on == "selected" else kl_row_counts
-            loss = loss + kl_coef * agg(kl, K, D_K, **kw, row_counts=kl_rows)
+            kw_kl = dict(kw, denominator=denominator if kl_denominator is None else kl_denominator)
+            loss = loss + kl_coef * agg(kl, K, D_K, **kw_kl, row_counts=kl_rows)
         metrics["kl"] = float(_safe_div(torch.where(K, kl.detach(), 0.0).sum(), K.sum()))
     if entropy is not None:
         entropy = entropy.to(dtype)
@@ -305,6 +318,7 @@ def _check_options(
     entropy_coef,
     has_entropy,
     denominator,
+    kl_denominator=None,
 ):
     if not 0 <= eps_low < 1:
         raise ConfigError(
@@ -352,11 +366,12 @@ def _check_options(
             and kl_on == "valid"
             and normalize_by == "selected"
             and loss_agg != "seq_mean_token_sum_norm"
+            and kl_denominator is None
         ):
             raise ConfigError(
-                "denominator is ambiguous with kl_on='valid' and normalize_by='selected' (the KL "
-                "and policy terms have different normalisers); use kl_on='selected' or "
-                "normalize_by='valid'"
+                "with kl_on='valid' and normalize_by='selected' the KL and policy terms have "
+                "different normalisers: pass kl_denominator= (LossConfig.denominator(mask, "
+                "selected, term='kl')) as well as denominator="
             )
 
 

@@ -244,7 +244,7 @@ def render_html(
             _token_span(rec, t, metric, scales, marks) for t in range(len(rec["tokens"]))
         )
         parts = [f"{summary['tokens']} tokens"]
-        if "reward" in rec:
+        if rec.get("reward") is not None:
             parts.insert(0, f"reward {rec['reward']:g}")
         parts += [f"{name} {frac:.0%}" for name, frac in summary["fraction"].items()]
         parts += [
@@ -317,7 +317,7 @@ def render_terminal(
                 pieces.append(f"«{shown}»" if mask[t] else shown)
         summary = response_summary(rec)
         head = f"--- response {i + 1}" + (f" (step {rec['step']})" if "step" in rec else "")
-        if "reward" in rec:
+        if rec.get("reward") is not None:
             head += f", reward {rec['reward']:g}"
         stats = ", ".join(f"{k} {v:.0%}" for k, v in summary["fraction"].items())
         jac = ", ".join(

@@ -1,14 +1,17 @@
 """Token selectors: which response tokens a policy update trains on.
 
     from ict.select import select_tokens
-    selected = select_tokens("ict", mask, stats=stats)                 # top 10% by JS
-    selected = select_tokens("entropy+stapo", mask, stats=stats, advantages=adv)
+    selected = select_tokens("js_top", mask, stats=stats)              # top 10% of each response by JS
+    selected = select_tokens("entropy_top+not_spurious", mask, stats=stats, advantages=adv)
 
-Built-ins: grpo, ict, entropy, stapo, random; compose with '+'. Add one with `register_selector`.
+Built-ins: every, js_top, kl_top, js_bottom, entropy_top, uniform, not_spurious; compose with '+'.
+Add one with `register_selector`. A selector says which tokens; a method (ict.methods) is a
+selector plus a paper's reference, scope, loss and warm-up.
 """
 
 from ict.select import selectors as _selectors  # noqa: F401  (registers the built-ins)
 from ict.select.core import (
+    ALIASES,
     GRANULARITIES,
     SCOPES,
     SELECTORS,
@@ -22,6 +25,7 @@ from ict.select.overlap import jaccard
 from ict.select.topk import keep_count, topk_per_group, topk_token_ids
 
 __all__ = [
+    "ALIASES",
     "GRANULARITIES",
     "SCOPES",
     "SELECTORS",

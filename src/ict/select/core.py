@@ -8,7 +8,7 @@ A selector is one small function registered with `@register_selector(name, ...)`
 Keyword-only parameters of the function are its options (`select_tokens(..., prob_below=0.02)`).
 
 Compositions `"a+b"` run every part independently on the same `mask` and keep the intersection, so
-`ict+stapo` is ICT's top 10% minus STAPO's spurious tokens (the top-k is taken before removing).
+`js_top+not_spurious` is ICT's top 10% minus STAPO's spurious tokens (the top-k is taken before removing).
 `ratio` goes to every ratio part; an option goes to every part that declares it.
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -27,6 +28,16 @@ from ict.select.distributed import gather_concat, resolve_group
 from ict.select.topk import topk_per_group, topk_token_ids
 
 SCOPES = ("global", "micro_batch", "sequence")
+# the selectors' earlier names, which are also method names (ict.methods): accepted with a warning
+ALIASES = {
+    "grpo": "every",
+    "ict": "js_top",
+    "ict_kl": "kl_top",
+    "ict_bottom": "js_bottom",
+    "entropy": "entropy_top",
+    "random": "uniform",
+    "stapo": "not_spurious",
+}
 GRANULARITIES = ("position", "token_id")
 
 
@@ -93,7 +104,7 @@ def register_selector(
 
 
 def parse_selector(name: str) -> list[Selector]:
-    """The registered selectors composed by `name` ("ict+stapo" -> [ict, stapo]); ConfigError
+    """The registered selectors composed by `name` ("js_top+not_spurious" -> [js_top, not_spurious]); ConfigError
     naming the unknown part and close matches otherwise."""
     return _parse_name(name)
 
@@ -114,7 +125,7 @@ def selector_facts(name: str) -> dict:
 
 
 def available_selectors() -> list[str]:
-    """Registered selector names (compose them with '+', e.g. 'ict+stapo')."""
+    """Registered selector names (compose them with '+', e.g. 'js_top+not_spurious')."""
     return sorted(SELECTORS)
 
 
@@ -172,6 +183,7 @@ def select_tokens(
     micro_batch_size: int | None = None,
     seed: int = 0,
     process_group=None,
+    micro_batch_ids: Tensor | None = None,
     **selector_options,
 ) -> Tensor:
     """Select response tokens to update. Returns bool[B, T], always a subset of `mask`.
@@ -183,14 +195,24 @@ def select_tokens(
     entropy "global"): "global" (whole batch, across ranks of `process_group`,
     default the world group when torch.distributed is initialised), "micro_batch" (each block of
     `micro_batch_size` consecutive rows) or "sequence" (each row, at least one token per row with
-    valid tokens). granularity: "position" or "token_id". seed: for `random` (offset per rank).
+    valid tokens). granularity: "position" or "token_id". seed: for `uniform` (offset per rank).
+    micro_batch_ids: long [B], the micro-batch of each row, in place of `micro_batch_size` when
+    micro-batches are not blocks of consecutive rows (TRL shuffles before it splits).
     """
     parts = _parse_name(name)
     mask = _check_mask(mask)
+    if micro_batch_ids is not None:
+        micro_batch_ids = torch.as_tensor(micro_batch_ids, device=mask.device).long()
+        if micro_batch_ids.shape != mask.shape[:1]:
+            raise DataError(
+                f"micro_batch_ids must be [B] = {tuple(mask.shape[:1])}, got "
+                f"{tuple(micro_batch_ids.shape)}"
+            )
+    blocks = micro_batch_size if micro_batch_ids is None else 1
     for part in parts if scope is None else ():
         if part.takes_ratio:
-            _check_choices(part.default_scope, granularity, micro_batch_size, tokens, mask)
-    _check_choices(scope or "global", granularity, micro_batch_size, tokens, mask)
+            _check_choices(part.default_scope, granularity, blocks, tokens, mask)
+    _check_choices(scope or "global", granularity, blocks, tokens, mask)
     ratio_parts = [p for p in parts if p.default_ratio is not None]
     if ratio is not None:
         if not ratio_parts:
@@ -224,13 +246,16 @@ def select_tokens(
             part_ratio = part.default_ratio if ratio is None else ratio
             part_scope = part.default_scope if scope is None else scope
             keep = _top_ratio(
-                part.name, out, ctx, part_ratio, part_scope, granularity, micro_batch_size
-            )
+                part.name, out, ctx, part_ratio, part_scope, granularity, micro_batch_size,
+                micro_batch_ids,
+            )  # fmt: skip
         selected &= keep
     return selected
 
 
-def _top_ratio(name, scores, ctx, ratio, scope, granularity, micro_batch_size) -> Tensor:
+def _top_ratio(
+    name, scores, ctx, ratio, scope, granularity, micro_batch_size, micro_batch_ids=None
+) -> Tensor:
     """Top `ratio` of valid positions by `scores` [B, T] under scope/granularity -> bool[B, T]."""
     mask = ctx.mask
     if scores.shape != mask.shape:
@@ -247,7 +272,7 @@ def _top_ratio(name, scores, ctx, ratio, scope, granularity, micro_batch_size) -
     if scope == "global":
         groups = None
     elif scope == "micro_batch":
-        groups = rows // micro_batch_size
+        groups = rows // micro_batch_size if micro_batch_ids is None else micro_batch_ids[rows]
     else:
         groups = rows
     ids = ctx.tokens[mask].to(torch.long) if granularity == "token_id" else None
@@ -280,12 +305,20 @@ def _parse_name(name) -> list[Selector]:
     parts = []
     for part in name.split("+"):
         part = part.strip().lower()
+        if part in ALIASES and part not in SELECTORS:
+            warnings.warn(
+                f"selector {part!r} is now called {ALIASES[part]!r} (the method {part!r}, "
+                "ict.methods, is the paper's recipe around it); the old name will be removed",
+                DeprecationWarning,
+                stacklevel=3,
+            )
+            part = ALIASES[part]
         if part not in SELECTORS:
             close = difflib.get_close_matches(part, SELECTORS, n=2)
             hint = f" (did you mean {' or '.join(close)}?)" if close else ""
             raise ConfigError(
                 f"unknown selector {part!r} in {name!r}{hint}; choose from "
-                f"{available_selectors()} or a composition such as 'ict+stapo'"
+                f"{available_selectors()} or a composition such as 'js_top+not_spurious'"
             )
         parts.append(SELECTORS[part])
     return parts

@@ -1,7 +1,10 @@
 """The built-in selectors (METHOD.md, "ICT score and selection" and "Baseline selectors").
 
 Each is one small function of a `SelectionContext` (see `core.py`); scores are [B, T] floats
-(higher = kept first), keep-masks are [B, T] bools.
+(higher = kept first), keep-masks are [B, T] bools. Selector names say what a selector keeps;
+method names (ict.methods: ict, entropy, stapo, ...) say which paper's recipe runs. A method names
+its selector: the paper's ICT is the selector `js_top` with the paper's reference, scope, loss and
+warm-up. The selectors' earlier names (the method names) still work, with a DeprecationWarning.
 """
 
 from __future__ import annotations
@@ -14,47 +17,47 @@ from ict.select.core import SelectionContext, register_selector
 from ict.select.topk import quantile_linear
 
 
-@register_selector("grpo")
-def grpo(ctx: SelectionContext) -> Tensor:
+@register_selector("every")
+def every(ctx: SelectionContext) -> Tensor:
     """Every valid token (plain GRPO)."""
     return ctx.mask
 
 
-@register_selector("ict", default_ratio=0.10, default_scope="sequence", needs=("js",))
-def ict(ctx: SelectionContext) -> Tensor:
-    """ICT (arXiv 2606.19771): score = JS divergence of the position's distribution to the
+@register_selector("js_top", default_ratio=0.10, default_scope="sequence", needs=("js",))
+def js_top(ctx: SelectionContext) -> Tensor:
+    """The top of each response by the ICT score (arXiv 2606.19771): JS divergence of the position's distribution to the
     reference (stats.js); the paper keeps the top 10% of each response (scope "sequence")."""
-    return ctx.require_stats("ict", "js").js
+    return ctx.require_stats("js_top", "js").js
 
 
-@register_selector("ict_kl", default_ratio=0.10, default_scope="sequence", needs=("kl",))
-def ict_kl(ctx: SelectionContext) -> Tensor:
+@register_selector("kl_top", default_ratio=0.10, default_scope="sequence", needs=("kl",))
+def kl_top(ctx: SelectionContext) -> Tensor:
     """The paper's ablation: score = KL(p || reference) (stats.kl) in place of JS."""
-    return ctx.require_stats("ict_kl", "kl").kl
+    return ctx.require_stats("kl_top", "kl").kl
 
 
-@register_selector("ict_bottom", default_ratio=0.90, default_scope="sequence", needs=("js",))
-def ict_bottom(ctx: SelectionContext) -> Tensor:
+@register_selector("js_bottom", default_ratio=0.90, default_scope="sequence", needs=("js",))
+def js_bottom(ctx: SelectionContext) -> Tensor:
     """The paper's "90%-frequent" ablation: the bottom 90% of each response by JS (score -JS)."""
-    return -ctx.require_stats("ict_bottom", "js").js
+    return -ctx.require_stats("js_bottom", "js").js
 
 
-@register_selector("entropy", default_ratio=0.20, needs=("entropy",))
-def entropy(ctx: SelectionContext) -> Tensor:
+@register_selector("entropy_top", default_ratio=0.20, needs=("entropy",))
+def entropy_top(ctx: SelectionContext) -> Tensor:
     """20-Entropy (arXiv 2506.01939): score = Shannon entropy of the position (stats.entropy)."""
-    return ctx.require_stats("entropy", "entropy").entropy
+    return ctx.require_stats("entropy_top", "entropy").entropy
 
 
-@register_selector("random", default_ratio=0.10)
-def random(ctx: SelectionContext) -> Tensor:
+@register_selector("uniform", default_ratio=0.10)
+def uniform(ctx: SelectionContext) -> Tensor:
     """Control: i.i.d. uniform scores from a generator seeded by (seed, rank), so the top `ratio`
     is a uniform random subset of exactly k valid positions, reproducible for a given seed."""
     generator = torch.Generator().manual_seed(ctx.seed + 1_000_003 * ctx.rank)
     return torch.rand(ctx.mask.shape, generator=generator).to(ctx.mask.device)
 
 
-@register_selector("stapo", needs=("entropy", "logprob", "advantages"))
-def stapo(
+@register_selector("not_spurious", needs=("entropy", "logprob", "advantages"))
+def not_spurious(
     ctx: SelectionContext, *, prob_below: float = 0.01, entropy_quantile: float = 0.05
 ) -> Tensor:
     """STAPO (arXiv 2602.15620): keep every valid token except the spurious ones, those with
@@ -66,8 +69,8 @@ def stapo(
         raise ConfigError(f"stapo prob_below must be in (0, 1], got {prob_below!r}")
     if not 0 <= entropy_quantile <= 1:
         raise ConfigError(f"stapo entropy_quantile must be in [0, 1], got {entropy_quantile!r}")
-    stats = ctx.require_stats("stapo", "entropy", "logprob")
-    advantages = ctx.require_advantages("stapo")
+    stats = ctx.require_stats("not_spurious", "entropy", "logprob")
+    advantages = ctx.require_advantages("not_spurious")
     return ~stapo_spurious(ctx, stats, advantages, prob_below, entropy_quantile)
 
 
@@ -79,3 +82,4 @@ def stapo_spurious(ctx, stats, advantages, prob_below, entropy_quantile) -> Tens
     threshold = quantile_linear(entropies, entropy_quantile)
     low_entropy = stats.entropy.to(torch.float64) < threshold
     return ctx.mask & (advantages > 0) & (torch.exp(stats.logprob) < prob_below) & low_entropy
+

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ict.errors import ConfigError
+from ict.methods.options import METHOD_FIELDS, MethodOptions, validate_method_options
 from ict.precision import CHOICES as PRECISION_CHOICES
 
 SECTIONS = {
@@ -30,6 +31,8 @@ SECTIONS = {
 }
 
 SCHEDULERS = ("constant", "linear", "cosine")
+# registry choices checked by validate_method_options (None there means "the method's")
+METHOD_CHOICE_FIELDS = ("reference", "scope", "granularity", "loss_agg", "normalize_by")
 REPORT_TO = ("none", "tensorboard", "wandb")
 
 
@@ -60,8 +63,12 @@ def _f(default: Any, section: str, help: str, **extra) -> Any:
 
 
 @dataclass
-class TrainConfig:
-    """Every option of `ict train`. Defaults = the embedded default run (METHOD.md defaults)."""
+class TrainConfig(MethodOptions):
+    """Every option of `ict train`. Defaults = the embedded default run (METHOD.md defaults).
+
+    The method options (method, ratio, scope, reference, loss_agg, normalize_by,
+    dense_warmup_steps, granularity, STAPO thresholds, selector_options) are `MethodOptions`'s,
+    the same fields TRL's ICTGRPOConfig and verl's `ict:` section have."""
 
     # model
     model: str | None = _f(
@@ -121,42 +128,7 @@ class TrainConfig:
     stop: list = _f(
         ["</answer>"], "rollout", "strings that end a response (kept in it); [] = only EOS"
     )
-    # method
-    method: str = _f(
-        "ict",
-        "method",
-        "method (ict.methods): ict (the paper's) | grpo | entropy | stapo | random | ict_batch_mean | ict_kl | ict_bottom | random_sequence | any registered selector or composition such as ict+stapo",
-    )
-    ratio: float | None = _f(
-        None,
-        "method",
-        "fraction of valid tokens kept (none = the method's: ict 0.10, entropy 0.20, random 0.10)",
-    )
-    reference: str | None = _f(
-        None,
-        "method",
-        "ICT reference distribution (ict.stats.REFERENCES; none = the method's, group_position for the paper's ICT)",
-    )
-    scope: str | None = _f(
-        None,
-        "method",
-        "top-k scope: global | micro_batch | sequence (none = the method's: sequence for ict, global for entropy)",
-    )
-    dense_warmup_steps: int | None = _f(
-        None,
-        "method",
-        "Theta: the first N steps update every valid token, then the method's selection (none = the method's, at most half the run: ict min(10, max_steps // 2), baselines 0)",
-    )
-    granularity: str = _f("position", "method", "ICT granularity: position | token_id")
-    stapo_prob_below: float = _f(
-        0.01, "method", "STAPO: spurious if p(y_t) below this (secondary-source default)"
-    )
-    stapo_entropy_quantile: float = _f(
-        0.05, "method", "STAPO: spurious if H below this quantile of valid entropies"
-    )
-    selector_options: dict = _f(
-        {}, "method", "extra keyword options passed to ict.select.select_tokens"
-    )
+    # method: the MethodOptions fields (ict.methods.options), shared with TRL and verl
     stats_chunk_size: int = _f(
         1024, "method", "rows of the vocabulary-wide tensors processed at once (memory bound)"
     )
@@ -169,14 +141,6 @@ class TrainConfig:
     eps_high: float = _f(0.28, "loss", "upper clip range (clip-higher)")
     dual_clip: float | None = _f(
         None, "loss", "dual-clip constant c for A < 0 (e.g. 3.0); none = off"
-    )
-    loss_agg: str | None = _f(
-        None,
-        "loss",
-        "loss aggregation: seq_mean_token_mean | token_mean | seq_mean_token_sum_norm (none = the method's: seq_mean_token_mean, GRPO's and the paper's)",
-    )
-    normalize_by: str | None = _f(
-        None, "loss", "normaliser: selected | valid tokens (none = the method's: selected)"
     )
     skip_zero_advantage: bool = _f(
         True,
@@ -205,6 +169,11 @@ class TrainConfig:
     num_epochs: int = _f(1, "optim", "optimisation epochs over each rollout batch")
     mini_batch_size: int | None = _f(
         None, "optim", "sequences per optimizer step (none = the whole batch: one step per epoch)"
+    )
+    disable_dropout: bool = _f(
+        True,
+        "optim",
+        "turn dropout off in the model (as TRL's disable_dropout), so the old-policy pass and the update compute the same distribution and the first importance ratio is exactly 1",
     )
     micro_batch_size: int = _f(
         8,
@@ -260,21 +229,19 @@ class TrainConfig:
     # ---- validation -------------------------------------------------------------------------
     def validate(self) -> None:
         """Raise ConfigError naming the first invalid option and the allowed values."""
+        validate_method_options(self)
         choices = {
-            **registry_choices(),
+            **{k: v for k, v in registry_choices().items() if k not in METHOD_CHOICE_FIELDS},
             "lr_scheduler": SCHEDULERS,
             "autocast": PRECISION_CHOICES,
             "report_to": REPORT_TO,
             "dtype": ("float32", "bfloat16", "float16"),
         }
         for name, allowed in choices.items():
-            if getattr(self, name) is None and name in self._METHOD_FIELDS:
-                continue  # the method's default (see method_settings)
             if getattr(self, name) not in allowed:
                 raise ConfigError(
                     f"{name}={getattr(self, name)!r} is not one of {', '.join(allowed)}"
                 )
-        self.method_settings()  # checks the method name
         positive = (
             "train_size",
             "prompts_per_step",
@@ -304,8 +271,6 @@ class TrainConfig:
                 raise ConfigError(f"{name} must be an integer >= 0, got {getattr(self, name)!r}")
         if self.num_generations < 2 and self.advantage == "grpo":
             raise ConfigError("num_generations must be >= 2 for group-relative advantages (grpo)")
-        if self.ratio is not None and not 0.0 < self.ratio <= 1.0:
-            raise ConfigError(f"ratio must be in (0, 1], got {self.ratio}")
         if not self.temperature > 0:
             raise ConfigError(f"temperature must be > 0, got {self.temperature}")
         if not 0.0 < self.top_p <= 1.0:
@@ -327,40 +292,23 @@ class TrainConfig:
             raise ConfigError(f"dual_clip must be > 1 (e.g. 3.0) or none, got {self.dual_clip}")
         if self.mini_batch_size is not None and self.mini_batch_size < 1:
             raise ConfigError(f"mini_batch_size must be >= 1 or none, got {self.mini_batch_size}")
-        if self.dense_warmup_steps is not None and (
-            not isinstance(self.dense_warmup_steps, int) or self.dense_warmup_steps < 0
-        ):
-            raise ConfigError(
-                f"dense_warmup_steps must be an integer >= 0 or none, got {self.dense_warmup_steps!r}"
-            )
-        for name in ("task_config", "selector_options"):
+        for name in ("task_config",):
             if not isinstance(getattr(self, name), dict):
                 raise ConfigError(
                     f"{name} must be a mapping, e.g. '{{key: value}}', got {getattr(self, name)!r}"
                 )
 
-    _METHOD_FIELDS = (
-        "ratio",
-        "scope",
-        "reference",
-        "loss_agg",
-        "normalize_by",
-        "dense_warmup_steps",
-    )
+    _METHOD_FIELDS = METHOD_FIELDS
 
     def method_settings(self):
         """The resolved `ict.methods.Method`: the method's settings with this config's explicit
-        (non-None) ratio, scope, reference, loss_agg, normalize_by and dense_warmup_steps applied."""
-        from ict.methods import get_method
+        (non-None) fields applied, its own warm-up capped at half of the `max_steps` rollout
+        batches (ict.methods.run_warmup, the rule every engine uses)."""
+        from ict.methods import resolve_method, run_warmup
 
-        method = get_method(self.method)
-        resolved = method.with_overrides(**{k: getattr(self, k) for k in self._METHOD_FIELDS})
-        # a method's own warm-up (the paper's Theta = 10) takes at most half of a short run, so
-        # that its selection is ever used; an explicit dense_warmup_steps is taken as given
-        half = self.max_steps // 2
-        if self.dense_warmup_steps is None and resolved.dense_warmup_steps > half:
-            resolved = dataclasses.replace(resolved, dense_warmup_steps=half)
-        return resolved
+        return run_warmup(
+            resolve_method(self), self.max_steps, explicit=self.dense_warmup_steps is not None
+        )
 
     def resolved(self) -> TrainConfig:
         """A copy whose method-dependent fields hold the values this run uses (saved in config.yaml,

@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import math
 import random
 import time
 from datetime import datetime
@@ -54,23 +53,6 @@ def default_run_dir(config: TrainConfig) -> Path:
     task = file_stem(Path(str(config.task).split("?")[0]).stem)
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     return Path("runs") / f"{stamp}-{config.method}-{task}-seed{config.seed}"
-
-
-def make_scheduler(optimizer, config: TrainConfig, total_updates: int):
-    """Linear warm-up over `warmup_steps` optimizer steps, then constant / linear / cosine to 0."""
-    warmup = config.warmup_steps
-
-    def factor(update: int) -> float:
-        if update < warmup:
-            return (update + 1) / (warmup + 1)
-        if config.lr_scheduler == "constant":
-            return 1.0
-        progress = min(1.0, (update - warmup) / max(1, total_updates - warmup))
-        if config.lr_scheduler == "linear":
-            return 1.0 - progress
-        return 0.5 * (1.0 + math.cos(math.pi * progress))
-
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
 def _close_default_verifier() -> None:
@@ -109,11 +91,15 @@ class Trainer:
         resume: bool = False,
     ):
         from ict.loss import LossConfig
+        from ict.methods import warmup_warning
         from ict.precision import choose_precision
 
+        explicit_warmup = config.dense_warmup_steps is not None
         config = config.resolved()  # the method's settings made explicit (saved in config.yaml)
         self.config = config
         self.method = config.method_settings()
+        if explicit_warmup and warmup_warning(self.method, config.max_steps):
+            logger.warning("%s", warmup_warning(self.method, config.max_steps))
         self.loss_config = LossConfig.from_config(config, max_response_length=config.max_new_tokens)
         self.run_dir = Path(run_dir or config.output_dir or default_run_dir(config))
         self.device = resolve_device(config.device)
@@ -146,6 +132,10 @@ class Trainer:
             from ict.models import ensure_pad_token
 
             ensure_pad_token(tokenizer)
+        if config.disable_dropout:  # the old-policy pass and the update then compute the same p
+            from ict.models import disable_dropout
+
+            disable_dropout(model)
         self.model, self.tokenizer = model, tokenizer
         self.ref_model = None
         if config.needs_reference_model:
@@ -159,9 +149,12 @@ class Trainer:
             eps=config.adam_epsilon,
             weight_decay=config.weight_decay,
         )
-        mini = config.mini_batch_size or config.batch_size
-        updates_per_step = config.num_epochs * math.ceil(config.batch_size / mini)
-        self.scheduler = make_scheduler(self.optimizer, config, config.max_steps * updates_per_step)
+        from ict.train.schedule import LRSchedule
+
+        self.scheduler = LRSchedule(
+            self.optimizer, warmup_steps=config.warmup_steps, kind=config.lr_scheduler,
+            max_steps=config.max_steps,
+        )  # fmt: skip
         self.health = EntropyHealth(
             config.health_window,
             config.collapse_fraction,
@@ -232,10 +225,11 @@ class Trainer:
     def train_step(self) -> dict:
         """One full step (1-8); returns the metrics line written to metrics.jsonl."""
         from ict.loss import compute_advantages
-        from ict.metrics import regime_metrics, sorted_score_curve, token_metrics
-        from ict.select import jaccard
+        from ict.methods import StepInputs, select_step, step_metrics
+        from ict.metrics import sorted_score_curve
+        from ict.train.logprobs import batch_plan
         from ict.train.rollout import collect_rollout
-        from ict.train.scoring import old_policy_pass, select_step
+        from ict.train.scoring import old_policy_pass
         from ict.train.update import update_policy
 
         cfg, method = self.config, self.method
@@ -255,12 +249,14 @@ class Trainer:
         )
         mask = rollout.response_mask.to(self.device).bool()
         tokens = rollout.input_ids.to(self.device)
-        selected, selections = select_step(method, cfg, mask, stats, advantages, tokens, step=step)
+        selection = select_step(
+            method, cfg, StepInputs(mask, stats, advantages, tokens), step=step, seed=cfg.seed,
+            micro_batch_size=batch_plan(mask.shape[0], cfg)[1],
+        )  # fmt: skip
+        selected, selections = selection.selected, selection.selections
         metrics["time/stats_s"] = time.perf_counter() - t0
-        metrics["dense_warmup"] = step <= method.dense_warmup_steps
 
         t0 = time.perf_counter()
-        lr_used = self.optimizer.param_groups[0]["lr"]  # this step's (first) optimizer step
         loss_metrics = update_policy(
             self.model,
             self.optimizer,
@@ -279,15 +275,12 @@ class Trainer:
         update_s = time.perf_counter() - t0
         self.step = step
 
-        metrics.update(token_metrics(stats, mask, selected, selections))
         # the paper's diagnostics describe the method's own picks, also during the dense warm-up
-        metrics.update(regime_metrics(stats, selections[method.name], mask))
-        if "ict" in selections and "entropy" in selections:
-            metrics["overlap/ict_entropy_jaccard"] = jaccard(
-                selections["ict"], selections["entropy"]
-            )
+        metrics.update(step_metrics(stats, mask, selection))
+        metrics["dense_warmup"] = selection.dense
+        lr_used = loss_metrics.pop("lr", None)
         metrics.update(self._loss_metrics(loss_metrics))
-        metrics["lr"] = lr_used
+        metrics["lr"] = lr_used if lr_used is not None else self.optimizer.param_groups[0]["lr"]
         metrics["time/update_s"] = update_s
         metrics["throughput/update_tok_s"] = loss_metrics.get("update/tokens", 0) / max(
             update_s, 1e-9
@@ -323,27 +316,15 @@ class Trainer:
         return out
 
     def _write_samples(self, step, batch, stats, mask, selections) -> None:
-        cfg = self.config
-        rollout, rewards = batch.rollout, batch.rewards
-        for row in range(min(cfg.num_log_samples, rollout.input_ids.shape[0])):
-            cols = mask[row].nonzero().flatten()
-            ids = rollout.input_ids[row, cols.cpu()].tolist()
-            self.samples_file.write(
-                {
-                    "step": step,
-                    "prompt": batch.prompts[int(rollout.prompt_index[row])],
-                    "response": rollout.texts[row],
-                    "reward": float(rewards[row]),
-                    "tokens": [self.tokenizer.decode([i]) for i in ids],
-                    "entropy": [round(float(x), 5) for x in stats.entropy[row, cols]],
-                    "renyi2": [round(float(x), 5) for x in stats.renyi2[row, cols]],
-                    "js": [round(float(x), 6) for x in stats.js[row, cols]],
-                    "prob": [round(float(x), 5) for x in stats.logprob[row, cols].exp()],
-                    "selected": {
-                        name: sel[row, cols].int().tolist() for name, sel in selections.items()
-                    },
-                }
-            )
+        from ict.report.samples import sample_records
+
+        rows = range(min(self.config.num_log_samples, batch.rollout.input_ids.shape[0]))
+        for record in sample_records(
+            rows, step=step, rollout=batch.rollout, prompts=batch.prompts, rewards=batch.rewards,
+            stats=stats, mask=mask, selections=selections,
+            decode=lambda i: self.tokenizer.decode([i]),
+        ):  # fmt: skip
+            self.samples_file.write(record)
 
     def _evaluate(self, step: int) -> dict:
         """Held-out pass@k via ict.eval (optional: skipped with a warning if unavailable)."""

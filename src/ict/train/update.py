@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from ict.loss import LossConfig, policy_loss
+from ict.methods import selection_seed
 from ict.train.logprobs import batch_plan, column_span, policy_logprobs
 
 SUMMED_METRICS = ("loss", "pg_loss")  # partial sums over micro-batches; the rest are averages
@@ -71,7 +72,8 @@ def update_policy(
     """Run the update on one rollout batch; returns loss metrics averaged over mini-batches.
 
     rollout: ict.generation.Rollout; old_logprob, ref_logprob: [N, T] float32 (ref may be None);
-    advantages: [N]; selected: bool [N, T]. config: the TrainConfig (epochs, mini/micro batch
+    advantages: [N]; selected: bool [N, T]. scheduler: ict.train.schedule.LRSchedule (sets the
+    lr before each update from this step's number of updates). config: the TrainConfig (epochs, mini/micro batch
     sizes, clipping norm, seed, temperature, share_prompt). skip_rows: None = config's
     `skip_zero_advantage`. Returns {metric: value, "grad_norm", "update/tokens",
     "update/rows_run", "update/rows"}.
@@ -90,7 +92,9 @@ def update_policy(
     group, micro_rows = batch_plan(rows_all.numel(), cfg)
     units = rows_all.view(-1, group)  # whole groups of G rows when prompts are shared
     mini_units = max(1, (cfg.mini_batch_size or rows_all.numel()) // group)
-    generator = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
+    generator = torch.Generator().manual_seed(selection_seed(cfg.seed, step))
+    n_updates = cfg.num_epochs * -(-units.shape[0] // mini_units)  # the updates this step takes
+    first_lr = None
     params = [p for p in model.parameters() if p.requires_grad]
     sums: dict[str, float] = {}
     grad_norms, tokens_done, rows_run, minis = [], 0, 0, 0
@@ -101,6 +105,7 @@ def update_policy(
         for mini in (chunk.flatten() for chunk in order.split(mini_units)):
             optimizer.zero_grad(set_to_none=True)
             denominator = loss_config.denominator(mask[mini], selected[mini])
+            kl_denominator = loss_config.denominator(mask[mini], selected[mini], term="kl")
             row_counts, kl_row_counts = loss_config.row_counts(mask, selected)
             run = (
                 contributing_rows(mini, advantages, positions, loss_config, group)
@@ -138,6 +143,7 @@ def update_policy(
                     ref_logprob=None if ref_logprob is None else ref_logprob[micro, cols],
                     entropy=entropy,
                     denominator=denominator,
+                    kl_denominator=kl_denominator,
                     row_counts=row_counts[micro],
                     kl_row_counts=kl_row_counts[micro],
                 )
@@ -159,8 +165,9 @@ def update_policy(
                     p.grad = torch.zeros_like(p)
             max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
             grad_norms.append(float(torch.nn.utils.clip_grad_norm_(params, max_norm)))
+            lr = scheduler.set(step, minis, n_updates)
+            first_lr = lr if first_lr is None else first_lr
             optimizer.step()
-            scheduler.step()
             minis += 1
     optimizer.zero_grad(set_to_none=True)
     model.eval()
@@ -169,6 +176,8 @@ def update_policy(
     out["update/tokens"] = tokens_done
     out["update/rows_run"] = rows_run
     out["update/rows"] = int(rows_all.numel()) * cfg.num_epochs
+    out["update/updates"] = minis
+    out["lr"] = first_lr
     return out
 
 

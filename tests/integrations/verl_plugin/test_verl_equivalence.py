@@ -12,10 +12,11 @@ from verl_helpers import actor_config, packed_logits, verl_batch  # noqa: E402
 
 from ict.errors import ConfigError  # noqa: E402
 from ict.integrations.cases import (  # noqa: E402
+    METHOD_OPTION_KEYS,
     assert_matches_native,
     case_divergence,
+    case_method,
     equivalence_cases,
-    selector_options,
 )
 from ict.integrations.verl import loss as verl_loss  # noqa: E402
 from ict.integrations.verl.config import IctVerlConfig, validate  # noqa: E402
@@ -24,18 +25,20 @@ from ict.integrations.verl.hooks import _OldPolicyPass, score_micro_batch, selec
 pytestmark = pytest.mark.verl
 
 CASES = equivalence_cases()
-AGG = {"token_mean": "token-mean", "seq_mean_token_mean": "seq-mean-token-mean",
-       "seq_mean_token_sum_norm": "seq-mean-token-sum-norm"}  # fmt: skip
 # references verl does not compute (refused by validate with "not supported on verl")
 UNSUPPORTED = {"group_mean", "sequence_mean", "previous_token", "reference_policy"}
 
 
 def _spec(o):
+    """The `ict:` section a user would write for the case: its method and only its settings."""
     return IctVerlConfig(
-        method=o["method"], ratio=o["ratio"], scope=o["scope"], granularity=o["granularity"],
-        reference=o["reference"], normalize_by=o["normalize_by"], seed=o["seed"],
-        selector_options=selector_options(o), dense_warmup_steps=0,
+        **{k: o[k] for k in METHOD_OPTION_KEYS}, seed=o["seed"],
+        stapo_prob_below=o["prob_below"], stapo_entropy_quantile=o["entropy_quantile"],
     )  # fmt: skip
+
+
+def _reference(case):
+    return case_method(case.options).reference
 
 
 def verl_path(case, ranks=2, micro_batches=2):
@@ -50,7 +53,7 @@ def verl_path(case, ranks=2, micro_batches=2):
     prompt_lens = [1 + (b % 3) for b in range(B)]
     shards = torch.arange(B).chunk(ranks)
 
-    if o["reference"] == "group_position":  # one pass per rank, each rank holding whole groups
+    if spec.resolved().reference == "group_position" and spec.needs_js:  # one pass per rank, each rank holding whole groups
         G = int((case.group_ids == case.group_ids[0]).sum())
         stats = {}
         for rows in shards:
@@ -96,7 +99,8 @@ def _driver_and_loss(case, spec, tensors, micro_batches):
     # driver side: global selection over the whole batch
     tensors.update(response_mask=case.mask.long(), advantages=case.advantages[:, None] * case.mask,
                    old_log_probs=case.old_logprob, responses=case.tokens)  # fmt: skip
-    selected, _ = select_batch(tensors, spec, step=0)
+    selected, _ = select_batch(tensors, spec, step=o["step"])
+    method = spec.resolved()
 
     # worker update: micro-batches, global counts, verl's agg_loss
     from verl.trainer.ppo.core_algos import get_policy_loss_fn
@@ -105,25 +109,26 @@ def _driver_and_loss(case, spec, tensors, micro_batches):
                           clip_ratio_c=o["dual_clip"] or 3.0)  # fmt: skip
     config.global_batch_info.update(dp_size=1, batch_num_tokens=int(case.mask.sum()),
                                     global_batch_size=B, loss_scale_factor=None)  # fmt: skip
-    n_sel, n_rows = verl_loss.local_counts(selected, case.mask, spec.normalize_by)
+    n_sel, n_rows = verl_loss.local_counts(selected, case.mask, method.normalize_by)
     fn = get_policy_loss_fn("ict")
     loss = torch.zeros(())
     for rows in torch.arange(B).chunk(micro_batches):
-        sel = verl_loss.MicroBatchSelection(selected[rows], spec.normalize_by, n_sel, n_rows)
+        sel = verl_loss.MicroBatchSelection(selected[rows], method.normalize_by, n_sel, n_rows,
+                                            loss_agg=method.loss_agg)  # fmt: skip
         with verl_loss.micro_batch(sel):
             part, _ = fn(case.old_logprob[rows], case.logprob[rows], tensors["advantages"][rows],
-                         case.mask[rows].long(), AGG[o["loss_agg"]], config)  # fmt: skip
+                         case.mask[rows].long(), "token-mean", config)  # fmt: skip
         loss = loss + part
     return selected, loss
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c.options["reference"] not in UNSUPPORTED],
+@pytest.mark.parametrize("case", [c for c in CASES if _reference(c) not in UNSUPPORTED],
                          ids=lambda c: c.name)  # fmt: skip
 def test_same_selection_and_loss_as_native(case):
     assert_matches_native(case, *verl_path(case))
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c.options["reference"] in UNSUPPORTED],
+@pytest.mark.parametrize("case", [c for c in CASES if _reference(c) in UNSUPPORTED],
                          ids=lambda c: c.name)  # fmt: skip
 def test_unsupported_reference_is_refused_clearly(case):
     with pytest.raises(ConfigError, match="not supported on verl"):
@@ -155,11 +160,12 @@ def test_a_registered_selector_runs_in_verl_without_edits():
             0.3,
             False,
         )
-        with pytest.raises(ConfigError, match="not options of 'test_low_prob'"):
+        with pytest.raises(ConfigError, match="not options of method='test_low_prob'"):
             bad = {"method": "test_low_prob", "selector_options": {"wieght": 3.0}}
             from_verl_config(OmegaConf.create({**base, "ict": bad}))
-        case = CASES[0]
-        case = dataclasses.replace(case, options={**case.options, "method": "test_low_prob"})
+        case = next(c for c in CASES if c.name == "ict_batch_mean_global_token_mean")
+        options = {**case.options, "method": "test_low_prob", "reference": None, "scope": None}
+        case = dataclasses.replace(case, options=options)
         selected, loss = verl_path(case)
         assert_matches_native(case, selected, loss)
         assert int(selected.sum()) == -(-3 * int(case.mask.sum()) // 10)  # its own ratio, 0.3

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from ict.methods import get_method
+
 pytest.importorskip("verl")
 
 from ict.integrations.verl.config import LOSS_MODES, from_verl_config  # noqa: E402
@@ -33,8 +35,8 @@ def test_example_config_composes_with_verl_defaults_and_dapo_settings():
     assert "critic" in cfg and "reward" in cfg  # verl's own defaults are underneath
     spec = from_verl_config(cfg)
     m = spec.resolved()  # the paper's ICT, with the batch order group_position needs
-    assert (spec.selector, m.reference, m.scope, m.loss_agg) == (
-        "ict", "group_position", "sequence", "seq_mean_token_mean",
+    assert (spec.method, spec.selector, m.reference, m.scope, m.loss_agg) == (
+        "ict", "js_top", "group_position", "sequence", "seq_mean_token_mean",
     )  # fmt: skip
     assert cfg.trainer.balance_batch is False
 
@@ -42,7 +44,8 @@ def test_example_config_composes_with_verl_defaults_and_dapo_settings():
 @pytest.mark.parametrize("mode", sorted(LOSS_MODES))
 def test_every_method_is_one_override(mode):
     spec = from_verl_config(_compose(f"actor_rollout_ref.actor.policy_loss.loss_mode={mode}"))
-    assert spec.selector == LOSS_MODES[mode]
+    assert spec.method == LOSS_MODES[mode]
+    assert spec.selector == get_method(LOSS_MODES[mode]).selector
 
 
 def test_launch_scripts_parse():

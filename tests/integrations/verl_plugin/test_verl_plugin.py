@@ -113,7 +113,8 @@ def test_config_section_is_read_and_checked():
     spec = from_verl_config(
         OmegaConf.create({**base, "ict": {"selector_options": {"prob_below": 0.02}}})
     )
-    assert spec.selector == "stapo" and spec.selector_options == {"prob_below": 0.02}
+    assert spec.method == "stapo" and spec.selector == "not_spurious"
+    assert spec.selector_options == {"prob_below": 0.02}
     assert spec.ratio is None and spec.resolved().normalize_by == "selected" and not spec.needs_js
     assert (
         from_verl_config(OmegaConf.create({"actor_rollout_ref": {"actor": {}}})) is None
@@ -165,3 +166,24 @@ def test_config_section_is_read_and_checked():
     sp.actor_rollout_ref.actor.fsdp_config = {"ulysses_sequence_parallel_size": 2}
     with pytest.raises(ConfigError, match="ulysses_sequence_parallel_size=1"):
         from_verl_config(sp)
+
+
+def test_the_verl_section_is_the_shared_method_options():
+    import dataclasses
+
+    from ict.errors import ConfigError
+    from ict.integrations.verl.config import IctVerlConfig, validate
+    from ict.methods import MethodOptions, resolve_method
+    from ict.train import TrainConfig
+
+    assert issubclass(IctVerlConfig, MethodOptions)
+    shared = {f.name for f in dataclasses.fields(MethodOptions)}
+    assert shared <= {f.name for f in dataclasses.fields(IctVerlConfig)}
+    with pytest.raises(ConfigError, match=r"^ict.ratio=1.5 must be in \(0, 1\]"):
+        validate(IctVerlConfig(ratio=1.5))
+    assert resolve_method(IctVerlConfig(method="random_sequence")) == resolve_method(
+        TrainConfig(method="random_sequence")
+    )
+    # a method's own warm-up takes at most half of verl's total_training_steps
+    assert IctVerlConfig(method="ict").run_method(8).dense_warmup_steps == 4
+    assert IctVerlConfig(method="ict", dense_warmup_steps=8).run_method(8).dense_warmup_steps == 8

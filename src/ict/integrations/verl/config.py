@@ -13,8 +13,11 @@ names in LOSS_MODES). Everything else is optional; a setting left null is the me
       reference: null         # score reference: group_position (the paper's) or batch_mean
       loss_agg: null          # ict.loss aggregation; null: the method's, else actor.loss_agg_mode
       normalize_by: null      # selected or valid (the loss denominator); the method's
-      dense_warmup_steps: null  # verl steps (rollout batches) that update every valid token
-      seed: 0                 # for the random control (step number is added)
+      dense_warmup_steps: null  # rollout batches (verl steps) that update every valid token;
+                              # null: the method's, at most half of total_training_steps
+      stapo_prob_below: 0.01  # STAPO's thresholds
+      stapo_entropy_quantile: 0.05
+      seed: 0                 # the run's seed (ict.methods.selection_seed adds the step)
       chunk_size: 1024        # rows of [rows x vocab] float32 scored at once on each GPU
       selector_options: {}    # e.g. {prob_below: 0.01, entropy_quantile: 0.05} for stapo
 
@@ -32,10 +35,11 @@ reference; the rest are refused.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ict.errors import ConfigError
+from ict.methods import MethodOptions, resolve_method, run_warmup, validate_method_options
 
 # verl loss_mode -> ict.methods method
 LOSS_MODES: dict[str, str] = {
@@ -55,30 +59,25 @@ LOSS_AGG_TO_VERL = {  # ict.loss aggregation -> verl loss_agg_mode
 }
 
 
-@dataclass(frozen=True)
-class IctVerlConfig:
-    """The `ict:` section (see the module docstring); None settings are the method's."""
+@dataclass
+class IctVerlConfig(MethodOptions):
+    """The `ict:` section (see the module docstring): the method options every engine shares
+    (`ict.methods.MethodOptions`; None settings are the method's) plus verl's own `seed` and
+    `chunk_size`."""
 
-    method: str = "ict"
-    ratio: float | None = None
-    scope: str | None = None
-    granularity: str = "position"
-    reference: str | None = None
-    loss_agg: str | None = None
-    normalize_by: str | None = None
-    dense_warmup_steps: int | None = None
     seed: int = 0
     chunk_size: int = 1024
-    selector_options: dict[str, Any] = field(default_factory=dict)
 
     def resolved(self):
         """The ict.methods.Method with this section's non-None settings (ConfigError if unknown)."""
-        from ict.methods import get_method
+        return resolve_method(self)
 
-        return get_method(self.method).with_overrides(
-            ratio=self.ratio, scope=self.scope, reference=self.reference, loss_agg=self.loss_agg,
-            normalize_by=self.normalize_by, dense_warmup_steps=self.dense_warmup_steps,
-        )  # fmt: skip
+    def run_method(self, total_steps: int | None):
+        """The method that runs in a run of `total_steps` rollout batches (verl's
+        total_training_steps): its own warm-up capped at half the run (ict.methods.run_warmup)."""
+        return run_warmup(
+            self.resolved(), total_steps, explicit=self.dense_warmup_steps is not None
+        )
 
     @property
     def selector(self) -> str:
@@ -139,24 +138,10 @@ def from_verl_config(cfg: Any) -> IctVerlConfig | None:
 def validate(spec: IctVerlConfig, cfg: Any = None) -> None:
     """Clear errors for unknown settings (checked against the ict registries) and for settings
     the verl integration does not support."""
-    from ict.loss.policy import LOSS_AGGREGATIONS, NORMALIZE_BY
-    from ict.select import GRANULARITIES, SCOPES
     from ict.select.core import selector_facts
-    from ict.stats import REFERENCES
 
-    try:
-        method = spec.resolved()
-    except ConfigError as err:
-        raise ConfigError(f"ict.method={spec.method!r}: {err}") from None
-    for name, value, allowed in (
-        ("reference", spec.reference, REFERENCES),
-        ("scope", spec.scope, SCOPES),
-        ("granularity", spec.granularity, GRANULARITIES),
-        ("normalize_by", spec.normalize_by, NORMALIZE_BY),
-        ("loss_agg", spec.loss_agg, LOSS_AGGREGATIONS),
-    ):
-        if value is not None and value not in allowed:
-            raise ConfigError(f"ict.{name}={value!r} is unknown: use one of {list(allowed)}")
+    validate_method_options(spec, prefix="ict.")
+    method = spec.resolved()
     facts = selector_facts(method.selector)
     if "kl" in facts["needs"] and method.reference != "group_position":
         raise ConfigError(
@@ -172,17 +157,6 @@ def validate(spec: IctVerlConfig, cfg: Any = None) -> None:
     if method.scope not in VERL_SCOPES:
         raise ConfigError(
             f"ict.scope={method.scope!r} is not supported on verl (supported: {list(VERL_SCOPES)})"
-        )
-    if spec.ratio is not None:
-        if not 0.0 < float(spec.ratio) <= 1.0:
-            raise ConfigError(f"ict.ratio={spec.ratio!r} must be in (0, 1]")
-        if not facts["takes_ratio"]:
-            raise ConfigError(f"ict.method={spec.method!r} keeps no top fraction: drop ict.ratio")
-    unknown = set(spec.selector_options) - set(facts["options"])
-    if unknown:
-        raise ConfigError(
-            f"ict.selector_options {sorted(unknown)} are not options of {method.selector!r} "
-            f"(its options: {sorted(facts['options']) or 'none'})"
         )
     if int(spec.chunk_size) < 1:
         raise ConfigError(f"ict.chunk_size={spec.chunk_size!r} must be a positive integer")

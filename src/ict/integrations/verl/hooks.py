@@ -23,11 +23,13 @@ driver  RayPPOTrainer._update_actor
 from __future__ import annotations
 
 import functools
+import logging
 from typing import Any
 
 import torch
 
 from ict.errors import ConfigError
+from ict.methods import warmup_warning
 
 from . import loss as ict_loss
 from .config import IctVerlConfig, from_verl_config
@@ -39,6 +41,7 @@ STATS_REQUEST_KEY = (
 STAT_KEYS = ("ict_entropy", "ict_renyi2", "ict_js", "ict_kl")
 GROUP_KEY = "ict_group"  # long [B] in the batch of the old-policy pass: prompt index (from uid)
 _PATCHED_ATTR = "__ict_patched__"
+logger = logging.getLogger("ict.integrations.verl")
 
 
 class _OldPolicyPass:
@@ -380,9 +383,6 @@ def _wrap_compute_old_log_prob(original):
     return _compute_old_log_prob
 
 
-DIAGNOSTIC_METHODS = ("ict", "entropy", "stapo")  # selections logged on every batch (as native)
-
-
 def _get_cfg(cfg: Any, dotted: str, default: Any = None) -> Any:
     from .config import _get
 
@@ -433,73 +433,52 @@ def whole_group_ids(uids: Any, group_size: int, dp_size: int) -> torch.Tensor:
 
 
 def select_batch(
-    batch_tensors: dict[str, torch.Tensor], spec: IctVerlConfig, step: int
+    batch_tensors: dict[str, torch.Tensor],
+    spec: IctVerlConfig,
+    step: int,
+    total_steps: int | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Select tokens over the whole rollout batch; returns (selected [B, R] bool, metrics).
 
     batch_tensors: response_mask, advantages, old_log_probs, responses, ict_entropy, ict_renyi2
     (and ict_js for ICT), all [B, R] in verl's padded response layout. step: verl's global step
-    (1-based, one per rollout batch, as the native trainer's): every valid token is selected
-    while step <= the method's dense_warmup_steps. Metrics: ict.metrics.token_metrics under
-    "ict/", the ICT vs 20-Entropy Jaccard (ict.select.jaccard) and "ict/dense_warmup".
+    (1-based, one per rollout batch, as the native trainer's step and TRL's generation batch);
+    total_steps: verl's total_training_steps (caps a method's own warm-up at half the run).
+    The selection, warm-up, seed and diagnostics are ict.methods.select_step's; metrics are
+    ict.methods.step_metrics under "ict/".
     """
-    from ict.methods import get_method
-    from ict.metrics import token_metrics
-    from ict.select import jaccard
+    from ict.methods import StepInputs, select_step, step_metrics
     from ict.stats import TokenStats
 
-    method = spec.resolved()
+    method = spec.run_method(total_steps)
     mask = batch_tensors["response_mask"].bool()
     zeros = torch.zeros_like(batch_tensors["ict_entropy"])
+    has_js = "ict_js" in batch_tensors
     stats = TokenStats(
         entropy=batch_tensors["ict_entropy"] * mask,
         renyi2=batch_tensors["ict_renyi2"] * mask,
         logprob=batch_tensors["old_log_probs"].float() * mask,
-        js=batch_tensors.get("ict_js", zeros) * mask,
+        js=batch_tensors["ict_js"] * mask if has_js else zeros,
         kl=batch_tensors["ict_kl"] * mask if "ict_kl" in batch_tensors else None,
     )
-    inputs = (mask, stats, batch_tensors["advantages"], batch_tensors.get("responses"))
-    own = _select(method, spec, *inputs, seed=spec.seed + step)
-    selections = {method.name: own}
-    for name in DIAGNOSTIC_METHODS:
-        diag = get_method(name).resolved()
-        if name in selections or not _computable(diag, batch_tensors):
-            continue
-        selections[name] = _select(diag, spec, *inputs, seed=spec.seed + step)
-    dense = 0 < method.dense_warmup_steps and step <= method.dense_warmup_steps
-    selected = mask.clone() if dense else own
-    metrics = {f"ict/{k}": v for k, v in token_metrics(stats, mask, selected, selections).items()}
-    metrics["ict/selected_fraction_batch"] = metrics["ict/selected_fraction"]
-    if "ict" in selections and "entropy" in selections:
-        metrics["ict/overlap/ict_entropy_jaccard"] = jaccard(
-            selections["ict"], selections["entropy"]
-        )
-    metrics["ict/dense_warmup"] = float(dense)
-    return selected, metrics
-
-
-def _computable(method, batch_tensors) -> bool:
-    """Whether the batch holds the statistics `method` reads (JS only when the run computed it)."""
-    needs = method.needs()
-    return ("kl" not in needs or "ict_kl" in batch_tensors) and (
-        "js" not in needs or "ict_js" in batch_tensors
+    inputs = StepInputs(mask, stats, batch_tensors["advantages"], batch_tensors.get("responses"))
+    # diagnostics that read a JS the run did not compute are left out (a zero JS is no score)
+    shown = (
+        inputs
+        if has_js
+        else StepInputs(mask, _without_js(stats), *[inputs.advantages, inputs.tokens])
     )
+    selection = select_step(method, spec, shown, step=step, seed=spec.seed)
+    metrics = {f"ict/{k}": v for k, v in step_metrics(stats, mask, selection).items()}
+    metrics["ict/selected_fraction_batch"] = metrics["ict/selected_fraction"]
+    return selection.selected, metrics
 
 
-def _select(method, spec: IctVerlConfig, mask, stats, advantages, tokens, *, seed):
-    """ict.select.select_tokens with the resolved `method`'s settings (selector facts decide
-    whether a ratio and which options apply)."""
-    from ict.select import select_tokens
-    from ict.select.core import selector_facts
+def _without_js(stats):
+    """`stats` with js None, so that select_step skips the diagnostics that read it."""
+    import dataclasses
 
-    facts = selector_facts(method.selector)
-    options = {k: v for k, v in spec.selector_options.items() if k in facts["options"]}
-    selected = select_tokens(
-        method.selector, mask, stats=stats, advantages=advantages, tokens=tokens,
-        ratio=method.ratio if facts["takes_ratio"] else None, scope=method.scope,
-        granularity=spec.granularity, seed=seed, **options,
-    )  # fmt: skip
-    return selected.bool() & mask
+    return dataclasses.replace(stats, js=None)
 
 
 def _wrap_update_actor(original):
@@ -514,12 +493,19 @@ def _wrap_update_actor(original):
                 "recomputed by the actor (algorithm.rollout_correction.bypass_mode=false)"
             )
         tensors = {k: batch.batch[k] for k in batch.batch.keys()}
-        selected, metrics = select_batch(tensors, spec, int(getattr(self, "global_steps", 0)))
+        total = getattr(self, "total_training_steps", None)
+        warning = warmup_warning(spec.run_method(total), total)
+        if warning and spec.dense_warmup_steps is not None and not getattr(self, "_ict_warned", 0):
+            logger.warning("%s", warning)
+            self._ict_warned = True
+        selected, metrics = select_batch(
+            tensors, spec, int(getattr(self, "global_steps", 0)), total
+        )
         for key in STAT_KEYS:
             if key in batch.batch.keys():
                 batch.batch.pop(key)
         batch.batch[ict_loss.SELECTED_KEY] = selected
-        method = spec.resolved()
+        method = spec.run_method(total)
         batch.meta_info[ict_loss.NORMALIZE_KEY] = method.normalize_by
         batch.meta_info[ict_loss.LOSS_AGG_KEY] = method.loss_agg
         try:

@@ -1,10 +1,12 @@
-"""Methods: a token selector plus the settings that make it the method a paper describes.
+"""The method registry: a token selector plus the settings that make it the method a paper describes.
 
 `--method NAME` (the native trainer, `ICTGRPOConfig(method=...)`, verl's `ict.method`) names a
-`Method` from `METHODS`, or any selector of `ict.select.SELECTORS` and their compositions
-("ict+stapo"), which then run with the selector's own facts and the defaults below. Every setting
-a method fixes can still be overridden one by one (`--reference batch_mean`); a field left None by a
-method takes the selector's fact (ratio, scope) or the common default.
+`Method` from `METHODS`, or any selector of `ict.select.SELECTORS` (then it runs with the
+selector's own facts and the defaults below). A composition "a+b" whose first part is a method is
+that method with the selectors of the other parts intersected with its own: `ict+stapo` is the
+paper's ICT (reference, loss, warm-up) minus STAPO's spurious tokens. Every setting a method fixes
+can still be overridden one by one (`--reference batch_mean`); a field left None by a method takes
+the selector's fact (ratio, scope) or the common default.
 
     ict              the paper (arXiv 2606.19771, METHOD.md): JS to the position-aligned group
                      mean, top 10% of each response, Sparse-GRPO (per-response mean over the
@@ -15,6 +17,8 @@ method takes the selector's fact (ratio, scope) or the common default.
     ict_bottom       the paper's "90%-frequent" ablation: the bottom 90% of each response by JS.
     random_sequence  the paper's control: a random 10% of each response.
     grpo, entropy (20-Entropy), stapo, random: the baselines with their selectors' facts.
+
+Method names and selector names are distinct words: the method `ict` runs the selector `js_top`.
 """
 
 from __future__ import annotations
@@ -106,28 +110,52 @@ def get_method(name: str) -> Method:
     key = name.strip().lower()
     if key in METHODS:
         return METHODS[key]
+    first, *rest = key.split("+")
+    if rest and first.strip() in METHODS:  # a method with more selectors intersected
+        base = METHODS[first.strip()]
+        try:
+            extra = [_selector_of(part.strip()) for part in rest]
+        except ConfigError as err:
+            raise ConfigError(
+                f"unknown method {name!r}: {err}. Methods: {', '.join(available_methods())}"
+            ) from None
+        return dataclasses.replace(base, name=key, selector="+".join([base.selector, *extra]))
     try:
         parse_selector(key)
-    except ConfigError as err:
+    except ConfigError:
+        import difflib
+
+        from ict.select import available_selectors
+
+        close = difflib.get_close_matches(key, [*METHODS, *available_selectors()], n=2)
+        hint = f" (did you mean {' or '.join(close)}?)" if close else ""
         raise ConfigError(
-            f"unknown method {name!r}: {err}. Methods: {', '.join(available_methods())}"
+            f"unknown method {name!r}{hint}: use a method ({', '.join(available_methods())}), "
+            f"a selector ({', '.join(available_selectors())}) or a composition such as ict+stapo"
         ) from None
     return Method(key, key)
 
 
-def available_methods() -> list[str]:
-    """Registered method names (any selector name or 'a+b' composition also works)."""
-    from ict.select import available_selectors
+def _selector_of(part: str) -> str:
+    """The selector a composition part names: a method's selector, else a selector name."""
+    from ict.select.core import parse_selector
 
-    return sorted(set(METHODS) | set(available_selectors()))
+    if part in METHODS:
+        return METHODS[part].selector
+    return "+".join(s.name for s in parse_selector(part))
+
+
+def available_methods() -> list[str]:
+    """Registered method names (a selector name or an 'a+b' composition also works)."""
+    return sorted(METHODS)
 
 
 def _builtin() -> None:
-    register_method(Method("grpo", "grpo", "GRPO: every valid token."))
+    register_method(Method("grpo", "every", "GRPO: every valid token."))
     register_method(
         Method(
             "ict",
-            "ict",
+            "js_top",
             "ICT as the paper defines it: JS to the position-aligned group mean, top 10% of each "
             "response, Sparse-GRPO, dense warm-up.",
             scope="sequence",
@@ -140,7 +168,7 @@ def _builtin() -> None:
     register_method(
         Method(
             "ict_batch_mean",
-            "ict",
+            "js_top",
             "Batch-mean ICT (this project's guess before the paper's method was known): JS to the "
             "batch-mean distribution, global top 10%, token mean, no warm-up.",
             scope="global",
@@ -152,7 +180,7 @@ def _builtin() -> None:
     register_method(
         Method(
             "ict_kl",
-            "ict_kl",
+            "kl_top",
             "Ablation: the paper's ICT scored by KL(p || group-position mean) instead of JS.",
             scope="sequence",
             reference="group_position",
@@ -162,7 +190,7 @@ def _builtin() -> None:
     register_method(
         Method(
             "ict_bottom",
-            "ict_bottom",
+            "js_bottom",
             "Ablation ('90%-frequent'): the bottom 90% of each response by JS.",
             scope="sequence",
             reference="group_position",
@@ -172,15 +200,15 @@ def _builtin() -> None:
     register_method(
         Method(
             "random_sequence",
-            "random",
+            "uniform",
             "Control: a random 10% of each response, with ICT's warm-up and loss.",
             scope="sequence",
             dense_warmup_steps=PAPER_DENSE_WARMUP,
         )
     )
-    register_method(Method("entropy", "entropy", "20-Entropy: global top 20% by entropy."))
-    register_method(Method("stapo", "stapo", "STAPO: every token except the spurious ones."))
-    register_method(Method("random", "random", "Control: a random 10% of the batch's tokens."))
+    register_method(Method("entropy", "entropy_top", "20-Entropy: global top 20% by entropy."))
+    register_method(Method("stapo", "not_spurious", "STAPO: every token except the spurious ones."))
+    register_method(Method("random", "uniform", "Control: a random 10% of the batch's tokens."))
 
 
 _builtin()
