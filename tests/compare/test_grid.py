@@ -7,7 +7,8 @@ import pytest
 from ict.cli import main
 from ict.compare.grid import cell_dir, cell_state, run_grid
 from ict.compare.presets import EvalSpec, Preset, get_preset
-from ict.compare.toy import ToyTask, WarmStart, score
+from ict.compare.toy import ToyTask, score
+from ict.compare.warm_start import WarmStart
 from ict.errors import ConfigError
 from ict.report.comparison import build_report
 
@@ -32,7 +33,7 @@ TRAIN = dict(
     device="cpu",
     autocast="off",
     task="toy:add",
-    task_config={},
+    task_config={"max_a": 9, "max_b": 9},  # the toy task family of ict.data: toy:add?max_a=9&...
     train_size=50,
 )
 
@@ -45,7 +46,6 @@ def tiny_preset() -> Preset:
         EvalSpec(size=6, n=2, ks=(1, 2)),
         methods=["grpo", "ict"],
         seeds=2,
-        toy=ToyTask(max_a=9, max_b=9),
         warm=WarmStart(
             hidden_size=16,
             num_layers=1,

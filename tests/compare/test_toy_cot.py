@@ -6,8 +6,9 @@ import json
 from ict.cli import main
 from ict.compare import presets
 from ict.compare.presets import EvalSpec, get_preset
-from ict.compare.toy import WarmStart
+from ict.compare.tasks import toy_task
 from ict.compare.toy_cot import CATEGORIES, ToyCotTask, response_tokens
+from ict.compare.warm_start import WarmStart
 
 
 def test_preset_settings():
@@ -15,8 +16,8 @@ def test_preset_settings():
     assert preset.methods == [
         "grpo", "entropy", "stapo", "random", "random_sequence", "ict", "ict_batch_mean",
     ]  # fmt: skip
-    assert preset.seeds >= 5 and isinstance(preset.toy, ToyCotTask)
-    assert preset.train["max_new_tokens"] > response_tokens(preset.toy) >= 40
+    assert preset.seeds >= 5 and toy_task(preset.task) == ToyCotTask()
+    assert preset.train["max_new_tokens"] > response_tokens(toy_task(preset.task)) >= 40
     assert preset.train["num_log_samples"] % preset.train["num_generations"] == 0  # whole groups
     assert preset.train["task"] == "toy:cot"
 
@@ -28,13 +29,13 @@ def test_toy_cot_grid_end_to_end(tmp_path, monkeypatch):
     def reduced(name, **options):
         preset = real(name, **options)
         if name == "toy-cot":
-            preset.toy = ToyCotTask(digits=2)
             preset.warm = WarmStart(
                 hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32,
                 max_steps=4, check_every=4, batch_size=8,
             )  # fmt: skip
             preset.train.update(
-                max_new_tokens=response_tokens(preset.toy) + 2, prompts_per_step=2,
+                task_config={"digits": 2},  # the task: toy:cot?digits=2
+                max_new_tokens=response_tokens(ToyCotTask(digits=2)) + 2, prompts_per_step=2,
                 num_generations=4, num_log_samples=8, max_steps=2, save_every=1,
                 log_samples_every=1, dense_warmup_steps=1, train_size=20,
             )  # fmt: skip

@@ -1,13 +1,12 @@
 """The registered hub benchmarks load from local fixture files in the datasets' own column formats."""
 
-from pathlib import Path
-
 import pytest
 
+from ict.compare.presets import FIXTURES_DIR
 from ict.data import BENCHMARKS, load_benchmark, load_task
 from ict.errors import DataError
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "benchmarks"
+FIXTURES = FIXTURES_DIR  # the fixture files shipped with ict (package data)
 
 EXPECTED = {  # first row: (question starts with, gold answer)
     "gsm8k": ("Tom has 3 apples", "7"),

@@ -1,9 +1,8 @@
 """Training mixtures and decontamination: weights, seeds, own scorers, no eval problem leaks."""
 
-from pathlib import Path
-
 import pytest
 
+from ict.compare.presets import FIXTURES_DIR
 from ict.data import (
     decontaminate,
     load_benchmark,
@@ -14,7 +13,7 @@ from ict.data import (
 from ict.data.mixture import apportion
 from ict.errors import DataError
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "benchmarks"
+FIXTURES = FIXTURES_DIR  # the fixture files shipped with ict (package data)
 PAPER_MIX = "mix:gsm8k@0.5,math@0.5"
 
 

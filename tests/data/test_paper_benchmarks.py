@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from ict.compare.presets import FIXTURES_DIR
 from ict.data import PAPER_BENCHMARKS, load_benchmark, load_task
 from ict.data.choice import MMLU_STEM_SUBJECTS, gpqa_options_seed, gpqa_shuffled
 from ict.errors import DataError
 from ict.rewards import Verifier
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "benchmarks"
+FIXTURES = FIXTURES_DIR  # the fixture files shipped with ict (package data)
 GPQA_ROW = {
     "Question": "Q?",
     "Correct Answer": "right",

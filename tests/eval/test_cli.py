@@ -2,14 +2,14 @@
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
 from ict.cli import main
 from ict.cli.eval import split_benchmarks
+from ict.compare.presets import FIXTURES_DIR
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "benchmarks"
+FIXTURES = FIXTURES_DIR  # the fixture files shipped with ict (package data)
 
 
 @pytest.fixture(scope="module")

@@ -2,17 +2,17 @@
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 
 from ict.cli import main
 from ict.cli.eval import split_benchmarks
+from ict.compare.presets import FIXTURES_DIR
 from ict.data import PAPER_BENCHMARKS
 from ict.errors import ConfigError
 from ict.eval.paper import check_paper_settings, paper_markdown, paper_table
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "benchmarks"
+FIXTURES = FIXTURES_DIR  # the fixture files shipped with ict (package data)
 
 
 def summary(values: dict[str, tuple[float, float]]) -> dict:

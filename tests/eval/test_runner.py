@@ -1,15 +1,15 @@
 """The runner with a scripted sampler: metrics, files, resume after a crash, cache safety."""
 
 import json
-from pathlib import Path
 
 import pytest
 
+from ict.compare.presets import FIXTURES_DIR
 from ict.errors import ConfigError
 from ict.eval import EvalSettings, run_eval
 from ict.eval.runner import chunk_seed
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "benchmarks"
+FIXTURES = FIXTURES_DIR  # the fixture files shipped with ict (package data)
 
 
 class ScriptedSampler:

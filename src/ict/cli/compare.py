@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
 from pathlib import Path
 
+from ict.console import quiet_console
 from ict.errors import ConfigError
 
 EXAMPLES = """\
@@ -25,20 +24,32 @@ Rerunning the same command resumes: finished cells are skipped, interrupted ones
 """
 
 
+def presets_help() -> str:
+    """The epilog's list of the registered presets (ict.compare.presets.PRESETS), one a line."""
+    from ict.compare.presets import PRESETS
+
+    width = max(len(name) for name in PRESETS) + 2
+    lines = [f"  {name:<{width}}{entry.summary}" for name, entry in PRESETS.items()]
+    return "presets (--preset NAME):\n" + "\n".join(lines) + "\n"
+
+
 def add_parser(subparsers, summary: str) -> None:
     p = subparsers.add_parser(
         "compare",
         help=summary,
         description=summary,
-        epilog=EXAMPLES,
+        epilog=presets_help() + EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    from ict.compare.presets import PRESETS
+
     p.add_argument(
         "--preset",
-        choices=["smollm", "smollm-cot", "toy", "toy-cot", "quick", "paper"],
+        choices=list(PRESETS),
         default="smollm",
-        help="what to train and how long (default smollm: the embedded default model; paper: "
-        "the paper's grid, Qwen2.5-Instruct on GSM8K + MATH, seven benchmarks, see docs/paper.md)",
+        help="what to train and how long, a preset listed below (default smollm: the embedded "
+        "default model; paper: the paper's grid, Qwen2.5-Instruct on GSM8K + MATH, seven "
+        "benchmarks, see docs/paper.md)",
     )
     p.add_argument(
         "--model-size",
@@ -80,68 +91,6 @@ def add_parser(subparsers, summary: str) -> None:
     p.set_defaults(func=run)
 
 
-@contextlib.contextmanager
-def quiet_console(verbose: bool = False):
-    """Silence transformers' info logs and the loading/saving bars of transformers,
-    huggingface_hub and datasets for the duration (errors still print); no-op when `verbose`.
-    Restores the previous verbosity and bar settings on exit."""
-    if verbose:
-        yield
-        return
-    import transformers.utils.logging as tf_logging
-    from huggingface_hub import utils as hub_utils
-
-    # TQDM_DISABLE: bars that use tqdm directly (e.g. transformers' GGUF de-quantisation)
-    env = {
-        "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
-        "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-        "TQDM_DISABLE": "1",
-    }
-    saved_env = {key: os.environ.get(key) for key in env}
-    saved = (
-        tf_logging.get_verbosity(),
-        tf_logging.is_progress_bar_enabled(),
-        hub_utils.are_progress_bars_disabled(),
-    )
-    os.environ.update(env)
-    tf_logging.set_verbosity_error()
-    tf_logging.disable_progress_bar()
-    hub_utils.disable_progress_bars()
-    datasets_bars = _datasets_bars(enable=False)
-    try:
-        yield
-    finally:
-        tf_logging.set_verbosity(saved[0])
-        if saved[1]:
-            tf_logging.enable_progress_bar()
-        if not saved[2]:
-            hub_utils.enable_progress_bars()
-        if datasets_bars:
-            _datasets_bars(enable=True)
-        for key, value in saved_env.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
-def _datasets_bars(*, enable: bool) -> bool:
-    """Switch datasets' bars if datasets is already imported (else the env variable covers it);
-    returns whether they were on before a disable."""
-    import sys
-
-    if "datasets" not in sys.modules:
-        return False
-    from datasets.utils import logging as ds_logging
-
-    if enable:
-        ds_logging.enable_progress_bar()
-        return True
-    was_on = ds_logging.is_progress_bar_enabled()
-    ds_logging.disable_progress_bar()
-    return was_on
-
-
 def _start_note(result: dict) -> str:
     """The report's "before RL" sentence from an evaluation result of the start model."""
     from ict.compare.grid import eval_line
@@ -153,32 +102,12 @@ def _start_note(result: dict) -> str:
 
 
 def run(args) -> int:
-    from ict.report.comparison import build_report
-
     if args.runs:
-        out = Path(args.out or "compare-report")
-        md = build_report(
-            args.runs,
-            out,
-            title=args.title or "ict compare",
-            baseline=args.baseline,
-            confidence=args.confidence,
-        )
-        print(f"report: {md} and {md.with_suffix('.html')}")
-        return 0
+        return _report_from_runs(args)
 
     from ict.compare.grid import run_grid
-    from ict.compare.presets import get_preset
 
-    name = "quick" if args.quick else args.preset
-    if args.dry_run and name != "paper":
-        raise ConfigError("--dry-run belongs to --preset paper")
-    default_out = f"runs/compare-{name}{'-dry-run' if args.dry_run else ''}"
-    out = Path(args.out or default_out)
-    if name == "paper":
-        preset = get_preset("paper", model_size=args.model_size, dry_run=args.dry_run, work_dir=out)
-    else:
-        preset = get_preset(name)
+    preset, out = _preset_and_out(args)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None
     if args.seeds is not None and args.seeds < 1:
         raise ConfigError(f"--seeds must be >= 1, got {args.seeds}")
@@ -194,6 +123,44 @@ def run(args) -> int:
             overrides=overrides,
             log=lambda line: print(line, flush=True),
         )
+    _grid_report(args, preset, out, dirs)
+    return 0
+
+
+def _report_from_runs(args) -> int:
+    """`--runs`: the report from existing run directories only."""
+    from ict.report.comparison import build_report
+
+    out = Path(args.out or "compare-report")
+    md = build_report(
+        args.runs,
+        out,
+        title=args.title or "ict compare",
+        baseline=args.baseline,
+        confidence=args.confidence,
+    )
+    print(f"report: {md} and {md.with_suffix('.html')}")
+    return 0
+
+
+def _preset_and_out(args):
+    """(the Preset the flags name, the grid directory). The preset's own options come from the
+    flags of the same name (--model-size, --dry-run; the grid directory is its work_dir)."""
+    from ict.compare import presets
+
+    name = "quick" if args.quick else args.preset
+    takes = presets.PRESETS[name].options if name in presets.PRESETS else ()
+    if args.dry_run and "dry_run" not in takes:
+        owners = [n for n, entry in presets.PRESETS.items() if "dry_run" in entry.options]
+        raise ConfigError(f"--dry-run belongs to --preset {' / '.join(owners)}")
+    default_out = f"runs/compare-{name}{'-dry-run' if args.dry_run else ''}"
+    out = Path(args.out or default_out)
+    flags = {"model_size": args.model_size, "dry_run": args.dry_run, "work_dir": out}
+    return presets.get_preset(name, **{k: v for k, v in flags.items() if k in takes}), out
+
+
+def _grid_notes(preset, out: Path) -> list[str]:
+    """The report's notes: the preset, and the start point's evaluation (warm start or model)."""
     notes = [f"Preset **{preset.name}**: {preset.description}"]
     warm = out / "warm_start.json"
     if warm.exists():
@@ -207,17 +174,23 @@ def run(args) -> int:
     start = out / "start_eval.json"
     if start.exists():
         notes.append(_start_note(json.loads(start.read_text())))
+    return notes
+
+
+def _grid_report(args, preset, out: Path, dirs: list[Path]) -> None:
+    """OUT/report from the grid's cells, and the paper's table when the preset names benchmarks."""
+    from ict.report.comparison import build_report
+
     md = build_report(
         dirs,
         out / "report",
         title=args.title or f"ict compare - {preset.name}",
         baseline=args.baseline,
         confidence=args.confidence,
-        notes=notes,
+        notes=_grid_notes(preset, out),
     )
     print(f"report: {md} and {md.with_suffix('.html')}")
     if preset.eval.benchmarks:  # the paper's table: P@1 / P@4 per benchmark and their average
         from ict.eval.paper import write_grid_paper_table
 
         print(write_grid_paper_table(dirs, out / "report"))
-    return 0

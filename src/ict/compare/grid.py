@@ -7,6 +7,12 @@ Cell RUN = OUT/runs/<method>_seed<seed>. A cell's state is read from its files:
   new      nothing yet                                  -> trained from the shared start
 Every cell of a seed sees the same prompts in the same order (same data_seed and seed); every
 cell starts from the same weights and is evaluated on the same held-out problems and samples.
+
+Every task is an ict.data spec (`preset.task`, the toy tasks included): the trainer loads its
+problems, the evaluation its held-out split. What differs between presets is the start point
+(`StartPoint`): the preset's `model`, or a supervised warm start in memory (`preset.warm`).
+Steps of `run_grid`: plan_cells -> write_grid_record -> prepare_start -> run_cell for each cell
+(train_cell, then evaluate_cell).
 """
 
 from __future__ import annotations
@@ -16,13 +22,15 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ict.compare.presets import EvalSpec, Preset
 from ict.errors import ConfigError
-from ict.eval.files import write_json_atomic
+from ict.files import write_json_atomic
 
 logger = logging.getLogger("ict.compare")
 
@@ -54,53 +62,59 @@ def per_problem_record(ids: Sequence, n: Sequence[int], correct: Sequence[int]) 
     }
 
 
-def toy_module(task):
-    """(module, benchmark label) of a toy task: ict.compare.toy_cot for a ToyCotTask (the chain
-    task), else ict.compare.toy (addition); both give problems, score and warm_start."""
-    from ict.compare import toy, toy_cot
-
-    if isinstance(task, toy_cot.ToyCotTask):
-        return toy_cot, "toy_cot"
-    return toy, "toy_add"
-
-
-def evaluate_toy(model, tokenizer, preset: Preset) -> dict:
-    """pass@k on the toy task's held-out pairs, with a bootstrap interval over problems and the
-    per-problem counts (see `per_problem_record`)."""
+def evaluate_in_memory(model, tokenizer, preset: Preset) -> dict:
+    """pass@k of an in-memory `model` on the held-out problems of the preset's task (ict.data,
+    split "eval"), sampled with `generate` from each item's prompt and scored by `item.score`,
+    with a bootstrap interval over problems and the per-problem counts (`per_problem_record`).
+    The label is the task's name as a file stem ("toy:add" -> "toy_add")."""
     import torch
 
+    from ict.data import file_stem, load_task
     from ict.eval.metrics import bootstrap_ci, pass_at_k_per_problem
     from ict.generation import generate
+    from ict.train import TrainConfig
 
     spec: EvalSpec = preset.eval
-    pairs = preset.toy.split("test", spec.size)
-    task, label = toy_module(preset.toy)
+    trained_on = TrainConfig(**preset.train)
+    items = load_task(preset.task, split="eval", size=spec.size)
+    label = file_stem(items[0].task)
     model.eval()
     with torch.no_grad():
         rollout = generate(
             model,
             tokenizer,
-            [p.prompt for p in task.problems(preset.toy, "test", spec.size)],
+            [item.prompt for item in items],
             num_samples=spec.n,
             temperature=spec.temperature,
-            max_new_tokens=preset.train["max_new_tokens"],
+            max_new_tokens=trained_on.max_new_tokens,
             batch_size=256,
             seed=spec.seed,
         )
-    correct = np.zeros(len(pairs), dtype=int)
+    correct = np.zeros(len(items), dtype=int)
     for i, text in zip(rollout.prompt_index.tolist(), rollout.texts, strict=True):
-        correct[i] += int(task.score(text, *pairs[i]))
+        correct[i] += _is_correct(items[i].score(text))
     metrics, intervals = {}, {}
     for k in spec.ks:
-        per_problem = pass_at_k_per_problem([spec.n] * len(pairs), correct, k)
+        per_problem = pass_at_k_per_problem([spec.n] * len(items), correct, k)
         metrics[f"eval/{label}/pass@{k}"] = float(per_problem.mean())
         intervals[f"eval/{label}/pass@{k}"] = bootstrap_ci(per_problem, seed=spec.seed)
-    ids = [f"{a}+{b}" for a, b in pairs]
     return {
         "metrics": metrics,
         "bootstrap_95": intervals,
-        "per_problem": {label: per_problem_record(ids, [spec.n] * len(pairs), correct)},
+        "per_problem": {
+            label: per_problem_record([it.id for it in items], [spec.n] * len(items), correct)
+        },
     }
+
+
+evaluate_toy = evaluate_in_memory  # its old name
+
+
+def _is_correct(score) -> int:
+    """1 for a right answer: a Verdict's `correct`, or a number score of 1.0 (toy scorers)."""
+    if hasattr(score, "correct"):
+        return int(bool(score.correct))
+    return int(float(score) >= 1.0)
 
 
 def evaluate_task(run_dir: Path | None, preset: Preset) -> dict:
@@ -159,127 +173,206 @@ def evaluate_task(run_dir: Path | None, preset: Preset) -> dict:
     return {"metrics": metrics, "bootstrap_95": intervals, "per_problem": per_problem}
 
 
+@dataclass
+class GridOptions:
+    """What one `run_grid` call runs; every field is optional.
+
+    methods: default the preset's; seeds: default range(preset.seeds); overrides: TrainConfig
+    fields applied to every cell (e.g. max_steps); stop_after: train at most this many steps per
+    cell in this call (simulates an interruption; tests); log: takes one line (default print)."""
+
+    methods: Sequence[str] | None = None
+    seeds: Sequence[int] | None = None
+    overrides: dict | None = None
+    stop_after: int | None = None
+    log: Callable[[str], None] = print
+
+
+@dataclass
+class Cell:
+    """One (method, seed) cell of the grid: its TrainConfig, run directory and console tag."""
+
+    method: str
+    seed: int
+    config: Any  # ict.train.TrainConfig
+    run_dir: Path
+    tag: str  # "[3/10] entropy seed 0:"
+
+
+@dataclass
+class StartPoint:
+    """Where every cell starts, and so how a cell's checkpoint is sampled for its evaluation:
+
+    - an in-memory model and tokenizer (a supervised warm start): each cell trains a copy, and its
+      checkpoint is evaluated with that tokenizer (`evaluate_in_memory`);
+    - none: each cell loads the preset's `model` itself and is evaluated by ict.eval
+      (`evaluate_task`)."""
+
+    model: Any = None
+    tokenizer: Any = None
+
+    def cell_model(self) -> tuple[Any, Any]:
+        """(model, tokenizer) to train a cell from: a fresh copy of the start, or (None, None)."""
+        if self.model is None:
+            return None, None
+        return copy.deepcopy(self.model), self.tokenizer
+
+    def evaluate(self, run_dir: Path, preset: Preset) -> dict:
+        """The final evaluation of a trained cell (its latest checkpoint)."""
+        if self.model is None:
+            return evaluate_task(run_dir, preset)
+        from ict.files import latest_checkpoint
+
+        trained = type(self.model).from_pretrained(latest_checkpoint(run_dir))
+        return evaluate_in_memory(trained, self.tokenizer, preset)
+
+
 def run_grid(preset: Preset, out_dir: str | Path, **options) -> list[Path]:
     """Train and evaluate every (method, seed) cell not yet done; returns the cell directories.
 
-    options (all optional): methods (default the preset's), seeds (default range(preset.seeds)),
-    overrides (TrainConfig fields applied to every cell, e.g. max_steps), stop_after (train at
-    most this many steps per cell in this call: simulates an interruption; tests), log (a
-    callable taking one line, default print). The preset's benchmark files (`data_dir`) are
-    visible to training and evaluation while it runs."""
+    options: the fields of GridOptions (methods, seeds, overrides, stop_after, log). The preset's
+    benchmark files (`data_dir`) are visible to training and evaluation while it runs."""
     from ict.compare.presets import using_data_dir
 
+    grid = GridOptions(**options)
     with using_data_dir(preset.data_dir):
-        return _run_grid(preset, out_dir, **options)
+        return _run_grid(preset, Path(out_dir), grid)
 
 
-def _run_grid(
-    preset: Preset,
-    out_dir: str | Path,
-    *,
-    methods: Sequence[str] | None = None,
-    seeds: Sequence[int] | None = None,
-    overrides: dict | None = None,
-    stop_after: int | None = None,
-    log: Callable[[str], None] = print,
-) -> list[Path]:
-    from ict.train import TrainConfig, train
+def _run_grid(preset: Preset, out: Path, grid: GridOptions) -> list[Path]:
+    """The grid's steps: plan the cells, record the grid, prepare the start, run each cell."""
+    cells = plan_cells(preset, out, grid)
+    write_grid_record(out, preset, cells, grid)
+    start = prepare_start(preset, out, grid.log)
+    for cell in cells:
+        run_cell(cell, start, preset, grid)
+    return [cell.run_dir for cell in cells]
 
-    out = Path(out_dir)
-    methods = list(preset.methods if methods is None else methods)
-    seeds = list(range(preset.seeds)) if seeds is None else list(seeds)
+
+def plan_cells(preset: Preset, out: Path, grid: GridOptions) -> list[Cell]:
+    """The cells in run order, seed-major (an unfinished grid still has every method for its
+    first seeds); their TrainConfigs are validated here, before anything is written."""
+    from ict.train import TrainConfig
+
+    methods = list(preset.methods if grid.methods is None else grid.methods)
+    seeds = list(range(preset.seeds)) if grid.seeds is None else list(grid.seeds)
     if not methods or not seeds:
         raise ConfigError("the grid needs at least one method and one seed")
-    # the grid evaluates every cell itself: no per-run before/after held-out evaluation
-    settings = {"heldout_eval": False, **preset.train, **(overrides or {})}
-    configs = {
-        (m, s): TrainConfig(
-            **{"heldout_eval": False, **preset.cell_train(m), **(overrides or {}), "seed": s}
+    pairs = [(m, s) for s in seeds for m in methods]
+    return [
+        Cell(
+            method,
+            seed,
+            # the grid evaluates every cell itself: no per-run before/after held-out evaluation
+            TrainConfig(
+                **{
+                    "heldout_eval": False,
+                    **preset.cell_train(method),
+                    **(grid.overrides or {}),
+                    "seed": seed,
+                }
+            ),
+            cell_dir(out, method, seed),
+            f"[{index}/{len(pairs)}] {method} seed {seed}:",
         )
-        for s in seeds  # seed-major: an unfinished grid still has every method for its first seeds
-        for m in methods
-    }
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "grid.json").write_text(
-        json.dumps(
-            {
-                "preset": preset.name,
-                "methods": methods,
-                "seeds": seeds,
-                "train": settings,
-                "eval": preset.eval.__dict__,
-            },
-            indent=2,
-            default=str,
-        )
-    )
+        for index, (method, seed) in enumerate(pairs, start=1)
+    ]
 
-    base = tokenizer = problems = None
-    if preset.toy is not None:
-        toy, _ = toy_module(preset.toy)
+
+def write_grid_record(out: Path, preset: Preset, cells: list[Cell], grid: GridOptions) -> None:
+    """OUT/grid.json: the preset's name, the methods and seeds of this call, the shared training
+    settings and the evaluation."""
+    out.mkdir(parents=True, exist_ok=True)
+    record = {
+        "preset": preset.name,
+        "methods": list(dict.fromkeys(c.method for c in cells)),
+        "seeds": list(dict.fromkeys(c.seed for c in cells)),
+        "train": {"heldout_eval": False, **preset.train, **(grid.overrides or {})},
+        "eval": preset.eval.__dict__,
+    }
+    write_json_atomic(out / "grid.json", record)
+
+
+def prepare_start(preset: Preset, out: Path, log: Callable[[str], None]) -> StartPoint:
+    """The cells' start point, with its held-out evaluation once per grid: the warm start's in
+    OUT/warm_start.json, a task preset's start model in OUT/start_eval.json (not for named
+    benchmarks: the paper's table has no start row)."""
+    if preset.warm is not None:
+        return _warm_start(preset, out, log)
+    if not preset.eval.benchmarks and not (out / "start_eval.json").exists():
         t0 = time.perf_counter()
-        base, tokenizer, info = toy.warm_start(preset.toy, preset.warm)
-        log(
-            f"toy warm start: {'cached' if info['cached'] else 'trained'} ({info['steps']} steps, "
-            f"sampled accuracy {info['accuracy']:.2f}, {time.perf_counter() - t0:.0f} s) {info['path']}"
-        )
-        if "eval" not in info:  # the start point's held-out pass@k, once per grid
-            info["eval"] = evaluate_toy(base, tokenizer, preset)
-        (out / "warm_start.json").write_text(json.dumps(info, indent=2))
-        problems = toy.problems(preset.toy, "train", configs[methods[0], seeds[0]].train_size)
-    elif not preset.eval.benchmarks and not (out / "start_eval.json").exists():
-        t0 = time.perf_counter()  # the start point's held-out pass@k, once per grid
         result = evaluate_task(None, preset)
         write_json_atomic(out / "start_eval.json", result)
         log(f"start point: eval {eval_line(result)} {time.perf_counter() - t0:.0f} s")
+    return StartPoint()
 
-    dirs = []
-    for index, ((method, seed), config) in enumerate(configs.items(), start=1):
-        run_dir = cell_dir(out, method, seed)
-        dirs.append(run_dir)
-        tag = f"[{index}/{len(configs)}] {method} seed {seed}:"
-        state = cell_state(run_dir, config.max_steps)
-        if state == "done":
-            log(f"{tag} done, skipped")
-            continue
-        model = copy.deepcopy(base) if base is not None else None
-        if state in ("new", "partial"):
-            t0 = time.perf_counter()
-            summary = train(
-                config.replace(output_dir=str(run_dir)),
-                run_dir=run_dir,
-                resume=state == "partial",
-                model=model,
-                tokenizer=tokenizer if model is not None else None,
-                problems=problems,
-                stop_after=stop_after,
-            )
-            if not summary:
-                log(f"{tag} train stopped early (stop_after={stop_after}); rerun to resume")
-                continue
-            log(
-                f"{tag} train {'resumed, ' if state == 'partial' else ''}{config.max_steps} steps "
-                f"{time.perf_counter() - t0:.0f} s"
-            )
-        t0 = time.perf_counter()
-        if base is not None:
-            from transformers import LlamaForCausalLM
 
-            from ict.train.checkpoint import latest_checkpoint
+def _warm_start(preset: Preset, out: Path, log: Callable[[str], None]) -> StartPoint:
+    """The supervised warm start on the preset's task (cached), its held-out pass@k recorded."""
+    from ict.compare.warm_start import warm_start
 
-            trained = LlamaForCausalLM.from_pretrained(latest_checkpoint(run_dir))
-            result = evaluate_toy(trained, tokenizer, preset)
-        else:
-            result = evaluate_task(run_dir, preset)
-        result["settings"] = {
-            "problems": preset.eval.size,
-            "samples_per_problem": preset.eval.n,
-            "temperature": preset.eval.temperature,
-            "seed": preset.eval.seed,
-        }
-        write_json_atomic(run_dir / "final_eval.json", result)
-        log(f"{tag} eval {eval_line(result)} {time.perf_counter() - t0:.0f} s")
-    return dirs
+    t0 = time.perf_counter()
+    base, tokenizer, info = warm_start(preset.task, preset.warm)
+    log(
+        f"warm start on {preset.task}: {'cached' if info['cached'] else 'trained'} ({info['steps']} "
+        f"steps, sampled accuracy {info['accuracy']:.2f}, {time.perf_counter() - t0:.0f} s) "
+        f"{info['path']}"
+    )
+    if "eval" not in info:  # the start point's held-out pass@k, once per grid
+        info["eval"] = evaluate_in_memory(base, tokenizer, preset)
+    write_json_atomic(out / "warm_start.json", info)
+    return StartPoint(base, tokenizer)
+
+
+def run_cell(cell: Cell, start: StartPoint, preset: Preset, grid: GridOptions) -> None:
+    """Bring one cell to "done" (see the module docstring): train or resume it unless it is
+    trained, then evaluate it; a cell stopped early by `stop_after` is left to a rerun."""
+    state = cell_state(cell.run_dir, cell.config.max_steps)
+    if state == "done":
+        grid.log(f"{cell.tag} done, skipped")
+        return
+    if state in ("new", "partial") and not train_cell(cell, start, state, grid):
+        return
+    evaluate_cell(cell, start, preset, grid.log)
+
+
+def train_cell(cell: Cell, start: StartPoint, state: str, grid: GridOptions) -> bool:
+    """Train a "new" cell from the start point or resume a "partial" one; False when stopped
+    early (stop_after)."""
+    from ict.train import train
+
+    model, tokenizer = start.cell_model()
+    t0 = time.perf_counter()
+    summary = train(
+        cell.config.replace(output_dir=str(cell.run_dir)),
+        run_dir=cell.run_dir,
+        resume=state == "partial",
+        model=model,
+        tokenizer=tokenizer,
+        stop_after=grid.stop_after,
+    )
+    if not summary:
+        grid.log(f"{cell.tag} train stopped early (stop_after={grid.stop_after}); rerun to resume")
+        return False
+    grid.log(
+        f"{cell.tag} train {'resumed, ' if state == 'partial' else ''}{cell.config.max_steps} "
+        f"steps {time.perf_counter() - t0:.0f} s"
+    )
+    return True
+
+
+def evaluate_cell(cell: Cell, start: StartPoint, preset: Preset, log: Callable[[str], None]):
+    """The cell's final evaluation with its settings, in RUN/final_eval.json (this marks it done)."""
+    t0 = time.perf_counter()
+    result = start.evaluate(cell.run_dir, preset)
+    result["settings"] = {
+        "problems": preset.eval.size,
+        "samples_per_problem": preset.eval.n,
+        "temperature": preset.eval.temperature,
+        "seed": preset.eval.seed,
+    }
+    write_json_atomic(cell.run_dir / "final_eval.json", result)
+    log(f"{cell.tag} eval {eval_line(result)} {time.perf_counter() - t0:.0f} s")
 
 
 def eval_line(result: dict) -> str:

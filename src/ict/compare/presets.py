@@ -15,20 +15,30 @@
           trained on GSM8K train + MATH train with GRPO, 20-Entropy, STAPO and ICT, 5 seeds,
           evaluated on its seven benchmarks (pass@1, pass@4); GPUs only (docs/paper.md has the
           GPU-hours). `paper_preset(dry_run=True, work_dir=...)`: the same pipeline with the tiny
-          offline model and the benchmark fixtures, for tests and first contact.
+          offline model and the benchmark fixtures shipped with ict (FIXTURES_DIR), for tests and
+          first contact.
+
+Every preset is registered in PRESETS (name -> PresetEntry: a one-line summary, the function that
+builds a fresh Preset, the options it takes) with the `register_preset` decorator; `get_preset`,
+`ict compare --preset NAME` and `ict compare --help` read that registry. Every task is an ict.data
+spec in `train["task"]` (the toy tasks: `toy:add`, `toy:cot`, ict.compare.tasks); `warm` says
+whether the cells start from a supervised warm start (ict.compare.warm_start) instead of `model`.
 """
 
 from __future__ import annotations
 
+import copy
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ict.compare.toy import ToyTask, WarmStart
-from ict.compare.toy_cot import ToyCotTask
+from ict.compare.warm_start import WarmStart
 from ict.errors import ConfigError
+
+# the benchmark fixture files the paper dry run reads (package data: they ship with the wheel)
+FIXTURES_DIR = Path(__file__).resolve().parent / "fixtures" / "benchmarks"
 
 # the baselines, the paper's ICT and this project's earlier batch-mean guess (ict.methods)
 METHODS = ["grpo", "entropy", "stapo", "random", "ict", "ict_batch_mean"]
@@ -55,14 +65,46 @@ class Preset:
     eval: EvalSpec
     methods: list[str] = field(default_factory=lambda: list(METHODS))
     seeds: int = 3
-    toy: ToyTask | None = None  # None: the task comes from train["task"] via ict.data
-    warm: WarmStart | None = None
+    warm: WarmStart | None = None  # cells start from a supervised warm start on the task
     method_train: dict[str, dict] = field(default_factory=dict)  # per-method TrainConfig overrides
     data_dir: str | None = None  # benchmark files (ICT_DATA_DIR while the grid runs)
 
     def cell_train(self, method: str) -> dict:
         """The TrainConfig fields of a `method` cell: shared settings, then the method's own."""
         return {**self.train, **self.method_train.get(method, {}), "method": method}
+
+    @property
+    def task(self) -> str:
+        """The cells' ict.data task spec: `train["task"]` (TrainConfig's default task if unset)
+        with `train["task_config"]` as options."""
+        from ict.train import TrainConfig
+        from ict.train.problems import task_spec
+
+        return task_spec(TrainConfig(**self.train))
+
+
+@dataclass(frozen=True)
+class PresetEntry:
+    """A registered preset: `build(**options)` returns a fresh Preset; `options` names the keyword
+    options it takes (the paper's model_size, dry_run, work_dir); `summary`: one line for --help."""
+
+    name: str
+    summary: str
+    build: Callable[..., Preset]
+    options: tuple[str, ...] = ()
+
+
+PRESETS: dict[str, PresetEntry] = {}
+
+
+def register_preset(name: str, summary: str, *, options: tuple[str, ...] = ()):
+    """Decorator: register a function returning a fresh Preset under `name` (see PresetEntry)."""
+
+    def register(build: Callable[..., Preset]) -> Callable[..., Preset]:
+        PRESETS[name] = PresetEntry(name, summary, build, tuple(options))
+        return build
+
+    return register
 
 
 _TOY_TRAIN = dict(
@@ -184,80 +226,80 @@ def paper_preset(
     model_size: str = "0.5b", *, dry_run: bool = False, work_dir: str | os.PathLike | None = None
 ) -> Preset:
     """The paper's grid (see the module docstring); `dry_run` needs `work_dir` (the tiny model is
-    saved there) and reads the benchmark fixtures of tests/fixtures/benchmarks."""
-    from ict.data import PAPER_BENCHMARKS
-
+    saved there) and reads the benchmark fixtures shipped with ict (FIXTURES_DIR)."""
     if model_size not in PAPER_MODELS:
         raise ConfigError(
             f"unknown paper model size {model_size!r}; choose one of {', '.join(PAPER_MODELS)}"
         )
-    if not dry_run:
-        return Preset(
-            "paper",
-            f"The paper's set-up: {PAPER_MODELS[model_size]} trained on GSM8K train + MATH train "
-            "(equal weights, decontaminated against every evaluation set) with GRPO, 20-Entropy, "
-            "STAPO and ICT, 5 seeds, 200 steps of 32 prompts x 8 samples; evaluated on MATH-500, "
-            "GSM8K, MMLU-STEM, GPQA-Diamond, AIME 2023/2024/2025 (pass@1, pass@4, n=8).",
-            dict(_PAPER_TRAIN, model=PAPER_MODELS[model_size]),
-            EvalSpec(size=None, benchmarks=tuple(PAPER_BENCHMARKS), **PAPER_EVAL),
-            methods=list(PAPER_METHODS),
-            seeds=5,
-            method_train={m: dict(o) for m, o in _PAPER_METHOD_TRAIN.items()},
-        )
+    if dry_run:
+        return _paper_dry_run(work_dir)
+    from ict.data import PAPER_BENCHMARKS
+
+    return Preset(
+        "paper",
+        f"The paper's set-up: {PAPER_MODELS[model_size]} trained on GSM8K train + MATH train "
+        "(equal weights, decontaminated against every evaluation set) with GRPO, 20-Entropy, "
+        "STAPO and ICT, 5 seeds, 200 steps of 32 prompts x 8 samples; evaluated on MATH-500, "
+        "GSM8K, MMLU-STEM, GPQA-Diamond, AIME 2023/2024/2025 (pass@1, pass@4, n=8).",
+        dict(_PAPER_TRAIN, model=PAPER_MODELS[model_size]),
+        EvalSpec(size=None, benchmarks=tuple(PAPER_BENCHMARKS), **PAPER_EVAL),
+        methods=list(PAPER_METHODS),
+        seeds=5,
+        method_train={m: dict(o) for m, o in _PAPER_METHOD_TRAIN.items()},
+    )
+
+
+# the paper dry run: the paper's settings cut to a tiny offline model and 2 steps per cell
+_PAPER_DRY_RUN_TRAIN = dict(
+    _PAPER_TRAIN,
+    train_size=8,
+    dtype="float32",
+    device="cpu",
+    prompts_per_step=2,
+    num_generations=4,
+    generation_batch_size=8,
+    micro_batch_size=8,
+    max_new_tokens=8,
+    learning_rate=1e-3,
+    warmup_steps=0,
+    max_steps=2,
+    save_every=2,
+    log_samples_every=2,
+    progress=False,
+    dense_warmup_steps=1,  # so the dry run's second step exercises ICT's sparse selection
+)
+PAPER_DRY_RUN_EVAL = dict(size=2, n=4, ks=(1, 4), temperature=1.0, seed=1234, max_new_tokens=6)
+
+
+def _paper_dry_run(work_dir: str | os.PathLike | None) -> Preset:
+    """The paper preset's dry run: the tiny offline model (saved under `work_dir`) on the
+    benchmark fixtures."""
+    from ict.data import PAPER_BENCHMARKS
+
     if work_dir is None:
         raise ConfigError("the paper dry run needs a work_dir for its tiny model")
     if not FIXTURES_DIR.is_dir():
         raise ConfigError(
-            f"the paper dry run reads the benchmark fixtures in {FIXTURES_DIR}, which this install "
-            "lacks; run it from a source checkout of ict"
+            f"the paper dry run reads the benchmark fixtures in {FIXTURES_DIR}, which this "
+            "install lacks (they are package data of ict: reinstall it)"
         )
     from ict.testing import save_tiny_model
 
     model_dir = Path(work_dir) / "tiny-model"
     if not (model_dir / "config.json").is_file():
         save_tiny_model(model_dir)
-    train = dict(
-        _PAPER_TRAIN,
-        model=str(model_dir),
-        train_size=8,
-        dtype="float32",
-        device="cpu",
-        prompts_per_step=2,
-        num_generations=4,
-        generation_batch_size=8,
-        micro_batch_size=8,
-        max_new_tokens=8,
-        learning_rate=1e-3,
-        warmup_steps=0,
-        max_steps=2,
-        save_every=2,
-        log_samples_every=2,
-        progress=False,
-        dense_warmup_steps=1,  # so the dry run's second step exercises ICT's sparse selection
-    )
     return Preset(
         "paper-dry-run",
         "Dry run of the paper preset: the tiny offline model, 2 steps per cell, the paper's four "
         "methods and seven benchmarks on the fixture files (2 problems each), 2 seeds. Checks the "
         "pipeline, not the claim.",
-        train,
-        EvalSpec(
-            size=2,
-            n=4,
-            ks=(1, 4),
-            temperature=1.0,
-            seed=1234,
-            max_new_tokens=6,
-            benchmarks=tuple(PAPER_BENCHMARKS),
-        ),  # fmt: skip
+        dict(_PAPER_DRY_RUN_TRAIN, model=str(model_dir)),
+        EvalSpec(benchmarks=tuple(PAPER_BENCHMARKS), **PAPER_DRY_RUN_EVAL),
         methods=list(PAPER_METHODS),
         seeds=2,
         method_train={m: dict(o) for m, o in _PAPER_METHOD_TRAIN.items()},
         data_dir=str(FIXTURES_DIR),
     )
-
-
-FIXTURES_DIR = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "benchmarks"
 
 
 @contextmanager
@@ -279,89 +321,114 @@ def using_data_dir(data_dir: str | os.PathLike | None) -> Iterator[None]:
 
 
 def get_preset(name: str, **options) -> Preset:
-    """A fresh Preset by name; ConfigError listing the names when unknown.
+    """A fresh Preset by name (PRESETS); ConfigError listing the names when unknown, or naming the
+    options a preset does not take.
 
     `paper` takes `model_size` ("0.5b", "1.5b", "7b"), `dry_run` and `work_dir` (paper_preset)."""
-    if name == "paper":
-        return paper_preset(**options)
-    if options:
-        raise ConfigError(f"preset {name!r} takes no options, got {sorted(options)}")
-    if name == "toy":
-        return Preset(
-            "toy",
-            "Toy task: a+b with a, b in 0..99 (prompt 'Q:a+b\\nA:', response 'a+b=sum'), a 2-layer "
-            "64-wide transformer warm-started from scratch by supervised learning until about half "
-            "of its sampled answers are right, then RL-tuned for 60 steps (16 prompts x 8 samples).",
-            dict(_TOY_TRAIN),
-            EvalSpec(),
-            seeds=5,
-            toy=ToyTask(),
-            warm=WarmStart(),
-        )
-    if name == "toy-cot":
-        return Preset(
-            "toy-cot",
-            "Reasoning-chain toy: a+b with 4-digit operands (prompt 'Q:4705+3862\\nA:'), answered "
-            "digit by digit from the right with explicit carries ('5+2+0=7 c0;0+6+0=6 c0;7+8+0=15 "
-            "c1;4+3+1=8 c0;=08567', 52 tokens); reward 1 only for the right final answer. A "
-            "3-layer 128-wide transformer warm-started from scratch by supervised learning until "
-            "about half of its sampled answers are right, then RL-tuned for 40 steps (8 prompts x "
-            "8 samples) with each method, 5 seeds; pass@1 and pass@4 on 100 held-out pairs, n=4.",
-            dict(_TOY_COT_TRAIN),
-            EvalSpec(size=100, n=4, ks=(1, 4)),
-            methods=list(COT_METHODS),
-            seeds=5,
-            toy=ToyCotTask(),
-            warm=TOY_COT_WARM,
-        )
-    if name == "quick":
-        # 10 steps would all be the paper's dense warm-up (Theta = 10): cut it to 3 so ICT's
-        # selection is exercised; an explicit value applies to every method (baselines included)
-        train = dict(
-            _TOY_TRAIN, max_steps=10, save_every=5, log_samples_every=2, dense_warmup_steps=3
-        )
-        return Preset(
-            "quick",
-            "Quick check: the toy preset's task and (cached) warm start with 10 RL steps per cell; "
-            "for CI and first contact, not for conclusions.",
-            train,
-            EvalSpec(size=50, n=4, ks=(1, 4)),
-            seeds=2,
-            toy=ToyTask(),
-            warm=WarmStart(),
-        )
-    if name == "smollm":
-        return Preset(
-            "smollm",
-            "Embedded default model SmolLM2-135M-Instruct on the default task (reasoning-gym "
-            "addition of two 1-2 digit numbers, two-shot prompt), 12 RL steps of 8 prompts x 8 "
-            "samples per cell at lr 2e-5 (the paper's ICT: 6 dense warm-up steps, then 6 sparse).",
-            dict(
-                max_steps=12,
-                prompts_per_step=8,
-                num_generations=8,
-                save_every=4,
-                keep_last=1,
-                plots=False,
-                progress=False,
-                log_samples_every=4,
-            ),
-            EvalSpec(size=32, n=8, ks=(1, 4, 8)),
-        )
-    if name == "smollm-cot":
-        return Preset(
-            "smollm-cot",
-            "Reasoning chains with the embedded SmolLM2-135M-Instruct: sums of 4-5 one-digit "
-            "numbers (reasoning-gym basic_arithmetic) written as running totals after three worked "
-            "examples ('Step 1: 4 + 7 = 11. Step 2: 11 + 8 = 19. ... So the answer is 19.', 55-80 "
-            "tokens; 17% right before RL at temperature 0.7). 12 RL steps of 4 prompts x 8 "
-            "samples at lr 2e-5 (the paper's ICT: 6 dense warm-up steps, then 6 sparse); pass@1 "
-            "and pass@4 on 32 held-out problems, n=4, temperature 0.7.",
-            dict(_SMOLLM_COT_TRAIN),
-            EvalSpec(size=32, n=4, ks=(1, 4), temperature=0.7),
-            methods=list(SMOLLM_COT_METHODS),
-            seeds=3,
-        )
-    raise ConfigError(
-        f"unknown preset {name!r}; choose one of toy, toy-cot, quick, smollm, smollm-cot, paper"
+    entry = PRESETS.get(name)
+    if entry is None:
+        raise ConfigError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+    unknown = sorted(set(options) - set(entry.options))
+    if unknown:
+        takes = f"takes only {', '.join(entry.options)}" if entry.options else "takes no options"
+        raise ConfigError(f"preset {name!r} {takes}, got {unknown}")
+    preset = entry.build(**options)
+    preset.train = copy.deepcopy(preset.train)  # fresh: nothing is shared with the module's dicts
+    return preset
+
+
+@register_preset(
+    "toy", "tiny transformer on a+b: supervised warm start, 6 methods x 5 seeds (2 CPU cores)"
+)
+def toy_preset() -> Preset:
+    return Preset(
+        "toy",
+        "Toy task: a+b with a, b in 0..99 (prompt 'Q:a+b\\nA:', response 'a+b=sum'), a 2-layer "
+        "64-wide transformer warm-started from scratch by supervised learning until about half "
+        "of its sampled answers are right, then RL-tuned for 60 steps (16 prompts x 8 samples).",
+        dict(_TOY_TRAIN),
+        EvalSpec(),
+        seeds=5,
+        warm=WarmStart(),
     )
+
+
+@register_preset(
+    "toy-cot", "reasoning chains: 52-token answers of a tiny transformer, 7 methods x 5 seeds"
+)
+def toy_cot_preset() -> Preset:
+    return Preset(
+        "toy-cot",
+        "Reasoning-chain toy: a+b with 4-digit operands (prompt 'Q:4705+3862\\nA:'), answered "
+        "digit by digit from the right with explicit carries ('5+2+0=7 c0;0+6+0=6 c0;7+8+0=15 "
+        "c1;4+3+1=8 c0;=08567', 52 tokens); reward 1 only for the right final answer. A "
+        "3-layer 128-wide transformer warm-started from scratch by supervised learning until "
+        "about half of its sampled answers are right, then RL-tuned for 40 steps (8 prompts x "
+        "8 samples) with each method, 5 seeds; pass@1 and pass@4 on 100 held-out pairs, n=4.",
+        dict(_TOY_COT_TRAIN),
+        EvalSpec(size=100, n=4, ks=(1, 4)),
+        methods=list(COT_METHODS),
+        seeds=5,
+        warm=TOY_COT_WARM,
+    )
+
+
+@register_preset("quick", "the toy task and warm start, 10 RL steps, 2 seeds: a few minutes")
+def quick_preset() -> Preset:
+    # 10 steps would all be the paper's dense warm-up (Theta = 10): cut it to 3 so ICT's
+    # selection is exercised; an explicit value applies to every method (baselines included)
+    train = dict(_TOY_TRAIN, max_steps=10, save_every=5, log_samples_every=2, dense_warmup_steps=3)
+    return Preset(
+        "quick",
+        "Quick check: the toy preset's task and (cached) warm start with 10 RL steps per cell; "
+        "for CI and first contact, not for conclusions.",
+        train,
+        EvalSpec(size=50, n=4, ks=(1, 4)),
+        seeds=2,
+        warm=WarmStart(),
+    )
+
+
+@register_preset("smollm", "the embedded SmolLM2-135M-Instruct on the default task (the default)")
+def smollm_preset() -> Preset:
+    return Preset(
+        "smollm",
+        "Embedded default model SmolLM2-135M-Instruct on the default task (reasoning-gym "
+        "addition of two 1-2 digit numbers, two-shot prompt), 12 RL steps of 8 prompts x 8 "
+        "samples per cell at lr 2e-5 (the paper's ICT: 6 dense warm-up steps, then 6 sparse).",
+        dict(
+            max_steps=12,
+            prompts_per_step=8,
+            num_generations=8,
+            save_every=4,
+            keep_last=1,
+            plots=False,
+            progress=False,
+            log_samples_every=4,
+        ),
+        EvalSpec(size=32, n=8, ks=(1, 4, 8)),
+    )
+
+
+@register_preset("smollm-cot", "SmolLM2-135M-Instruct writing 55-80-token running-total chains")
+def smollm_cot_preset() -> Preset:
+    return Preset(
+        "smollm-cot",
+        "Reasoning chains with the embedded SmolLM2-135M-Instruct: sums of 4-5 one-digit "
+        "numbers (reasoning-gym basic_arithmetic) written as running totals after three worked "
+        "examples ('Step 1: 4 + 7 = 11. Step 2: 11 + 8 = 19. ... So the answer is 19.', 55-80 "
+        "tokens; 17% right before RL at temperature 0.7). 12 RL steps of 4 prompts x 8 "
+        "samples at lr 2e-5 (the paper's ICT: 6 dense warm-up steps, then 6 sparse); pass@1 "
+        "and pass@4 on 32 held-out problems, n=4, temperature 0.7.",
+        dict(_SMOLLM_COT_TRAIN),
+        EvalSpec(size=32, n=4, ks=(1, 4), temperature=0.7),
+        methods=list(SMOLLM_COT_METHODS),
+        seeds=3,
+    )
+
+
+register_preset(
+    "paper",
+    "the paper's grid: Qwen2.5-Instruct on GSM8K + MATH, seven benchmarks (GPUs; --dry-run: CPU)",
+    options=("model_size", "dry_run", "work_dir"),
+)(paper_preset)

@@ -1,4 +1,5 @@
-"""The toy-cot preset's task: multi-digit addition written as a per-digit chain with explicit carries.
+"""The toy task `toy:cot`: multi-digit addition written as a per-digit chain with explicit carries
+(an ict.data task family, like `toy:add`).
 
 Prompt "Q:4705+3862\nA:" (operands zero-padded to `digits`), target response, digit by digit from
 the right, each step "x+y+carry_in=sum c<carry_out>;", then the answer:
@@ -9,36 +10,20 @@ the right, each step "x+y+carry_in=sum c<carry_out>;", then the answer:
 answer is written with `digits + 1` digits. Score 1 only when the final answer is right, so a
 wrong step sum or a dropped carry decides the outcome. `token_categories` labels each response
 token (operand copy, carry, step sum, answer digit, formatting, EOS, other) for the report's
-token-level evidence. The warm start (a tiny transformer trained from scratch by supervised
-learning until about half of its sampled answers are right) is cached like the toy preset's,
-under ~/.cache/ict/toy-cot (or $ICT_CACHE/toy-cot), keyed by its settings.
+token-level evidence. `ict.data.load_task("toy:cot?digits=4")` gives its problems as items
+(ict.compare.tasks). The toy-cot preset's start model (a tiny transformer trained from scratch by
+ict.compare.warm_start until about half of its sampled answers are right) is cached under
+~/.cache/ict/toy-cot (or $ICT_CACHE/toy-cot), keyed by its settings.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import logging
-import os
 import re
-import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
-
-from ict.compare.toy import (
-    WarmStart,
-    accuracy_of_samples,
-    fit_warm_start,
-    load_warm_start,
-    new_warm_model,
-    save_warm_start,
-    sft_batch,
-)
-
-logger = logging.getLogger("ict.compare")
 
 _STEP = re.compile(r"(\d)\+(\d)\+(\d)=(\d+) c(\d);")
 _ANSWER = re.compile(r";=(\d+)\s*$")
@@ -52,6 +37,10 @@ class ToyCotTask:
     digits: int = 4
     seed: int = 0
     test_pool: int = 2000  # held-out pairs drawn first; train pairs never repeat them
+
+    spec_name: ClassVar[str] = "toy:cot"
+    name: ClassVar[str] = "toy-cot"  # the warm start's cache folder and log label
+    max_positions: ClassVar[int] = 128  # the warm-started model's context
 
     def split(self, split: str, size: int) -> list[tuple[int, int]]:
         """`size` (a, b) pairs of the split ("train" or "test"), seeded and deterministic."""
@@ -67,6 +56,41 @@ class ToyCotTask:
                 if (int(a), int(b)) not in held and len(out) < size:
                     out.append((int(a), int(b)))
         return out
+
+    @property
+    def test_size(self) -> int:
+        """Held-out pairs drawn (the size of an evaluation that asks for all of them)."""
+        return self.test_pool
+
+    @property
+    def check_tokens(self) -> int:
+        """Response budget of the warm start's accuracy check: a full chain and 4 tokens more."""
+        return response_tokens(self) + 4
+
+    def prompt(self, a: int, b: int) -> str:
+        return prompt(a, b, self.digits)
+
+    def target(self, a: int, b: int) -> str:
+        return target(a, b, self.digits)
+
+    def scorer(self, a: int, b: int):
+        """score(response) -> 1.0 or 0.0 for the pair (a picklable partial)."""
+        return partial(score, a=a, b=b)
+
+    def sft_examples(self, seed: int, batch_size: int):
+        """next() -> (prompt, target) texts of up to `batch_size` fresh random pairs (draws that
+        are held-out pairs are dropped), from a stream seeded by [seed, 2] (apart from the splits'
+        seeds): the supervised warm start's batches."""
+        held = set(self.split("test", self.test_pool))
+        rng = np.random.default_rng([seed, 2])
+        high = 10**self.digits
+
+        def next_examples() -> list[tuple[str, str]]:
+            draws = rng.integers(0, high, (batch_size, 2))
+            batch = [(int(a), int(b)) for a, b in draws if (int(a), int(b)) not in held]
+            return [(self.prompt(a, b), self.target(a, b)) for a, b in batch]
+
+        return next_examples
 
 
 def prompt(a: int, b: int, digits: int = 4) -> str:
@@ -110,76 +134,13 @@ def token_categories(tokens: list[str]) -> list[str]:
     return [next(it) if len(t) == 1 else "eos" for t in tokens]
 
 
-def problems(task: ToyCotTask, split: str, size: int):
-    """Trainer problems: [ict.train.Problem(prompt, score)] (the scorer a picklable partial)."""
-    from ict.train.problems import Problem
-
-    return [
-        Problem(prompt(a, b, task.digits), partial(score, a=a, b=b))
-        for a, b in task.split(split, size)
-    ]
-
-
 def response_tokens(task: ToyCotTask) -> int:
     """Tokens of a full chain response, EOS included (the response budget needs a few more)."""
     return len(target(10**task.digits - 1, 10**task.digits - 1, task.digits)) + 1
 
 
-def cache_dir(task: ToyCotTask, warm: WarmStart) -> Path:
-    key = hashlib.sha256(
-        json.dumps([asdict(task), asdict(warm), 1], sort_keys=True).encode()
-    ).hexdigest()[:16]
-    root = Path(os.environ.get("ICT_CACHE", Path.home() / ".cache" / "ict"))
-    return root / "toy-cot" / key
+def warm_start(task: ToyCotTask, warm, *, refresh: bool = False):
+    """The supervised warm start of `task` (ict.compare.warm_start.warm_start; its old name)."""
+    from ict.compare.warm_start import warm_start as run
 
-
-def _batch(tokenizer, task: ToyCotTask, pairs, device):
-    """Right-padded SFT batch of (a, b) pairs (ict.compare.toy.sft_batch)."""
-    examples = [(prompt(a, b, task.digits), target(a, b, task.digits)) for a, b in pairs]
-    return sft_batch(tokenizer, examples, device)
-
-
-def sampled_accuracy(model, tokenizer, task: ToyCotTask, pairs, *, seed: int = 0) -> float:
-    """Fraction of pairs answered correctly by one sample each (temperature 1)."""
-    prompts = [prompt(a, b, task.digits) for a, b in pairs]
-    budget = response_tokens(task) + 4
-    return accuracy_of_samples(
-        model, tokenizer, prompts, pairs, score, max_new_tokens=budget, seed=seed
-    )
-
-
-def warm_start(task: ToyCotTask, warm: WarmStart, *, refresh: bool = False):
-    """(model, tokenizer, info): the model after supervised warm start, from cache if present.
-
-    info: {"path", "steps", "accuracy", "seconds", "cached", ...}."""
-    import torch
-
-    path = cache_dir(task, warm)
-    cached = None if refresh else load_warm_start(path)
-    if cached is not None:
-        return cached
-
-    t0 = time.perf_counter()
-    model, tokenizer = new_warm_model(warm, max_positions=128)
-    check_pairs = task.split("train", 200)
-    held = set(task.split("test", task.test_pool))
-    rng = np.random.default_rng([warm.seed, 2])  # a stream apart from the splits' seeds
-    torch.manual_seed(warm.seed)
-    high = 10**task.digits
-
-    def next_batch():
-        draws = rng.integers(0, high, (warm.batch_size, 2))
-        batch = [(int(a), int(b)) for a, b in draws if (int(a), int(b)) not in held]
-        return _batch(tokenizer, task, batch, model.device)
-
-    step, accuracy = fit_warm_start(
-        model,
-        warm,
-        next_batch,
-        lambda step: sampled_accuracy(model, tokenizer, task, check_pairs, seed=step),
-        label="toy-cot",
-    )
-    info = save_warm_start(
-        path, model, tokenizer, task=task, warm=warm, steps=step, accuracy=accuracy, t0=t0
-    )
-    return model, tokenizer, {**info, "cached": False}
+    return run(task, warm, refresh=refresh)

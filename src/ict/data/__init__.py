@@ -1,6 +1,7 @@
 """Tasks and benchmarks: reasoning-gym (seeded, disjoint train/eval seeds), the eval benchmark
 registry (gsm8k, math, math500, mmlu_stem, gpqa, aime23/24/25, amc23, olympiadbench, minerva,
-commonsenseqa), hub datasets, local JSONL/Parquet/CSV files and weighted mixtures, all as `Item`s
+commonsenseqa), hub datasets, local JSONL/Parquet/CSV files, weighted mixtures and registered task
+families (the toy tasks `toy:add`, `toy:cot`), all as `Item`s
 that carry their prompt and how to score them; training splits are decontaminated by content."""
 
 from ict.data.benchmarks import (
@@ -16,7 +17,15 @@ from ict.data.mixture import load_mixture, parse_mixture, split_specs
 from ict.data.prompts import PROMPT_TEMPLATES, render_messages
 from ict.data.rg import EVAL_SEED_OFFSET, load_rg_items, rg_task_names
 from ict.data.sources import find_local_file, read_rows
-from ict.data.tasks import DEFAULT_TASK, file_stem, load_task, parse_spec, task_label
+from ict.data.tasks import (
+    DEFAULT_TASK,
+    TASK_FAMILIES,
+    file_stem,
+    load_task,
+    parse_spec,
+    register_task_family,
+    task_label,
+)
 
 __all__ = [
     "BENCHMARKS",
@@ -24,6 +33,7 @@ __all__ = [
     "EVAL_SEED_OFFSET",
     "PAPER_BENCHMARKS",
     "PROMPT_TEMPLATES",
+    "TASK_FAMILIES",
     "Benchmark",
     "Item",
     "decontaminate",
@@ -38,6 +48,7 @@ __all__ = [
     "parse_mixture",
     "parse_spec",
     "read_rows",
+    "register_task_family",
     "render_messages",
     "rg_task_names",
     "split_specs",

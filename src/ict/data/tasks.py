@@ -6,6 +6,8 @@ Spec forms (options after `?`, joined by `&`):
     mix:gsm8k@0.5,math@0.5                               weighted mixture (ict.data.mixture)
     hf:openai/gsm8k?config=main&split=train&answer_format=gsm8k     any hub dataset
     data/train.parquet?question=problem&answer=answer    a local JSONL/JSON/Parquet file
+    toy:add?max_a=9&max_b=9, toy:cot?digits=4            the toy tasks of `ict compare`
+                                                         (a task family, see TASK_FAMILIES)
 Common options: template=<prompt template>. reasoning-gym: seed=, size= (data seed and count).
 Hub/file options: question=, answer= (column or dotted path, e.g. reward_model.ground_truth),
 answer_format=plain|gsm8k|boxed (how to read the gold answer), verifier=math|exact|choice,
@@ -15,8 +17,10 @@ that also appear in a related evaluation set; the default removes them, ict.data
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -36,6 +40,31 @@ DEFAULT_SIZES = {"train": 10_000, "eval": 100}
 QUESTION_COLUMNS = ("question", "problem", "prompt", "query", "input")
 ANSWER_COLUMNS = ("answer", "final_answer", "solution", "target", "output")
 ANSWER_FORMATS = ("plain", "gsm8k", "boxed")
+
+# Task families: a spec whose name starts with one of these prefixes is loaded by its loader,
+# loader(name, options, *, split, seed, size) -> list[Item] (a callable, or "module:function"
+# imported on first use). Register more with `register_task_family`.
+TASK_FAMILIES: dict[str, Callable[..., list[Item]] | str] = {
+    "toy:": "ict.compare.tasks:load_toy_task",  # toy:add, toy:cot (ict.compare.tasks)
+}
+
+
+def register_task_family(prefix: str, loader: Callable[..., list[Item]] | str) -> None:
+    """Load every spec whose name starts with `prefix` (e.g. "toy:") with `loader` (see
+    TASK_FAMILIES)."""
+    if not prefix:
+        raise DataError("a task family needs a non-empty name prefix, e.g. 'toy:'")
+    TASK_FAMILIES[prefix] = loader
+
+
+def _family_loader(name: str) -> Callable[..., list[Item]] | None:
+    for prefix, loader in TASK_FAMILIES.items():
+        if name.startswith(prefix):
+            if isinstance(loader, str):
+                module, _, attr = loader.partition(":")
+                loader = getattr(importlib.import_module(module), attr)
+            return loader
+    return None
 
 
 def parse_value(text: str) -> Any:
@@ -157,6 +186,9 @@ def load_task(
     if spec.strip().startswith(MIX_PREFIX):
         return load_mixture(spec, load_task, split, seed, size, data_dir=data_dir)
     name, options = parse_spec(spec)
+    family = _family_loader(name)
+    if family is not None:
+        return family(name, options, split=split, seed=seed, size=size)
     if name.startswith("rg:") or (name not in BENCHMARKS and name in rg_task_names()):
         task = name.removeprefix("rg:")
         template = _pop_template(options)
