@@ -154,7 +154,7 @@ def stats_vs_floor(model, rollout, cfg, method, device, autocast, repeats):
     """Seconds of the statistics pass and of the floor on the same hidden states; head passes."""
     from ict.stats import token_stats_from_hidden
     from ict.train.logprobs import lm_head_params
-    from ict.train.scoring import rollout_hidden
+    from ict.train.old_policy import rollout_hidden
 
     hidden = rollout_hidden(model, rollout, cfg, device, autocast)
     weight, bias = lm_head_params(model)
@@ -261,10 +261,10 @@ def main(argv=None) -> int:
     from ict.methods import StepInputs, select_method, selection_seed
     from ict.precision import choose_precision
     from ict.train import TrainConfig
+    from ict.train.old_policy import old_policy_pass
     from ict.train.schedule import LRSchedule
-    from ict.train.scoring import old_policy_pass
     from ict.train.trainer import resolve_device
-    from ict.train.update import update_policy
+    from ict.train.update import Policy, UpdateBatch, UpdateSwitches, update_policy
 
     base = TrainConfig(
         device=args.device,
@@ -371,22 +371,14 @@ def main(argv=None) -> int:
         sync(device)
         t = time.perf_counter()
         out = update_policy(
-            model,
-            optimizer,
-            scheduler,
-            rollout,
-            old_logprob,
-            advantages,
-            selected,
-            None,
+            Policy(model, optimizer, scheduler),
+            UpdateBatch(rollout, old_logprob, advantages, selected),
             cfg,
             loss_config,
             step=1,
             device=device,
             autocast=autocast,
-            skip_rows=skip,
-            head_on_loss_only=head,
-            stop_at_last=stop,
+            switches=UpdateSwitches(skip_rows=skip, head_on_loss_only=head, stop_at_last=stop),
         )
         sync(device)
         seconds = time.perf_counter() - t

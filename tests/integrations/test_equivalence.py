@@ -56,8 +56,13 @@ def test_cases_cover_every_registered_method_and_the_warmup_end():
 
     names = {c.options["method"] for c in CASES if c.name.startswith("method_")}
     assert names == set(METHODS)
-    dense, sparse = case_named("ict_warmup_last_dense_step"), case_named("ict_warmup_first_sparse_step")
-    assert dense.options["step"] == dense.options["dense_warmup_steps"] == sparse.options["step"] - 1
+    dense, sparse = (
+        case_named("ict_warmup_last_dense_step"),
+        case_named("ict_warmup_first_sparse_step"),
+    )
+    assert (
+        dense.options["step"] == dense.options["dense_warmup_steps"] == sparse.options["step"] - 1
+    )
 
 
 def _clipped(case):
@@ -226,8 +231,10 @@ def test_trl_matches_native_when_a_generation_batch_spans_two_optimizer_steps(tr
     assert torch.equal(got, want_selected)
 
     method = trl_trainer.args.ict_method()
-    assert method.loss_agg == get_method(case.options["method"]).resolved().loss_agg or \
-        case.options["loss_agg"] == method.loss_agg
+    assert (
+        method.loss_agg == get_method(case.options["method"]).resolved().loss_agg
+        or case.options["loss_agg"] == method.loss_agg
+    )
     for window in (0, 1):
         step_rows = torch.cat(rows[2 * window : 2 * window + 2])
         trl = sum(trl_loss(trl_trainer, case, c) for c in chunks[2 * window : 2 * window + 2])

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from ict.report.overlap import overlap_markdown, overlap_study, plot_overlap
+from ict.report.selection_overlap import overlap_markdown, overlap_study, plot_overlap
 
 from .helpers import make_sample
 

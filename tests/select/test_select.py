@@ -292,7 +292,11 @@ def test_empty_mask_selects_nothing():
 @pytest.mark.parametrize(
     "kwargs,error,match",
     [
-        (dict(name="nope"), ConfigError, r"unknown selector 'nope'.*\['entropy_top', 'every', 'js_bottom'"),
+        (
+            dict(name="nope"),
+            ConfigError,
+            r"unknown selector 'nope'.*\['entropy_top', 'every', 'js_bottom'",
+        ),
         (dict(name="ict+nope"), ConfigError, "unknown selector 'nope'"),
         (dict(name="ict", ratio=0.0), ConfigError, r"ratio must be a fraction in \(0, 1\]"),
         (dict(name="ict", ratio=1.5), ConfigError, "ratio must be"),

@@ -13,7 +13,7 @@ from scipy.special import softmax
 from scipy.stats import entropy
 
 from ict.errors import ConfigError, DataError
-from ict.stats import sources as sources_mod
+from ict.stats import logit_sources as sources_mod
 from ict.stats import token_stats, token_stats_from_hidden
 
 from .reference_impl import reference_stats

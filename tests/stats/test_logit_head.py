@@ -12,7 +12,7 @@ from torch import nn
 from ict.errors import ConfigError
 from ict.head import LogitHead, logit_head
 from ict.stats import token_stats, token_stats_from_hidden
-from ict.stats.sources import HiddenSource
+from ict.stats.logit_sources import HiddenSource
 from ict.train.logprobs import final_hidden, policy_logprobs, position_ids_from_mask
 
 SMALL = dict(

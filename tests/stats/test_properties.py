@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ict.stats import REFERENCES, token_stats, token_stats_from_hidden
-from ict.stats import sources as sources_mod
+from ict.stats import logit_sources as sources_mod
 
 
 @st.composite

@@ -4,7 +4,7 @@ import json
 import time
 
 from ict.train.outputs import EntropyHealth, JsonlWriter, truncate_jsonl
-from ict.train.rewards import score_responses
+from ict.train.safe_rewards import score_responses
 
 
 def test_raising_and_hanging_scorers_score_zero_and_are_counted():

@@ -190,15 +190,19 @@ def test_dense_warmup_updates_every_token_and_logs_the_method_selection(
 
 
 def test_reward_errors_are_counted_not_fatal(tiny, tiny_config):
-    def flaky(text):
-        if text[:1] in "aeiou":
+    calls = []
+
+    def flaky(text):  # every other call raises: the count does not depend on what was sampled
+        calls.append(text)
+        if len(calls) % 2 == 0:
             raise ValueError("broken verifier")
         return 0.0
 
     config = tiny_config(max_steps=1)
     train(config, model=tiny[0], tokenizer=tiny[1], problems=[Problem("x", flaky)] * 4)
     row = read_jsonl(Path(config.output_dir) / "metrics.jsonl")[0]
-    assert row["reward/errors"] >= 0 and row["reward/mean"] == 0.0
+    assert len(calls) == config.prompts_per_step * config.num_generations  # 32 responses scored
+    assert row["reward/errors"] == len(calls) // 2 and row["reward/mean"] == 0.0
 
 
 def test_kl_reference_model_and_epochs(tiny, digit_problems, tiny_config):
@@ -212,7 +216,9 @@ def test_kl_reference_model_and_epochs(tiny, digit_problems, tiny_config):
     )
     train(config, model=tiny[0], tokenizer=tiny[1], problems=digit_problems)
     rows = read_jsonl(Path(config.output_dir) / "metrics.jsonl")
-    assert "kl_ref" in rows[-1] and rows[-1]["kl_ref"] >= 0
+    # k3 >= 0 always; > 0 once the policy has moved from the reference: step 1's later mini-batches
+    # and its second epoch update a policy its first mini-batch changed, step 2 one step 1 changed
+    assert all(row["kl_ref"] > 0 for row in rows), [row.get("kl_ref") for row in rows]
 
 
 def test_warmup_learning_rate_per_step(tiny, digit_problems, tiny_config):

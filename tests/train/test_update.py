@@ -9,8 +9,15 @@ import torch
 from ict.loss import LossConfig
 from ict.methods import StepInputs, select_method
 from ict.train import TrainConfig
-from ict.train.scoring import old_policy_pass
-from ict.train.update import contributing_rows, loss_positions, update_policy
+from ict.train.old_policy import old_policy_pass
+from ict.train.update import (
+    Policy,
+    UpdateBatch,
+    UpdateSwitches,
+    contributing_rows,
+    loss_positions,
+    update_policy,
+)
 
 
 class GradRecorder:
@@ -86,20 +93,14 @@ def gradients(model, rollout, advantages, cfg, selected, **switches):
     )
     recorder = GradRecorder(model.parameters())
     metrics = update_policy(
-        model,
-        recorder,
-        NoScheduler(),
-        rollout,
-        old_logprob,
-        advantages,
-        selected,
-        ref_logprob,
+        Policy(model, recorder, NoScheduler()),
+        UpdateBatch(rollout, old_logprob, advantages, selected, ref_logprob),
         cfg,
         loss_config,
         step=1,
         device=torch.device("cpu"),
         autocast=nullcontext,
-        **switches,
+        switches=UpdateSwitches(**switches),
     )
     return recorder.grads, metrics
 

@@ -24,7 +24,8 @@ SUBCOMMANDS = [
 
 EPILOG = """\
 Quick start:
-  ict train                      # embedded default: SmolLM2-135M-Instruct, method ict, ~15 min on 2 CPU cores
+  ict train                      # embedded default: SmolLM2-135M-Instruct, method ict, 2 CPU cores:
+                                 # ~5 min with native bf16, ~10 min in float32
   ict train --method grpo        # the same run with a baseline
   ict eval --model runs/<run>    # pass@k of the trained model
   ict compare --preset toy       # 5 methods x seeds, one report

@@ -41,6 +41,8 @@ def split_benchmarks(text: str) -> list[str]:
 
 
 def add_parser(subparsers, summary: str) -> None:
+    from ict.eval.metrics import DEFAULT_KS
+
     p = subparsers.add_parser(
         "eval",
         help=summary,
@@ -70,8 +72,8 @@ def add_parser(subparsers, summary: str) -> None:
     p.add_argument(
         "--k",
         type=_int_list,
-        default=[1, 4, 8],
-        help="pass@k values, comma-separated (default 1,4,8)",
+        default=list(DEFAULT_KS),
+        help=f"pass@k values, comma-separated (default {','.join(map(str, DEFAULT_KS))})",
     )
     p.add_argument(
         "--out", default=None, help="output dir (default: <run dir>/eval or eval_out/<model>)"
@@ -206,8 +208,8 @@ def _write_paper_table(summaries: list[dict], out: str, model: str | None) -> No
     """Print the paper's table and save it as OUT/paper_table.json and OUT/paper_table.md."""
     from pathlib import Path
 
-    from ict.eval.files import write_atomic, write_json_atomic
     from ict.eval.paper import paper_markdown, paper_table
+    from ict.files import write_atomic, write_json_atomic
 
     table = paper_table(summaries)
     table["model"] = summaries[0]["model"]

@@ -33,7 +33,9 @@ def add_parser(subparsers, summary: str) -> None:
     )
     p.add_argument("--prompt", action="append", default=[], help="prompt for --model (repeatable)")
     p.add_argument(
-        "--num-samples", type=int, default=4,
+        "--num-samples",
+        type=int,
+        default=4,
         help="responses per prompt with --model (default 4; the paper's score compares a "
         "prompt's responses, so one sample scores 0 everywhere)",
     )
@@ -93,6 +95,7 @@ def pick_records(records: list[dict], step: int | None, all_steps: bool, limit: 
 
 
 def run(args) -> int:
+    from ict.files import write_atomic
     from ict.report.tokenmap import render_html, render_terminal
 
     if args.model:
@@ -123,7 +126,7 @@ def run(args) -> int:
             raise UserError(
                 'give a run directory (ict inspect RUN_DIR) or --model M --prompt "..."'
             )
-        from ict.report.runs import read_jsonl
+        from ict.files import read_jsonl
 
         path = Path(args.run)
         samples = path / "samples.jsonl" if path.is_dir() else path
@@ -146,6 +149,6 @@ def run(args) -> int:
     if not args.no_html:
         out = Path(args.html) if args.html else default_html
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(render_html(records, title=title, metric=args.metric), encoding="utf-8")
+        write_atomic(out, render_html(records, title=title, metric=args.metric))
         print(f"token map: {out}")
     return 0

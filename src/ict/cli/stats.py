@@ -74,8 +74,10 @@ def run(args: argparse.Namespace) -> int:
     inputs = StepInputs(mask, stats, advantages, tokens)
     selections = {
         name: select_method(
-            resolve_method(MethodOptions(method=name, reference=args.reference)), options,
-            inputs, seed=args.seed,
+            resolve_method(MethodOptions(method=name, reference=args.reference)),
+            options,
+            inputs,
+            seed=args.seed,
         )  # fmt: skip
         for name in ("ict", "entropy", "stapo", "random_sequence")
     }

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 
 from ict.data.items import Item
+from ict.files import write_atomic
 
 VERL_SOURCES = {"gsm8k": "openai/gsm8k", "math": "DigitalLearningGmbH/MATH-lighteval"}
 
@@ -49,11 +49,9 @@ def export_verl_parquet(
 
     items = load_task(spec, split, seed, size, data_dir=data_dir)
     table = pa.Table.from_pylist([verl_row(item, i, split) for i, item in enumerate(items)])
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    write_atomic(path, sink.getvalue().to_pybytes())
     return len(items)
 
 

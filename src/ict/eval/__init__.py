@@ -1,7 +1,13 @@
 """Evaluation: unbiased pass@k, bootstrap intervals, the resumable `ict eval` runner, and
 `evaluate(...)`, the hook the trainer calls every N steps."""
 
-from ict.eval.metrics import bootstrap_ci, pass_at_k, pass_at_k_per_problem
+from ict.eval.metrics import (
+    DEFAULT_KS,
+    bootstrap_ci,
+    default_ks,
+    pass_at_k,
+    pass_at_k_per_problem,
+)
 from ict.eval.runner import (
     EvalSettings,
     evaluate,
@@ -12,8 +18,10 @@ from ict.eval.runner import (
 )
 
 __all__ = [
+    "DEFAULT_KS",
     "EvalSettings",
     "bootstrap_ci",
+    "default_ks",
     "evaluate",
     "load_eval_items",
     "pass_at_k",

@@ -11,6 +11,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
+DEFAULT_KS = (1, 4, 8)  # the k of pass@k when the user gives none (`ict eval --k`, EvalSettings)
+
+
+def default_ks(n: int) -> list[int]:
+    """1, 2, 4, ... <= n: the k values reported when only the number of samples n is set
+    (the trainer's eval hook, the held-out before/after evaluation)."""
+    return [2**i for i in range(n.bit_length())]
+
 
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k of one problem with `c` correct among `n` samples (requires k <= n)."""

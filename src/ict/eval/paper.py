@@ -225,7 +225,7 @@ def write_grid_paper_table(run_dirs, out_dir) -> str:
     """Write OUT/paper_table.md and OUT/paper_table.json for a finished grid; returns the text."""
     from pathlib import Path
 
-    from ict.eval.files import write_atomic, write_json_atomic
+    from ict.files import write_atomic, write_json_atomic
 
     tables = grid_paper_tables(run_dirs)
     text = grid_paper_markdown(tables)

@@ -21,14 +21,14 @@ import numpy as np
 
 from ict.data import Item, file_stem, load_task, task_label
 from ict.errors import ConfigError
-from ict.eval.files import (
+from ict.eval.metrics import DEFAULT_KS, bootstrap_ci, default_ks, pass_at_k_per_problem
+from ict.files import (
     append_jsonl,
-    read_jsonl_tolerant,
+    read_jsonl,
     write_atomic,
     write_json_atomic,
     write_jsonl_atomic,
 )
-from ict.eval.metrics import bootstrap_ci, pass_at_k_per_problem
 
 EMBEDDED_MODEL_LABEL = "smollm2-135m-instruct (embedded GGUF)"
 
@@ -39,7 +39,7 @@ class EvalSettings:
 
     model: str = EMBEDDED_MODEL_LABEL
     n: int = 16
-    k: list[int] = field(default_factory=lambda: [1, 4, 8])
+    k: list[int] = field(default_factory=lambda: list(DEFAULT_KS))
     temperature: float = 1.0
     top_p: float = 1.0
     max_new_tokens: int = 256
@@ -161,7 +161,7 @@ def evaluate_benchmark(
     fingerprint = settings.fingerprint(label)
     done: dict[int, dict] = {}
     if cache_path is not None:
-        for row in read_jsonl_tolerant(cache_path):
+        for row in read_jsonl(cache_path):
             if row.get("fingerprint") != fingerprint:
                 raise ConfigError(
                     f"{cache_path} holds samples from other settings (model/sampling/seed); "
@@ -312,13 +312,13 @@ def evaluate(
     """Training hook: metrics {"eval/<bench>/pass@k", "eval/<bench>/accuracy", ...} of an in-memory
     model on held-out problems (no files written). Call it every N steps from the trainer.
 
-    `benchmarks`: one spec or a list (see ict.data.load_task); `k` defaults to 1, 2, 4, ... <= n;
-    `limit`: problems per benchmark.
+    `benchmarks`: one spec or a list (see ict.data.load_task); `k` defaults to default_ks(n)
+    (1, 2, 4, ... <= n); `limit`: problems per benchmark.
     """
     if isinstance(benchmarks, str):
         benchmarks = [benchmarks]
     if k is None:
-        k = [2**i for i in range(n.bit_length()) if 2**i <= n]
+        k = default_ks(n)
     settings = EvalSettings(
         model=type(model).__name__,
         n=n,

@@ -70,7 +70,7 @@ from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 from trl.trainer.utils import maybe_gather_lm_head_ctx  # noqa: E402
 
 from ict.head import logit_head  # noqa: E402
-from ict.loss.policy import LOSS_AGGREGATIONS  # noqa: E402
+from ict.loss.policy import LOSS_AGGREGATIONS, loss_masks  # noqa: E402
 from ict.methods import (  # noqa: E402
     Method,
     MethodOptions,
@@ -176,7 +176,10 @@ class ICTGRPOConfig(MethodOptions, GRPOConfig):
                 f"({', '.join(_NORMALIZE_BY_VALID_OK)}); got loss_type={self.loss_type!r}. "
                 "Use loss_agg='token_mean' (loss_type='dapo') or normalize_by='selected'."
             )
-        if method.selector != "every" and self.steps_per_generation % self.gradient_accumulation_steps:
+        if (
+            method.selector != "every"
+            and self.steps_per_generation % self.gradient_accumulation_steps
+        ):
             raise ConfigError(
                 f"steps_per_generation={self.steps_per_generation} is not a multiple of "
                 f"gradient_accumulation_steps={self.gradient_accumulation_steps}: an optimizer "
@@ -497,8 +500,9 @@ class ICTGRPOTrainer(GRPOTrainer):
         window = [j // ga for j in range(len(chunks))]
         counts = torch.zeros(max(window) + 1, 2, device=chunks[0]["completion_ids"].device)
         for j, c in enumerate(chunks):
-            selected, valid = c["ict_selected"].bool(), self._valid_mask(c)
-            norm = selected if method.normalize_by == "selected" else valid
+            selected, norm, _, _ = loss_masks(
+                self._valid_mask(c), c["ict_selected"], normalize_by=method.normalize_by
+            )
             counts[window[j], 0] += norm.sum()
             counts[window[j], 1] += selected.any(dim=1).sum()
         counts = self.accelerator.reduce(counts, reduction="sum")

@@ -69,6 +69,23 @@ LOSS_AGGREGATIONS: dict[str, Callable[..., Tensor]] = {
 }
 
 
+def loss_masks(
+    mask: Tensor, selected: Tensor | None = None, *, normalize_by: str = "selected",
+    kl_on: str = "selected",
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:  # fmt: skip
+    """The loss's token masks (module docstring), bool [B, T] each: (M, D, K, D_K).
+
+    M = valid & selected, the policy and entropy terms' tokens; D their normaliser's tokens (M for
+    normalize_by="selected", valid for "valid"); K the KL term's tokens (M, or valid for
+    kl_on="valid"); D_K its normaliser's tokens (D, or valid). selected None: every valid token.
+    The one definition every engine's loss and normaliser count from."""
+    valid = mask.bool()
+    M = valid if selected is None else valid & selected.bool().to(valid.device)
+    D = M if normalize_by == "selected" else valid
+    K, D_K = (M, D) if kl_on == "selected" else (valid, valid)
+    return M, D, K, D_K
+
+
 def kl_k1(d: Tensor) -> Tensor:
     """k1 = log pi - log pi_ref = -d, with d = log pi_ref - log pi."""
     return -d
@@ -130,10 +147,7 @@ class LossConfig:
     def row_counts(self, mask: Tensor, selected: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """Per-response normaliser counts of whole responses: (policy/entropy terms [B], KL term
         [B]), to pass as `row_counts=` / `kl_row_counts=` when a loss sees a slice of columns."""
-        valid = mask.bool()
-        M = valid if selected is None else valid & selected.bool()
-        D = M if self.normalize_by == "selected" else valid
-        D_K = D if self.kl_on == "selected" else valid
+        _, D, _, D_K = loss_masks(mask, selected, normalize_by=self.normalize_by, kl_on=self.kl_on)
         return D.sum(-1), D_K.sum(-1)
 
     def denominator(
@@ -147,11 +161,9 @@ class LossConfig:
         B x max_response_length (T if unset). At least 1. Pass them as `denominator=` and
         `kl_denominator=` to `policy_loss` for every micro-batch of the mini-batch.
         """
-        valid = mask.bool()
-        M = valid if selected is None else valid & selected.bool()
-        D = M if self.normalize_by == "selected" else valid
-        if term == "kl" and self.kl_on == "valid":
-            D = valid
+        _, D, _, D_K = loss_masks(mask, selected, normalize_by=self.normalize_by, kl_on=self.kl_on)
+        if term == "kl":
+            D = D_K
         if self.loss_agg == "token_mean":
             count = D.sum()
         elif self.loss_agg == "seq_mean_token_mean":
@@ -209,6 +221,9 @@ def policy_loss(
 ) -> tuple[Tensor, dict[str, float]]:
     """Clipped surrogate loss on the selected tokens. Returns (scalar loss, metrics).
 
+    (Twelve parameters: the tensors of one loss call and the normalisers an engine computed over a
+    larger batch; the settings themselves travel as one LossConfig.)
+
     config: a LossConfig (default LossConfig()); keyword `settings` (eps_low=..., loss_agg=...)
     override its fields for one call. row_counts: [B] per-response normaliser counts when the
     tensors hold only some columns of each response (`LossConfig.row_counts` of the full rows).
@@ -250,10 +265,9 @@ def policy_loss(
         logprob, old_logprob, A, M, eps_low=c.eps_low, eps_high=c.eps_high, dual_clip=c.dual_clip
     )
     A = torch.where(M, A.detach().to(dtype), 0.0)
-    eps_low, eps_high, dual_clip = c.eps_low, c.eps_high, c.dual_clip
     kl_coef, kl_on, entropy_coef = c.kl_coef, c.kl_on, c.entropy_coef
 
-    D = M if c.normalize_by == "selected" else valid
+    _, D, K, D_K = loss_masks(valid, M, normalize_by=c.normalize_by, kl_on=kl_on)
     agg = LOSS_AGGREGATIONS[c.loss_agg]
     kw = dict(max_response_length=c.max_response_length, denominator=denominator)
     kw_policy = dict(kw, row_counts=row_counts)
@@ -262,8 +276,6 @@ def policy_loss(
     metrics: dict[str, float] = {}
 
     if ref_logprob is not None:
-        K = M if kl_on == "selected" else valid
-        D_K = D if kl_on == "selected" else valid
         d = torch.where(K, ref_logprob.detach().to(dtype) - logprob, 0.0)
         kl = KL_ESTIMATORS[c.kl_estimator](d.clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
         if kl_coef != 0.0:
@@ -277,30 +289,34 @@ def policy_loss(
             loss = loss - entropy_coef * agg(torch.where(M, entropy, 0.0), M, D, **kw_policy)
         metrics["entropy"] = float(_safe_div(torch.where(M, entropy.detach(), 0.0).sum(), M.sum()))
 
-    with torch.no_grad():
-        n_sel = M.sum()
-
-        def frac(x: Tensor) -> float:
-            return float(_safe_div((x & M).sum().to(dtype), n_sel))
-
-        low = (ratio < 1 - eps_low) & (A < 0)
-        high = (ratio > 1 + eps_high) & (A > 0)
-        dual = (
-            torch.zeros_like(M) if dual_clip is None else (A < 0) & (-dual_clip * A < clipped_loss)
-        )
-        metrics.update(
-            {
-                "clip_fraction": frac(low | high),
-                "clip/low": frac(low),
-                "clip/high": frac(high),
-                "dual_clip_fraction": frac(dual),
-                "selected_fraction": float(_safe_div(n_sel.to(dtype), valid.sum())),
-                "ratio/mean": float(_safe_div(torch.where(M, ratio, 0.0).sum(), n_sel)),
-                "pg_loss": float(pg_loss),
-                "loss": float(loss),
-            }
-        )
+    metrics.update(_clip_metrics(ratio, A, M, valid, clipped_loss, c))
+    metrics["pg_loss"], metrics["loss"] = float(pg_loss.detach()), float(loss.detach())
     return loss, metrics
+
+
+@torch.no_grad()
+def _clip_metrics(ratio, A, M, valid, clipped_loss, c: LossConfig) -> dict[str, float]:
+    """clip_fraction, clip/low, clip/high, dual_clip_fraction (fractions of M), selected_fraction
+    (|M| / |valid|) and ratio/mean (over M) of one loss call; all [B, T] inputs."""
+    n_sel = M.sum()
+    dtype = ratio.dtype
+
+    def frac(x: Tensor) -> float:
+        return float(_safe_div((x & M).sum().to(dtype), n_sel))
+
+    low = (ratio < 1 - c.eps_low) & (A < 0)
+    high = (ratio > 1 + c.eps_high) & (A > 0)
+    dual = (
+        torch.zeros_like(M) if c.dual_clip is None else (A < 0) & (-c.dual_clip * A < clipped_loss)
+    )
+    return {
+        "clip_fraction": frac(low | high),
+        "clip/low": frac(low),
+        "clip/high": frac(high),
+        "dual_clip_fraction": frac(dual),
+        "selected_fraction": float(_safe_div(n_sel.to(dtype), valid.sum())),
+        "ratio/mean": float(_safe_div(torch.where(M, ratio, 0.0).sum(), n_sel)),
+    }
 
 
 def _check_options(
@@ -393,7 +409,7 @@ def _check_tensors(logprob, old_logprob, advantages, mask, selected, ref_logprob
                 f"{name} must have logprob's shape {tuple(shape)}, got {getattr(x, 'shape', type(x))}"
             )
     valid = mask.bool()
-    M = valid if selected is None else valid & selected.bool()
+    M = loss_masks(valid, selected)[0]
     advantages = torch.as_tensor(advantages, device=logprob.device)
     if advantages.shape == shape[:1]:
         advantages = advantages[:, None].expand(shape)

@@ -4,7 +4,15 @@
   `get_method`, `register_method`.
 - `options`: `MethodOptions`, the method fields every engine's config inherits, and their checks.
 - `step`: `select_step`, one rollout batch's selection (warm-up, seed, diagnostics) and its metrics.
+
+`options` needs no torch and is imported at once; the registry and the step (torch, ict.select)
+on first use (module `__getattr__`), so that configs and `ict <command> --help` stay torch-free.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
 
 from ict.methods.options import (
     METHOD_FIELDS,
@@ -13,36 +21,51 @@ from ict.methods.options import (
     selector_kwargs,
     validate_method_options,
 )
-from ict.methods.registry import (
-    DEFAULT_REFERENCE,
-    METHODS,
-    PAPER_DENSE_WARMUP,
-    Method,
-    available_methods,
-    get_method,
-    register_method,
-)
-from ict.methods.step import (
-    DIAGNOSTIC_METHODS,
-    StepInputs,
-    StepSelection,
-    is_dense,
-    run_warmup,
-    select_method,
-    select_step,
-    selection_seed,
-    step_metrics,
-    warmup_warning,
-)
+
+if TYPE_CHECKING:
+    from ict.methods.registry import (
+        DEFAULT_REFERENCE,
+        METHODS,
+        PAPER_DENSE_WARMUP,
+        Method,
+        available_methods,
+        get_method,
+        register_method,
+    )
+    from ict.methods.step import (
+        DIAGNOSTIC_METHODS,
+        StepInputs,
+        StepSelection,
+        is_dense,
+        run_warmup,
+        select_method,
+        select_step,
+        selection_seed,
+        step_metrics,
+        warmup_warning,
+    )
+
+_LAZY = {
+    **dict.fromkeys(
+        ("DEFAULT_REFERENCE", "METHODS", "PAPER_DENSE_WARMUP", "Method", "available_methods",
+         "get_method", "register_method"),
+        "ict.methods.registry",
+    ),
+    **dict.fromkeys(
+        ("DIAGNOSTIC_METHODS", "StepInputs", "StepSelection", "is_dense", "run_warmup",
+         "select_method", "select_step", "selection_seed", "step_metrics", "warmup_warning"),
+        "ict.methods.step",
+    ),
+}  # fmt: skip
 
 __all__ = [
     "DEFAULT_REFERENCE",
     "DIAGNOSTIC_METHODS",
     "METHODS",
     "METHOD_FIELDS",
-    "PAPER_DENSE_WARMUP",
     "Method",
     "MethodOptions",
+    "PAPER_DENSE_WARMUP",
     "StepInputs",
     "StepSelection",
     "available_methods",
@@ -59,3 +82,16 @@ __all__ = [
     "validate_method_options",
     "warmup_warning",
 ]
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -143,7 +143,9 @@ def validate_method_options(options: MethodOptions, *, prefix: str = "") -> None
                 f"apply: drop {prefix}ratio"
             )
     warmup = options.dense_warmup_steps
-    if warmup is not None and (isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0):
+    if warmup is not None and (
+        isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0
+    ):
         raise ConfigError(f"{prefix}dense_warmup_steps={warmup!r} must be an integer >= 0")
     if not 0 < options.stapo_prob_below <= 1:
         raise ConfigError(

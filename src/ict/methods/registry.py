@@ -151,7 +151,20 @@ def available_methods() -> list[str]:
 
 
 def _builtin() -> None:
+    """The built-in methods, in the order reports list them: baselines, controls, ICT, variants."""
     register_method(Method("grpo", "every", "GRPO: every valid token."))
+    register_method(Method("entropy", "entropy_top", "20-Entropy: global top 20% by entropy."))
+    register_method(Method("stapo", "not_spurious", "STAPO: every token except the spurious ones."))
+    register_method(Method("random", "uniform", "Control: a random 10% of the batch's tokens."))
+    register_method(
+        Method(
+            "random_sequence",
+            "uniform",
+            "Control: a random 10% of each response, with ICT's warm-up and loss.",
+            scope="sequence",
+            dense_warmup_steps=PAPER_DENSE_WARMUP,
+        )
+    )
     register_method(
         Method(
             "ict",
@@ -197,18 +210,6 @@ def _builtin() -> None:
             dense_warmup_steps=PAPER_DENSE_WARMUP,
         )
     )
-    register_method(
-        Method(
-            "random_sequence",
-            "uniform",
-            "Control: a random 10% of each response, with ICT's warm-up and loss.",
-            scope="sequence",
-            dense_warmup_steps=PAPER_DENSE_WARMUP,
-        )
-    )
-    register_method(Method("entropy", "entropy_top", "20-Entropy: global top 20% by entropy."))
-    register_method(Method("stapo", "not_spurious", "STAPO: every token except the spurious ones."))
-    register_method(Method("random", "uniform", "Control: a random 10% of the batch's tokens."))
 
 
 _builtin()

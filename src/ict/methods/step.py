@@ -107,9 +107,11 @@ def select_method(method, options, inputs: StepInputs, *, seed: int, **where) ->
 
     facts = selector_facts(method.selector)
     scope = method.scope
-    if scope == "micro_batch" and not where.get("micro_batch_size") and where.get(
-        "micro_batch_ids"
-    ) is None:
+    if (
+        scope == "micro_batch"
+        and not where.get("micro_batch_size")
+        and where.get("micro_batch_ids") is None
+    ):
         scope = "global"  # one micro-batch: the whole batch
     return select_tokens(
         method.selector, inputs.mask, stats=inputs.stats, advantages=inputs.advantages,

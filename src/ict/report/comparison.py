@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from ict.errors import DataError
-from ict.eval.files import write_atomic
 from ict.eval.metrics import pass_at_k_per_problem
+from ict.files import read_jsonl, write_atomic
 from ict.report.document import Document
 from ict.report.hierarchical import (
     RunUnits,
@@ -38,12 +38,11 @@ from ict.report.intervals import (
     verdict,
     welch_difference,
 )
-from ict.report.overlap import POSITION_BINS, overlap_study, plot_overlap
 from ict.report.plots import SMOOTHING_TEXT, plot_methods
 from ict.report.positions import write_section
-from ict.report.runs import Run, flat_config, load_run, read_jsonl
+from ict.report.runs import Run, flat_config, load_run
+from ict.report.selection_overlap import POSITION_BINS, overlap_study, plot_overlap
 
-METHOD_ORDER = ["grpo", "entropy", "stapo", "random", "ict"]
 LAST_STEPS = 5  # training reward summarised over the last steps of each run
 
 CURVES = [
@@ -84,11 +83,14 @@ CURVES = [
 
 
 def group_runs(runs: Sequence[Run]) -> dict[str, list[Run]]:
-    """Runs by method, in METHOD_ORDER then first-seen order; runs sorted by seed."""
+    """Runs by method, in the registry's order (ict.methods.METHODS: baselines, controls, then
+    ICT and its variants) then first-seen order; runs sorted by seed."""
     groups: dict[str, list[Run]] = {}
     for run in runs:
         groups.setdefault(run.method, []).append(run)
-    order = [m for m in METHOD_ORDER if m in groups] + [m for m in groups if m not in METHOD_ORDER]
+    from ict.methods import METHODS
+
+    order = [m for m in METHODS if m in groups] + [m for m in groups if m not in METHODS]
     return {m: sorted(groups[m], key=lambda r: (r.seed is None, r.seed or 0)) for m in order}
 
 

@@ -1,7 +1,7 @@
 """samples.jsonl records from a model and prompts, for `ict inspect --model`.
 
 Samples responses and runs on them exactly what a training step runs before its update: the
-old-policy pass (`ict.train.scoring.old_policy_pass`: H, H2 and the method's score, the paper's
+old-policy pass (`ict.train.old_policy.old_policy_pass`: H, H2 and the method's score, the paper's
 position-aligned group mean for `ict`) and the step's selection (`ict.methods.select_step`), so a
 method's marks here are the tokens the same method would train on. Without a reward every
 response is treated as correct (advantage +1), which is the case in which STAPO silences tokens.
@@ -34,7 +34,7 @@ def records_from_rollout(model, tokenizer, rollout, prompts, config, precision, 
 
     from ict.methods import StepInputs, select_step
     from ict.report.samples import sample_records
-    from ict.train.scoring import old_policy_pass
+    from ict.train.old_policy import old_policy_pass
 
     device = next(model.parameters()).device
     method = config.method_settings()

@@ -135,7 +135,7 @@ def pick_evidence(
 
 def run_records(runs) -> list[dict]:
     """samples.jsonl records of report Runs, each tagged with its run directory as "run"."""
-    from ict.report.runs import read_jsonl
+    from ict.files import read_jsonl
 
     out = []
     for run in runs:

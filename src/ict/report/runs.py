@@ -2,7 +2,7 @@
 
 A run directory holds metrics.jsonl (one JSON object per step), optionally config.yaml,
 summary.json and samples.jsonl; see docs/ARCHITECTURE.md. Readers tolerate a truncated last line
-(a run killed while writing) and missing optional files.
+(a run killed while writing; `read_jsonl` is ict.files.read_jsonl) and missing optional files.
 """
 
 from __future__ import annotations
@@ -14,25 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ict.errors import DataError
-
-
-def read_jsonl(path: str | Path) -> list[dict]:
-    """Parse a JSON-lines file; a truncated (unparsable) last line is skipped, others raise."""
-    path = Path(path)
-    lines = path.read_text(encoding="utf-8").splitlines()
-    rows = []
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as err:
-            if i == len(lines) - 1:
-                break  # partially written last line of an interrupted run
-            raise DataError(
-                f"{path}:{i + 1} is not valid JSON ({err}); fix or remove that line"
-            ) from err
-    return rows
+from ict.files import read_jsonl
 
 
 def _read_config(run_dir: Path) -> dict:

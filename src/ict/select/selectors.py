@@ -82,4 +82,3 @@ def stapo_spurious(ctx, stats, advantages, prob_below, entropy_quantile) -> Tens
     threshold = quantile_linear(entropies, entropy_quantile)
     low_entropy = stats.entropy.to(torch.float64) < threshold
     return ctx.mask & (advantages > 0) & (torch.exp(stats.logprob) < prob_below) & low_entropy
-

@@ -54,8 +54,8 @@ from ict.stats.kernels import (
     mixture_entropy_,
     policy_block_,
 )
+from ict.stats.logit_sources import HiddenSource, LogitsSource
 from ict.stats.result import DIVERGENCES, REFERENCES, TokenStats
-from ict.stats.sources import HiddenSource, LogitsSource
 
 MIN_CHUNK_BYTES = 32 << 20  # default chunk: 1/16 of the full logits' bytes, within 32..128 MiB
 MAX_CHUNK_BYTES = 128 << 20  # (N/16 rows, 55..220 rows at V = 151936 for float32 inputs)

@@ -1,10 +1,39 @@
 """The native trainer: `train(config)` / `Trainer`, `TrainConfig`, checkpoints and run outputs.
 
 See docs/training.md for the user guide and docs/ARCHITECTURE.md for the run-directory format.
+
+The names below are imported on first use (module `__getattr__`), so that importing
+`ict.train.config` (which `ict train --help` is generated from) does not import torch.
 """
 
-from ict.train.config import TrainConfig
-from ict.train.problems import Problem
-from ict.train.trainer import Trainer, train
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ict.train.config import TrainConfig
+    from ict.train.problems import Problem
+    from ict.train.trainer import Trainer, train
+
+_EXPORTS = {
+    "Problem": "ict.train.problems",
+    "TrainConfig": "ict.train.config",
+    "Trainer": "ict.train.trainer",
+    "train": "ict.train.trainer",
+}
 
 __all__ = ["Problem", "TrainConfig", "Trainer", "train"]
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later look-ups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

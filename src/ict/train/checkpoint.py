@@ -4,7 +4,8 @@ A checkpoint holds the policy (`model.safetensors` + config + tokenizer via `sav
 `ict eval --model RUN_DIR` loads it) and `trainer_state.pt` (optimizer, scheduler, RNG states of
 python / numpy / torch, step, data-sampler state). `checkpoints/latest` names the newest complete
 one and is itself replaced atomically, so a run killed at any moment (SIGKILL included) resumes
-from the last complete checkpoint.
+from the last complete checkpoint. The layout, the completeness test and the lookup
+(`list_checkpoints`, `latest_checkpoint`) are the run-directory conventions of ict.files.
 """
 
 from __future__ import annotations
@@ -18,14 +19,31 @@ import numpy as np
 import torch
 
 from ict.errors import UserError
+from ict.files import (
+    CHECKPOINTS,
+    LATEST,
+    STATE_FILE,
+    checkpoint_name,
+    is_complete_checkpoint,
+    latest_checkpoint,
+    list_checkpoints,
+    write_atomic,
+)
 from ict.models import drop_gguf_marker  # a model the user loaded from GGUF
 
-LATEST = "latest"
-STATE_FILE = "trainer_state.pt"
-
-
-def checkpoint_name(step: int) -> str:
-    return f"step_{step:06d}"
+__all__ = [
+    "LATEST",
+    "STATE_FILE",
+    "checkpoint_name",
+    "clean_partial",
+    "is_complete_checkpoint",
+    "latest_checkpoint",
+    "list_checkpoints",
+    "load_checkpoint",
+    "rng_state",
+    "save_checkpoint",
+    "set_rng_state",
+]
 
 
 def rng_state() -> dict:
@@ -47,12 +65,6 @@ def set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def save_checkpoint(
     run_dir: Path, step: int, model, tokenizer, trainer_state: dict, *, keep_last: int = 2
 ) -> Path:
@@ -64,7 +76,7 @@ def save_checkpoint(
     Returns:
         The final checkpoint directory.
     """
-    root = Path(run_dir) / "checkpoints"
+    root = Path(run_dir) / CHECKPOINTS
     root.mkdir(parents=True, exist_ok=True)
     final = root / checkpoint_name(step)
     tmp = root / f".tmp_{checkpoint_name(step)}"
@@ -85,35 +97,10 @@ def save_checkpoint(
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)
-    _write_atomic(root / LATEST, final.name)
+    write_atomic(root / LATEST, final.name)
     for old in list_checkpoints(run_dir)[:-keep_last]:
         shutil.rmtree(old, ignore_errors=True)
     return final
-
-
-def list_checkpoints(run_dir: Path) -> list[Path]:
-    """Complete checkpoint directories of a run, oldest first (temp dirs are ignored)."""
-    root = Path(run_dir) / "checkpoints"
-    if not root.is_dir():
-        return []
-    found = [
-        p
-        for p in root.glob("step_*")
-        if (p / STATE_FILE).is_file() and (p / "config.json").is_file()
-    ]
-    return sorted(found, key=lambda p: int(p.name.split("_")[1]))
-
-
-def latest_checkpoint(run_dir: Path) -> Path | None:
-    """The checkpoint named by `latest`, else the newest complete one, else None."""
-    root = Path(run_dir) / "checkpoints"
-    pointer = root / LATEST
-    if pointer.is_file():
-        candidate = root / pointer.read_text(encoding="utf-8").strip()
-        if (candidate / STATE_FILE).is_file():
-            return candidate
-    found = list_checkpoints(run_dir)
-    return found[-1] if found else None
 
 
 def load_checkpoint(checkpoint_dir: Path, model) -> dict:
@@ -149,7 +136,7 @@ def load_checkpoint(checkpoint_dir: Path, model) -> dict:
 
 def clean_partial(run_dir: Path) -> None:
     """Remove temp dirs left by a run killed while writing a checkpoint."""
-    root = Path(run_dir) / "checkpoints"
+    root = Path(run_dir) / CHECKPOINTS
     if root.is_dir():
         for tmp in root.glob(".tmp_*"):
             shutil.rmtree(tmp, ignore_errors=True)

@@ -358,10 +358,9 @@ class TrainConfig(MethodOptions):
         data = self.to_dict(grouped=True)
         if extra:
             data["facts"] = extra
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-        tmp.replace(path)
+        from ict.files import write_atomic
+
+        write_atomic(path, yaml.safe_dump(data, sort_keys=False))
 
     def replace(self, **changes) -> TrainConfig:
         unknown_keys(changes, source="overrides")

@@ -26,13 +26,14 @@ from ict.train.config import TrainConfig
 
 def heldout_settings(config: TrainConfig, model_label: str):
     """The ict.eval settings of the before/after evaluation (sampling as the rollouts)."""
+    from ict.eval.metrics import default_ks
     from ict.eval.runner import EvalSettings
 
     n = config.eval_num_samples
     return EvalSettings(
         model=model_label,
         n=n,
-        k=[k for k in (1, 2, 4, 8, 16) if k <= n],
+        k=default_ks(n),
         temperature=config.temperature,
         top_p=config.top_p,
         max_new_tokens=config.max_new_tokens,

@@ -2,62 +2,21 @@
 
 metrics.jsonl has one JSON object per step, flushed each step; on resume the lines after the
 checkpoint's step are dropped so that the resumed file matches an uninterrupted run.
+`JsonlWriter` and `truncate_jsonl` are ict.files' (re-exported here).
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import os
 from pathlib import Path
 
 from ict.errors import ConfigError
+from ict.files import JsonlWriter, truncate_jsonl
+
+__all__ = ["EntropyHealth", "ExternalLogger", "JsonlWriter", "truncate_jsonl"]
 
 logger = logging.getLogger("ict.train")
-
-
-def _clean(value):
-    """JSON-safe scalars: tensors -> python, NaN/inf -> None."""
-    if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def truncate_jsonl(path: Path, max_step: int) -> None:
-    """Keep the lines of a JSON-lines file whose `step` <= max_step (drops a torn last line)."""
-    path = Path(path)
-    if not path.exists():
-        return
-    kept = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if int(row.get("step", 0)) <= max_step:
-            kept.append(line)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
-    os.replace(tmp, path)
-
-
-class JsonlWriter:
-    """Append JSON objects, one per line, flushed (and fsynced) after each write."""
-
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        self._file = open(self.path, "a", encoding="utf-8")
-
-    def write(self, row: dict) -> None:
-        self._file.write(json.dumps({k: _clean(v) for k, v in row.items()}) + "\n")
-        self._file.flush()
-        os.fsync(self._file.fileno())
-
-    def close(self) -> None:
-        self._file.close()
 
 
 class ExternalLogger:

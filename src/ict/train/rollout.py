@@ -11,7 +11,7 @@ import torch
 
 from ict.train.config import TrainConfig
 from ict.train.problems import Problem, render_prompts
-from ict.train.rewards import score_responses
+from ict.train.safe_rewards import score_responses
 
 
 @dataclass

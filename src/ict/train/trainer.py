@@ -17,7 +17,6 @@ One training step:
 from __future__ import annotations
 
 import copy
-import json
 import logging
 import random
 import time
@@ -28,9 +27,10 @@ import numpy as np
 import torch
 
 from ict.errors import ConfigError, UserError
+from ict.files import JsonlWriter, read_jsonl, truncate_jsonl, write_atomic, write_json_atomic
 from ict.train import checkpoint as ckpt
 from ict.train.config import TrainConfig
-from ict.train.outputs import EntropyHealth, ExternalLogger, JsonlWriter, truncate_jsonl
+from ict.train.outputs import EntropyHealth, ExternalLogger
 from ict.train.problems import PromptSampler, as_problem, load_problems, task_spec
 
 logger = logging.getLogger("ict.train")
@@ -186,9 +186,7 @@ class Trainer:
                 logger.info("no checkpoint in %s: starting it from step 0", self.run_dir)
             truncate_jsonl(metrics_path, self.step)
             truncate_jsonl(samples_path, self.step)
-            from ict.report.runs import read_jsonl
-
-            self.history = read_jsonl(metrics_path) if metrics_path.exists() else []
+            self.history = read_jsonl(metrics_path)
         elif metrics_path.exists() and metrics_path.stat().st_size > 0:
             raise UserError(
                 f"{self.run_dir} already holds a run (metrics.jsonl); continue it with "
@@ -228,9 +226,9 @@ class Trainer:
         from ict.methods import StepInputs, select_step, step_metrics
         from ict.metrics import sorted_score_curve
         from ict.train.logprobs import batch_plan
+        from ict.train.old_policy import old_policy_pass
         from ict.train.rollout import collect_rollout
-        from ict.train.scoring import old_policy_pass
-        from ict.train.update import update_policy
+        from ict.train.update import Policy, UpdateBatch, update_policy
 
         cfg, method = self.config, self.method
         step = self.step + 1
@@ -258,20 +256,10 @@ class Trainer:
 
         t0 = time.perf_counter()
         loss_metrics = update_policy(
-            self.model,
-            self.optimizer,
-            self.scheduler,
-            rollout,
-            old_logprob,
-            advantages,
-            selected,
-            ref_logprob,
-            cfg,
-            self.loss_config,
-            step=step,
-            device=self.device,
-            autocast=self.autocast,
-        )
+            Policy(self.model, self.optimizer, self.scheduler),
+            UpdateBatch(rollout, old_logprob, advantages, selected, ref_logprob),
+            cfg, self.loss_config, step=step, device=self.device, autocast=self.autocast,
+        )  # fmt: skip
         update_s = time.perf_counter() - t0
         self.step = step
 
@@ -362,7 +350,6 @@ class Trainer:
     def _heldout(self, when: str) -> dict | None:
         """Held-out pass@1 `when` ("before" / "after"), saved as heldout_<when>.json (reused if a
         resumed run already has it). None when off or when the run has no task spec."""
-        from ict.eval.files import write_json_atomic
         from ict.train.heldout import heldout_eval, load_result
 
         cfg = self.config
@@ -398,12 +385,11 @@ class Trainer:
 
     def _write_token_map(self) -> Path | None:
         """token_map.html of the last logged step's samples (as `ict inspect RUN` writes it)."""
-        from ict.report.runs import read_jsonl
         from ict.report.tokenmap import render_html
 
         samples = self.run_dir / "samples.jsonl"
         try:
-            records = read_jsonl(samples) if samples.exists() else []
+            records = read_jsonl(samples)
             if not records:
                 return None
             last = max(r["step"] for r in records)
@@ -415,9 +401,7 @@ class Trainer:
             logger.warning("could not write the token map: %s", err)
             return None
         path = self.run_dir / "token_map.html"
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(html, encoding="utf-8")
-        tmp.replace(path)
+        write_atomic(path, html)
         return path
 
     # ---- the loop ---------------------------------------------------------------------------
@@ -545,11 +529,7 @@ class Trainer:
                 str(self.run_dir / "heldout_after.json"),
             ]
         summary["headline"] = headline(summary.get("heldout"), summary)
-        from ict.eval.files import write_json_atomic
-
-        write_json_atomic(
-            self.run_dir / "summary.json", json.loads(json.dumps(summary, default=str))
-        )
+        write_json_atomic(self.run_dir / "summary.json", summary)
         return summary
 
 

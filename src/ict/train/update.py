@@ -18,10 +18,13 @@ update (same gradients within float tolerance, tests/train/test_update.py).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
 from ict.loss import LossConfig, policy_loss
+from ict.loss.policy import loss_masks
 from ict.methods import selection_seed
 from ict.train.logprobs import batch_plan, column_span, policy_logprobs
 
@@ -29,11 +32,10 @@ SUMMED_METRICS = ("loss", "pg_loss")  # partial sums over micro-batches; the res
 
 
 def loss_positions(mask, selected, loss_config: LossConfig):
-    """bool [N, T]: where the loss reads log-probs (selected; all valid for a KL over valid)."""
-    M = mask & selected
-    if loss_config.kl_coef != 0 and loss_config.kl_on == "valid":
-        return mask.clone()
-    return M
+    """bool [N, T]: where the loss reads log-probs (M, and K when a KL term runs)."""
+    M, _, K, _ = loss_masks(mask, selected, normalize_by=loss_config.normalize_by,
+                            kl_on=loss_config.kl_on)  # fmt: skip
+    return M | K if loss_config.kl_coef != 0 else M
 
 
 def contributing_rows(rows, advantages, positions, loss_config: LossConfig, group: int):
@@ -50,135 +52,173 @@ def contributing_rows(rows, advantages, positions, loss_config: LossConfig, grou
     return rows[useful.to(rows.device)]
 
 
+@dataclass
+class Policy:
+    """What the update changes: the model, its AdamW optimizer and the LR schedule
+    (ict.train.schedule.LRSchedule, which sets the lr before each update)."""
+
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: object
+
+
+@dataclass
+class UpdateBatch:
+    """One rollout batch as the update reads it. rollout: ict.generation.Rollout ([N, T] ids,
+    masks); old_logprob, ref_logprob: [N, T] float32 (ref None without a KL term); advantages:
+    [N]; selected: bool [N, T] (the step's selection, every valid token while dense)."""
+
+    rollout: object
+    old_logprob: torch.Tensor
+    advantages: torch.Tensor
+    selected: torch.Tensor
+    ref_logprob: torch.Tensor | None = None
+
+
+@dataclass(frozen=True)
+class UpdateSwitches:
+    """The three savings of the module docstring, each on by default (skip_rows None: the
+    config's `skip_zero_advantage`); off, the update is the plain one (same gradients)."""
+
+    skip_rows: bool | None = None
+    head_on_loss_only: bool = True
+    stop_at_last: bool = True
+
+
 def update_policy(
-    model,
-    optimizer,
-    scheduler,
-    rollout,
-    old_logprob,
-    advantages,
-    selected,
-    ref_logprob,
+    policy: Policy,
+    batch: UpdateBatch,
     config,
     loss_config: LossConfig,
     *,
     step: int,
     device,
     autocast,
-    skip_rows: bool | None = None,
-    head_on_loss_only: bool = True,
-    stop_at_last: bool = True,
+    switches: UpdateSwitches = UpdateSwitches(),
 ) -> dict:
     """Run the update on one rollout batch; returns loss metrics averaged over mini-batches.
 
-    rollout: ict.generation.Rollout; old_logprob, ref_logprob: [N, T] float32 (ref may be None);
-    advantages: [N]; selected: bool [N, T]. scheduler: ict.train.schedule.LRSchedule (sets the
-    lr before each update from this step's number of updates). config: the TrainConfig (epochs, mini/micro batch
-    sizes, clipping norm, seed, temperature, share_prompt). skip_rows: None = config's
-    `skip_zero_advantage`. Returns {metric: value, "grad_norm", "update/tokens",
-    "update/rows_run", "update/rows"}.
+    config: the TrainConfig (epochs, mini/micro batch sizes, clipping norm, seed, temperature,
+    share_prompt). step: the rollout batch (1-based; seeds the mini-batch shuffle, places the lr).
+    Returns {metric: value, "grad_norm", "lr" (of the first update), "update/tokens",
+    "update/rows_run", "update/rows", "update/updates"}.
     """
     cfg = config
-    skip_rows = cfg.skip_zero_advantage if skip_rows is None else skip_rows
-    ids, attn = rollout.input_ids.to(device), rollout.attention_mask.to(device)
-    mask = rollout.response_mask.to(device).bool()
-    selected = selected.to(device)
-    positions = loss_positions(mask, selected, loss_config)
-    rows_all = torch.arange(ids.shape[0])
-    if cfg.drop_zero_variance_groups:
-        rows_all = rows_all[_informative_rows(rollout.prompt_index, advantages)]
-    if rows_all.numel() == 0:
+    run = _UpdateRun(policy, batch, cfg, loss_config, device, autocast, switches)
+    if run.rows_all.numel() == 0:
         return {"update/skipped": 1}
-    group, micro_rows = batch_plan(rows_all.numel(), cfg)
-    units = rows_all.view(-1, group)  # whole groups of G rows when prompts are shared
-    mini_units = max(1, (cfg.mini_batch_size or rows_all.numel()) // group)
+    units = run.rows_all.view(-1, run.group)  # whole groups of G rows when prompts are shared
+    mini_units = max(1, (cfg.mini_batch_size or run.rows_all.numel()) // run.group)
     generator = torch.Generator().manual_seed(selection_seed(cfg.seed, step))
     n_updates = cfg.num_epochs * -(-units.shape[0] // mini_units)  # the updates this step takes
-    first_lr = None
-    params = [p for p in model.parameters() if p.requires_grad]
     sums: dict[str, float] = {}
-    grad_norms, tokens_done, rows_run, minis = [], 0, 0, 0
-    model.train()
+    grad_norms, lrs = [], []
+    policy.model.train()
     for _epoch in range(cfg.num_epochs):
         shuffle = cfg.num_epochs > 1 or cfg.mini_batch_size
         order = units[torch.randperm(units.shape[0], generator=generator)] if shuffle else units
         for mini in (chunk.flatten() for chunk in order.split(mini_units)):
-            optimizer.zero_grad(set_to_none=True)
-            denominator = loss_config.denominator(mask[mini], selected[mini])
-            kl_denominator = loss_config.denominator(mask[mini], selected[mini], term="kl")
-            row_counts, kl_row_counts = loss_config.row_counts(mask, selected)
-            run = (
-                contributing_rows(mini, advantages, positions, loss_config, group)
-                if skip_rows
-                else mini
-            )
-            mini_sums: dict[str, float] = {}
-            mini_weights: dict[str, float] = {}
-            for micro in run.split(micro_rows) if run.numel() else ():
-                stop = None
-                if stop_at_last:
-                    needed = positions[micro].any(0).nonzero()
-                    stop = int(needed[-1]) + 1 if needed.numel() else None
-                cols = column_span(attn[micro], stop)
-                head_mask = positions[micro, cols] if head_on_loss_only else mask[micro, cols]
-                with autocast():
-                    logprob, entropy = policy_logprobs(
-                        model,
-                        ids[micro, cols],
-                        attn[micro, cols],
-                        head_mask,
-                        temperature=cfg.temperature,
-                        chunk_size=cfg.stats_chunk_size,
-                        with_entropy=loss_config.entropy_coef > 0,
-                        prompt_length=rollout.prompt_length - cols.start,
-                        group_size=group,
-                    )
-                loss, metrics = policy_loss(
-                    logprob,
-                    old_logprob[micro, cols],
-                    advantages[micro],
-                    mask[micro, cols],
-                    selected[micro, cols],
-                    loss_config,
-                    ref_logprob=None if ref_logprob is None else ref_logprob[micro, cols],
-                    entropy=entropy,
-                    denominator=denominator,
-                    kl_denominator=kl_denominator,
-                    row_counts=row_counts[micro],
-                    kl_row_counts=kl_row_counts[micro],
-                )
-                loss.backward()
-                n_loss = float(positions[micro, cols].sum())
-                for key, value in metrics.items():
-                    if not isinstance(value, (int, float)) or value != value:
-                        continue
-                    w = 1.0 if key in SUMMED_METRICS else n_loss
-                    mini_sums[key] = mini_sums.get(key, 0.0) + float(value) * w
-                    mini_weights[key] = mini_weights.get(key, 0.0) + w
-                tokens_done += int(attn[micro, cols].sum())
-                rows_run += micro.numel()
-            for key, total in mini_sums.items():  # sums stay sums, the rest token-weighted means
-                value = total if key in SUMMED_METRICS else total / max(mini_weights[key], 1e-12)
+            policy.optimizer.zero_grad(set_to_none=True)
+            for key, value in run.minibatch(mini).items():
                 sums[key] = sums.get(key, 0.0) + value
-            if all(p.grad is None for p in params):  # nothing ran: the dense update's zero grads
-                for p in params:
-                    p.grad = torch.zeros_like(p)
-            max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
-            grad_norms.append(float(torch.nn.utils.clip_grad_norm_(params, max_norm)))
-            lr = scheduler.set(step, minis, n_updates)
-            first_lr = lr if first_lr is None else first_lr
-            optimizer.step()
-            minis += 1
-    optimizer.zero_grad(set_to_none=True)
-    model.eval()
-    out = {key: value / minis for key, value in sums.items()}
+            grad_norms.append(run.clip_gradients())
+            lrs.append(policy.scheduler.set(step, len(lrs), n_updates))
+            policy.optimizer.step()
+    policy.optimizer.zero_grad(set_to_none=True)
+    policy.model.eval()
+    out = {key: value / len(lrs) for key, value in sums.items()}
     out["grad_norm"] = float(np.mean(grad_norms))
-    out["update/tokens"] = tokens_done
-    out["update/rows_run"] = rows_run
-    out["update/rows"] = int(rows_all.numel()) * cfg.num_epochs
-    out["update/updates"] = minis
-    out["lr"] = first_lr
+    out["update/tokens"] = run.tokens_done
+    out["update/rows_run"] = run.rows_run
+    out["update/rows"] = int(run.rows_all.numel()) * cfg.num_epochs
+    out["update/updates"] = len(lrs)
+    out["lr"] = lrs[0]
     return out
+
+
+class _UpdateRun:
+    """One update_policy call's tensors on the device and its per-mini-batch work."""
+
+    def __init__(self, policy, batch, cfg, loss_config, device, autocast, switches):
+        self.policy, self.cfg, self.loss_config, self.autocast = policy, cfg, loss_config, autocast
+        self.batch = batch
+        self.skip = cfg.skip_zero_advantage if switches.skip_rows is None else switches.skip_rows
+        self.switches = switches
+        rollout = batch.rollout
+        self.ids, self.attn = rollout.input_ids.to(device), rollout.attention_mask.to(device)
+        self.mask = rollout.response_mask.to(device).bool()
+        self.selected = batch.selected.to(device)
+        self.positions = loss_positions(self.mask, self.selected, loss_config)
+        self.rows_all = torch.arange(self.ids.shape[0])
+        if cfg.drop_zero_variance_groups:
+            self.rows_all = self.rows_all[_informative_rows(rollout.prompt_index, batch.advantages)]
+        self.group, self.micro_rows = batch_plan(max(1, self.rows_all.numel()), cfg)
+        self.row_counts, self.kl_row_counts = loss_config.row_counts(self.mask, self.selected)
+        self.params = [p for p in policy.model.parameters() if p.requires_grad]
+        self.tokens_done = self.rows_run = 0
+
+    def minibatch(self, mini) -> dict[str, float]:
+        """Forward and backward of the mini-batch `mini` (row indices), micro-batch by
+        micro-batch, each loss an exact share of the mini-batch's (one normaliser). Returns its
+        metrics: sums stay sums, the rest token-weighted means."""
+        lc = self.loss_config
+        denominators = (
+            lc.denominator(self.mask[mini], self.selected[mini]),
+            lc.denominator(self.mask[mini], self.selected[mini], term="kl"),
+        )
+        run = mini
+        if self.skip:
+            run = contributing_rows(mini, self.batch.advantages, self.positions, lc, self.group)
+        sums: dict[str, float] = {}
+        weights: dict[str, float] = {}
+        for micro in run.split(self.micro_rows) if run.numel() else ():
+            metrics, n_loss = self.micro_step(micro, denominators)
+            for key, value in metrics.items():
+                if not isinstance(value, (int, float)) or value != value:
+                    continue
+                w = 1.0 if key in SUMMED_METRICS else n_loss
+                sums[key] = sums.get(key, 0.0) + float(value) * w
+                weights[key] = weights.get(key, 0.0) + w
+        return {
+            key: total if key in SUMMED_METRICS else total / max(weights[key], 1e-12)
+            for key, total in sums.items()
+        }
+
+    def micro_step(self, micro, denominators) -> tuple[dict, float]:
+        """Loss and backward of one micro-batch; returns (policy_loss metrics, loss tokens)."""
+        b, cfg, lc = self.batch, self.cfg, self.loss_config
+        stop = None
+        if self.switches.stop_at_last:
+            needed = self.positions[micro].any(0).nonzero()
+            stop = int(needed[-1]) + 1 if needed.numel() else None
+        cols = column_span(self.attn[micro], stop)
+        where = self.positions if self.switches.head_on_loss_only else self.mask
+        with self.autocast():
+            logprob, entropy = policy_logprobs(
+                self.policy.model, self.ids[micro, cols], self.attn[micro, cols],
+                where[micro, cols], temperature=cfg.temperature, chunk_size=cfg.stats_chunk_size,
+                with_entropy=lc.entropy_coef > 0,
+                prompt_length=b.rollout.prompt_length - cols.start, group_size=self.group,
+            )  # fmt: skip
+        loss, metrics = policy_loss(
+            logprob, b.old_logprob[micro, cols], b.advantages[micro], self.mask[micro, cols],
+            self.selected[micro, cols], lc,
+            ref_logprob=None if b.ref_logprob is None else b.ref_logprob[micro, cols],
+            entropy=entropy, denominator=denominators[0], kl_denominator=denominators[1],
+            row_counts=self.row_counts[micro], kl_row_counts=self.kl_row_counts[micro],
+        )  # fmt: skip
+        loss.backward()
+        self.tokens_done += int(self.attn[micro, cols].sum())
+        self.rows_run += micro.numel()
+        return metrics, float(self.positions[micro, cols].sum())
+
+    def clip_gradients(self) -> float:
+        """Clip to max_grad_norm (0: off) and return the norm; zero grads if nothing ran."""
+        if all(p.grad is None for p in self.params):  # nothing ran: the dense update's zeros
+            for p in self.params:
+                p.grad = torch.zeros_like(p)
+        max_norm = self.cfg.max_grad_norm if self.cfg.max_grad_norm > 0 else float("inf")
+        return float(torch.nn.utils.clip_grad_norm_(self.params, max_norm))
 
 
 def _informative_rows(prompt_index, advantages) -> torch.Tensor:

@@ -53,7 +53,9 @@ def verl_path(case, ranks=2, micro_batches=2):
     prompt_lens = [1 + (b % 3) for b in range(B)]
     shards = torch.arange(B).chunk(ranks)
 
-    if spec.resolved().reference == "group_position" and spec.needs_js:  # one pass per rank, each rank holding whole groups
+    if (
+        spec.resolved().reference == "group_position" and spec.needs_js
+    ):  # one pass per rank, each rank holding whole groups
         G = int((case.group_ids == case.group_ids[0]).sum())
         stats = {}
         for rows in shards:

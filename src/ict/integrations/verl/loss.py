@@ -24,6 +24,7 @@ from torch import Tensor
 
 from ict.errors import ConfigError
 from ict.loss import clipped_token_loss
+from ict.loss.policy import loss_masks
 
 SELECTED_KEY = "ict_selected"  # bool [B, R] in the batch: the selection of each response token
 NUM_SELECTED_KEY = "ict_num_selected"  # int, global (all DP ranks) count in the mini-batch
@@ -55,8 +56,7 @@ class MicroBatchSelection:
 def local_counts(selected: Tensor, valid: Tensor, normalize_by: str) -> tuple[int, int]:
     """(selected valid tokens, responses with a non-empty denominator) of [B, R] masks; summed
     over DP ranks these are the mini-batch normalisers of token-mean and seq-mean-token-mean."""
-    mask = selected.bool() & valid.bool()
-    denominator = mask if normalize_by == "selected" else valid.bool()
+    mask, denominator, _, _ = loss_masks(valid, selected, normalize_by=normalize_by)
     return int(mask.sum()), int((denominator.sum(-1) > 0).sum())
 
 
@@ -121,7 +121,7 @@ def ict_policy_loss(
         raise ValueError(
             f"ict selection shape {tuple(selected.shape)} != response mask {tuple(valid.shape)}"
         )
-    mask = valid & selected
+    mask, denominator_mask, _, _ = loss_masks(valid, selected, normalize_by=selection.normalize_by)
 
     eps = config.clip_ratio
     eps_low = config.clip_ratio_low if config.clip_ratio_low is not None else eps
@@ -159,7 +159,6 @@ def ict_policy_loss(
         batch_info["batch_num_tokens"] = max(int(num_selected), 1)
     elif loss_agg_mode == "seq-mean-token-mean":
         batch_info["global_batch_size"] = max(int(num_rows), 1)
-    denominator_mask = mask if selection.normalize_by == "selected" else valid
     loss = agg_loss(
         loss_mat=torch.where(mask, token_loss, 0.0),
         loss_mask=denominator_mask,

@@ -1,0 +1,232 @@
+"""Crash-safe files: atomic writes, JSON lines, and the run-directory conventions.
+
+Each rule is written once, here; train, eval, report and compare import it.
+
+Atomic writes. `write_atomic` writes to a temp file in the target's directory, flushes and fsyncs
+it, then `os.replace`s it over the target: a reader (or a run killed at any moment) sees the old
+content or the new one, never part of one, and a failed write removes its temp file.
+
+JSON lines. One JSON object per line; a record is committed by the newline written with it.
+`read_jsonl` policy: blank lines are skipped; the LAST line is a crash's torn write when it has
+no newline or does not parse, and is skipped with a logged warning; an unparsable line anywhere
+else is a DataError naming the file and line number. `JsonlWriter` drops such a torn tail before
+appending, so the next record starts on a line of its own.
+
+Run directory. Checkpoints live in RUN_DIR/checkpoints/step_NNNNNN/; `checkpoints/latest` names
+the newest one. A checkpoint is complete when it holds every file `save_checkpoint` writes
+(config.json, the safetensors weights, trainer_state.pt); `latest_checkpoint` is the one lookup.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ict.errors import DataError
+
+logger = logging.getLogger("ict.files")
+
+CHECKPOINTS = "checkpoints"
+LATEST = "latest"
+STATE_FILE = "trainer_state.pt"
+WEIGHTS_FILES = ("model.safetensors", "model.safetensors.index.json")  # single file or sharded
+_STEP_DIR = re.compile(r"step_(\d+)")
+
+
+# ---- atomic writes ---------------------------------------------------------------------------
+def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
+    """Replace `path` by `data` (str is UTF-8 encoded) so that readers see the old or new file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make a rename durable (best effort: not every platform can open a directory)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_json_atomic(path: str | os.PathLike, obj: Any, **json_kwargs) -> None:
+    """`obj` as indented JSON (non-JSON values as str()), atomically; json_kwargs go to dumps."""
+    text = json.dumps(obj, **{"indent": 2, "default": str, **json_kwargs})
+    write_atomic(path, text + "\n")
+
+
+# ---- JSON lines ------------------------------------------------------------------------------
+def _json_safe(value):
+    """JSON-safe scalars: 0-d tensors / numpy scalars -> python, NaN / inf -> None."""
+    if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def jsonl_line(row: dict) -> str:
+    """One record as a JSON line (top-level NaN/inf as null, other non-JSON values as str())."""
+    return json.dumps({k: _json_safe(v) for k, v in row.items()}, default=str) + "\n"
+
+
+def _complete_lines(path: Path):
+    """(line number, text, record) of the complete lines of `path` under the module's policy."""
+    lines = path.read_text(encoding="utf-8").split("\n")  # the last item: text after the last \n
+    tail = lines.pop()
+    if tail.strip():
+        logger.warning("%s:%d has no newline (a torn write): skipped", path, len(lines) + 1)
+    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            if i == last and not tail.strip():
+                logger.warning("%s:%d is not valid JSON (a torn write): skipped", path, i + 1)
+                return
+            raise DataError(
+                f"{path}:{i + 1} is not valid JSON ({err}); fix or remove that line"
+            ) from err
+        yield i + 1, line, row
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    """The records of a JSON-lines file ([] if it does not exist); see the module's policy."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    return [row for _, _, row in _complete_lines(path)]
+
+
+def write_jsonl_atomic(path: str | os.PathLike, rows: list[dict]) -> None:
+    """Replace `path` by the JSON lines of `rows`, atomically."""
+    write_atomic(path, "".join(jsonl_line(r) for r in rows))
+
+
+def truncate_jsonl(path: str | os.PathLike, max_step: int) -> None:
+    """Keep the records whose `step` <= max_step (a torn last line goes too), atomically."""
+    path = Path(path)
+    if not path.exists():
+        return
+    kept = [line for _, line, row in _complete_lines(path) if int(row.get("step", 0)) <= max_step]
+    write_atomic(path, "".join(f"{line}\n" for line in kept))
+
+
+def _drop_torn_tail(path: Path) -> None:
+    """Cut the file back to its last newline (the torn write of a killed run), if it has one."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    with open(path, "r+b") as f:
+        end = pos = f.seek(0, os.SEEK_END)
+        cut = 0
+        while pos > 0:
+            start = max(0, pos - (1 << 16))
+            f.seek(start)
+            chunk = f.read(pos - start)
+            if pos == end and chunk.endswith(b"\n"):
+                return
+            if (i := chunk.rfind(b"\n")) >= 0:
+                cut = start + i + 1
+                break
+            pos = start
+        f.truncate(cut)
+        f.flush()
+        os.fsync(f.fileno())
+    logger.warning("%s: dropped %d bytes of a torn last line before appending", path, end - cut)
+
+
+class JsonlWriter:
+    """Append records to a JSON-lines file, one line each, flushed and fsynced after each write
+    (a crash loses at most the line being written). Usable as a context manager."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        _drop_torn_tail(self.path)
+        self._file = open(self.path, "a", encoding="utf-8")
+
+    def write(self, row: dict) -> None:
+        self._file.write(jsonl_line(row))
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> JsonlWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def append_jsonl(path: str | os.PathLike, row: dict) -> None:
+    """Append one record (opens and closes the file; keep a JsonlWriter open for many)."""
+    with JsonlWriter(path) as writer:
+        writer.write(row)
+
+
+# ---- run directory: checkpoints --------------------------------------------------------------
+def checkpoint_name(step: int) -> str:
+    return f"step_{step:06d}"
+
+
+def is_complete_checkpoint(directory: Path) -> bool:
+    """True when `directory` holds every file save_checkpoint writes (weights, config, state)."""
+    directory = Path(directory)
+    return (
+        (directory / "config.json").is_file()
+        and (directory / STATE_FILE).is_file()
+        and any((directory / name).is_file() for name in WEIGHTS_FILES)
+    )
+
+
+def list_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
+    """Complete checkpoint directories of a run, oldest first (temp and partial dirs ignored)."""
+    root = Path(run_dir) / CHECKPOINTS
+    if not root.is_dir():
+        return []
+    found = [
+        (int(m.group(1)), p)
+        for p in root.iterdir()
+        if (m := _STEP_DIR.fullmatch(p.name)) and is_complete_checkpoint(p)
+    ]
+    return [p for _, p in sorted(found)]
+
+
+def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
+    """The complete checkpoint named by `checkpoints/latest`, else the newest complete one, else
+    None."""
+    root = Path(run_dir) / CHECKPOINTS
+    pointer = root / LATEST
+    if pointer.is_file():
+        name = pointer.read_text(encoding="utf-8").strip()
+        if name and is_complete_checkpoint(root / name):
+            return root / name
+    found = list_checkpoints(run_dir)
+    return found[-1] if found else None
