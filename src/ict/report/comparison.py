@@ -387,7 +387,9 @@ def build_report(
 ) -> Path:
     """Write OUT_DIR/report.md, report.html (self-contained), report.json and plots/*.png.
 
-    Returns the path of report.md. Raises DataError when no run directory can be read."""
+    The sections, in order: the runs and how intervals are made, final results, entropy health,
+    curves, the ICT vs 20-Entropy overlap, where picks fall, settings. Returns the path of
+    report.md. Raises DataError when no run directory can be read."""
     if not run_dirs:
         raise DataError("no run directories given; pass --runs DIR [DIR ...] or run a grid first")
     runs = [load_run(d) for d in run_dirs]
@@ -396,8 +398,33 @@ def build_report(
     plots = out / "plots"
     plots.mkdir(parents=True, exist_ok=True)
     doc = Document(title)
-    pct = int(round(confidence * 100))
+    raw: dict = {
+        "confidence": confidence,
+        "interval": INTERVAL_METHOD,
+        "baseline": baseline,
+        "metrics": {},
+    }
+    _runs_section(doc, runs, groups, notes, baseline, confidence)
+    eval_keys = _results_section(doc, runs, groups, baseline, confidence, raw)
+    raw["health_flags"] = _health_section(doc, runs, groups)
+    _curves_section(doc, groups, eval_keys, plots)
+    overlap = _overlap_section(doc, runs, plots)
+    if overlap is not None:
+        raw["overlap"] = overlap
+    evidence = write_section(doc, runs)  # where each selector's picks fall (report.positions)
+    if evidence is not None:
+        raw["positions"] = evidence
+    _settings_section(doc, runs)
 
+    md_path = out / "report.md"
+    write_atomic(md_path, doc.markdown(out))
+    write_atomic(out / "report.html", doc.html())
+    write_atomic(out / "report.json", json.dumps(_json_safe(raw), indent=2))
+    return md_path
+
+
+def _runs_section(doc, runs, groups, notes, baseline, confidence) -> None:
+    """The runs by method and seed, the caller's notes, and how the intervals are made."""
     seeds = {m: [r.seed for r in rs] for m, rs in groups.items()}
     doc.para(
         f"{len(runs)} runs: "
@@ -409,15 +436,13 @@ def build_report(
     )
     for note in notes:
         doc.para(note)
-    for paragraph in interval_method_text(baseline, pct):
+    for paragraph in interval_method_text(baseline, int(round(confidence * 100))):
         doc.para(paragraph)
 
-    raw: dict = {
-        "confidence": confidence,
-        "interval": INTERVAL_METHOD,
-        "baseline": baseline,
-        "metrics": {},
-    }
+
+def _results_section(doc, runs, groups, baseline, confidence, raw) -> list[str]:
+    """Held-out pass@k tables (and the training reward); fills raw["metrics"]. Returns the
+    eval/<benchmark>/pass@k keys found."""
     doc.heading("Final results")
     eval_keys = sorted(
         {k for r in runs for k in r.keys() if k.startswith("eval/") and "/pass@" in k}
@@ -442,7 +467,11 @@ def build_report(
         doc.heading(label, 3)
         doc.table(header, rows)
         raw["metrics"][key] = numbers
+    return eval_keys
 
+
+def _health_section(doc, runs, groups) -> list[list[str]]:
+    """The runs that raised an entropy collapse or explosion flag; returns their rows."""
     doc.heading("Entropy health")
     flag_rows = []
     for method, rs in groups.items():
@@ -459,8 +488,11 @@ def build_report(
         doc.table(["method", "seed", "collapse", "explosion"], flag_rows)
     else:
         doc.para(f"No entropy collapse or explosion flag in any of the {len(runs)} runs.")
-    raw["health_flags"] = flag_rows
+    return flag_rows
 
+
+def _curves_section(doc, groups, eval_keys, plots) -> None:
+    """One plot per training curve (and per held-out pass@k key) with every method."""
     doc.heading("Curves")
     doc.para(
         f"Faint points: mean across seeds at each logged step; line: its {SMOOTHING_TEXT}; "
@@ -482,64 +514,71 @@ def build_report(
         if path is not None:
             doc.image(path, ctitle)
 
+
+def _overlap_section(doc, runs, plots) -> dict | None:
+    """Which tokens ICT and 20-Entropy pick (report.selection_overlap); its numbers or None."""
     doc.heading("Which tokens are selected: ICT vs 20-Entropy")
     records = []
     for r in runs:
         if r.samples_path.exists():
             records += read_jsonl(r.samples_path)
     study = overlap_study(records)
-    if study.steps:
-        verdict_text = (
-            "ICT picks largely different tokens than 20-Entropy"
-            if study.mean_jaccard < 0.5
-            else "ICT and 20-Entropy pick largely the same tokens"
-        )
-        doc.para(
-            f"From samples.jsonl: {study.responses} responses ({study.tokens} tokens) at {len(study.steps)} logged steps, all methods pooled "
-            f"(every run records the ICT and 20-Entropy selections as diagnostics). Mean Jaccard of the two selections per step: "
-            f"**{study.mean_jaccard:.3f}**; two independent random selections of the same sizes would give {study.mean_chance:.3f}. {verdict_text}."
-        )
-        ta, tb = study.top["ict"], study.top["entropy"]
-        rows = []
-        for i in range(max(len(ta), len(tb))):
-            a = ta[i] if i < len(ta) else ("", "", "")
-            b = tb[i] if i < len(tb) else ("", "", "")
-            rows.append(
-                [
-                    str(i + 1),
-                    f"`{_visible(a[0])}`" if a[0] else "",
-                    f"{a[1]} / {a[2]}" if a[0] else "",
-                    f"`{_visible(b[0])}`" if b[0] else "",
-                    f"{b[1]} / {b[2]}" if b[0] else "",
-                ]
-            )
-        doc.table(["rank", "ICT token", "picked / seen", "20-Entropy token", "picked / seen"], rows)
-        edges = [
-            f"{i / POSITION_BINS:.1f}-{(i + 1) / POSITION_BINS:.1f}" for i in range(POSITION_BINS)
-        ]
-        doc.para("Share of each selector's picks by relative position t / L in the response:")
-        doc.table(
-            ["selector", *edges],
-            [[name, *(f"{x:.2f}" for x in frac)] for name, frac in study.position.items()],
-        )
-        path = plot_overlap(study, plots / "overlap.png")
-        if path is not None:
-            doc.image(path, "Selection overlap per step (left) and position of picks (right)")
-        raw["overlap"] = {
-            "mean_jaccard": study.mean_jaccard,
-            "mean_chance": study.mean_chance,
-            "responses": study.responses,
-            "tokens": study.tokens,
-        }
-    else:
+    if not study.steps:
         doc.para(
             "No samples.jsonl with both ICT and 20-Entropy selections in these runs; no overlap study."
         )
+        return None
+    verdict_text = (
+        "ICT picks largely different tokens than 20-Entropy"
+        if study.mean_jaccard < 0.5
+        else "ICT and 20-Entropy pick largely the same tokens"
+    )
+    doc.para(
+        f"From samples.jsonl: {study.responses} responses ({study.tokens} tokens) at {len(study.steps)} logged steps, all methods pooled "
+        f"(every run records the ICT and 20-Entropy selections as diagnostics). Mean Jaccard of the two selections per step: "
+        f"**{study.mean_jaccard:.3f}**; two independent random selections of the same sizes would give {study.mean_chance:.3f}. {verdict_text}."
+    )
+    doc.table(
+        ["rank", "ICT token", "picked / seen", "20-Entropy token", "picked / seen"],
+        _top_token_rows(study.top["ict"], study.top["entropy"]),
+    )
+    edges = [f"{i / POSITION_BINS:.1f}-{(i + 1) / POSITION_BINS:.1f}" for i in range(POSITION_BINS)]
+    doc.para("Share of each selector's picks by relative position t / L in the response:")
+    doc.table(
+        ["selector", *edges],
+        [[name, *(f"{x:.2f}" for x in frac)] for name, frac in study.position.items()],
+    )
+    path = plot_overlap(study, plots / "overlap.png")
+    if path is not None:
+        doc.image(path, "Selection overlap per step (left) and position of picks (right)")
+    return {
+        "mean_jaccard": study.mean_jaccard,
+        "mean_chance": study.mean_chance,
+        "responses": study.responses,
+        "tokens": study.tokens,
+    }
 
-    evidence = write_section(doc, runs)  # where each selector's picks fall (report.positions)
-    if evidence is not None:
-        raw["positions"] = evidence
 
+def _top_token_rows(ta, tb) -> list[list[str]]:
+    """Side-by-side rows of the two selectors' most picked tokens (token, picked, seen)."""
+    rows = []
+    for i in range(max(len(ta), len(tb))):
+        a = ta[i] if i < len(ta) else ("", "", "")
+        b = tb[i] if i < len(tb) else ("", "", "")
+        rows.append(
+            [
+                str(i + 1),
+                f"`{_visible(a[0])}`" if a[0] else "",
+                f"{a[1]} / {a[2]}" if a[0] else "",
+                f"`{_visible(b[0])}`" if b[0] else "",
+                f"{b[1]} / {b[2]}" if b[0] else "",
+            ]
+        )
+    return rows
+
+
+def _settings_section(doc, runs) -> None:
+    """The settings that differ between runs, those they share, and the run directories."""
     doc.heading("Settings")
     common, header, rows = settings_tables(runs)
     if len(header) > 1:
@@ -549,12 +588,6 @@ def build_report(
         doc.para("Settings shared by every run:")
         doc.table(["setting", "value"], [[k, _setting_text(v)] for k, v in common.items()])
     doc.para("Run directories: " + ", ".join(f"`{r.path}`" for r in runs))
-
-    md_path = out / "report.md"
-    write_atomic(md_path, doc.markdown(out))
-    write_atomic(out / "report.html", doc.html())
-    write_atomic(out / "report.json", json.dumps(_json_safe(raw), indent=2))
-    return md_path
 
 
 def _visible(token: str) -> str:
