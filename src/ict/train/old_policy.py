@@ -62,17 +62,16 @@ def sampled_logprobs(model, rollout, config, device, autocast, hidden=None) -> t
         hidden = rollout_hidden(model, rollout, config, device, autocast)
     head = logit_head(model)  # the logits the model samples from (soft-cap, scale: ict.head)
     logprob, _ = token_logprobs_from_hidden(
-        hidden,
-        head.weight,
-        ids,
-        mask,
-        lm_head_bias=head.bias,
-        logit_scale=head.scale,
-        logit_softcap=head.softcap,
-        temperature=config.temperature,
+        hidden, head.weight, ids, mask, **head_options(head), temperature=config.temperature,
         chunk_size=config.stats_chunk_size,
-    )
+    )  # fmt: skip
     return logprob
+
+
+def head_options(head) -> dict:
+    """The keyword arguments of the statistics and log-prob kernels that carry a LogitHead's
+    bias and transform (ict.head)."""
+    return {"lm_head_bias": head.bias, "logit_scale": head.scale, "logit_softcap": head.softcap}
 
 
 @torch.no_grad()
@@ -105,9 +104,7 @@ def old_policy_pass(model, ref_model, rollout, config, method, device, autocast)
         head.weight,
         ids,
         mask,
-        lm_head_bias=head.bias,
-        logit_scale=head.scale,
-        logit_softcap=head.softcap,
+        **head_options(head),
         temperature=config.temperature,
         reference=method.reference,
         group_ids=rollout.prompt_index.to(device),
