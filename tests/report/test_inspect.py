@@ -75,10 +75,13 @@ def test_records_from_model_match_selectors():
     json.dumps(records)  # serialisable like samples.jsonl
 
 
-def test_inspect_model_marks_what_a_training_step_selects(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    "model_name", ["tiny", pytest.param("embedded", marks=pytest.mark.slow)]
+)
+def test_inspect_model_marks_what_a_training_step_selects(tmp_path, monkeypatch, model_name):
     """`ict inspect --model`'s ict marks are the training step's own selection on the same
     rollout: a native step is run with its rollout and old policy captured, and the inspect path
-    scores that rollout with the old policy."""
+    scores that rollout with the old policy. "embedded": the default SmolLM2-135M (GGUF)."""
     import copy
 
     import torch
@@ -90,7 +93,12 @@ def test_inspect_model_marks_what_a_training_step_selects(tmp_path, monkeypatch)
     from ict.train import TrainConfig
     from ict.train.trainer import Trainer
 
-    model, tok = tiny_model_and_tokenizer(seed=0)
+    if model_name == "tiny":
+        model, tok = tiny_model_and_tokenizer(seed=0)
+    else:
+        from ict.models import load_model_and_tokenizer
+
+        model, tok = load_model_and_tokenizer(None)
     seen = {}
     original = rollout_module.collect_rollout
 
