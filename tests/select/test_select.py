@@ -351,3 +351,29 @@ def test_with_real_token_stats():
         select_tokens("ict", mask, stats=stats)
         & select_tokens("stapo", mask, stats=stats, advantages=adv, prob_below=0.3),
     )
+
+
+def test_branch_attributed_ict_picks_the_token_that_made_the_contexts_differ():
+    """Two rollouts share tokens 0-2 and part ways at token 2 (a different sampled token), so
+    their distributions first differ at position 3: the paper's score is 0 up to 3 and high
+    after. `ict_branch` credits position 3's score to the branching token at 2; `ict` picks 3."""
+    from ict.methods import StepInputs, get_method, select_method
+    from ict.train import TrainConfig
+
+    mask = torch.ones(2, 10, dtype=torch.bool)
+    js = torch.zeros(2, 10)
+    js[:, 3] = 0.6
+    js[:, 4:] = 0.1
+    stats = SimpleNamespace(js=js, entropy=torch.zeros(2, 10), logprob=torch.zeros(2, 10))
+    inputs = StepInputs(mask, stats, None)
+    options = TrainConfig()
+    ict = select_method(get_method("ict").resolved(), options, inputs, seed=0)
+    branch = select_method(get_method("ict_branch").resolved(), options, inputs, seed=0)
+    assert ict.nonzero()[:, 1].tolist() == [3, 3]
+    assert branch.nonzero()[:, 1].tolist() == [2, 2]
+    # the last valid token of each response has no next position and scores 0
+    from ict.select.selectors import next_valid
+
+    mask[1, 7:] = False
+    assert next_valid(js, mask)[1, 6] == 0 and next_valid(js, mask)[0, 9] == 0
+    assert next_valid(js, mask)[0, 2] == js[0, 3]

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from ict.errors import DataError, ModelLoadError, UserError
+from ict.methods import METHODS
 from ict.train import Problem, Trainer, train
 
 REQUIRED_KEYS = {
@@ -49,7 +50,7 @@ def comparable(rows):
     return [{k: v for k, v in r.items() if not k.startswith(TIMING)} for r in rows]
 
 
-@pytest.mark.parametrize("method", ["grpo", "ict", "entropy", "stapo", "random", "ict+stapo"])
+@pytest.mark.parametrize("method", [*METHODS, "ict+stapo"])  # every registered method
 def test_every_method_runs_and_writes_the_run_directory(method, tiny, digit_problems, tiny_config):
     config = tiny_config(
         method=method, max_steps=2, save_every=1, keep_last=1, dense_warmup_steps=0
@@ -68,6 +69,11 @@ def test_every_method_runs_and_writes_the_run_directory(method, tiny, digit_prob
             "ict": rows_per_step / n_valid,
             "entropy": math.ceil(0.2 * n_valid) / n_valid,
             "random": math.ceil(0.1 * n_valid) / n_valid,
+            "ict_batch_mean": math.ceil(0.1 * n_valid) / n_valid,  # global top 10%
+            "random_sequence": rows_per_step / n_valid,  # 10% of each response, as ict
+            "ict_kl": rows_per_step / n_valid,
+            "ict_branch": rows_per_step / n_valid,
+            "ict_bottom": 1.0,  # ceil(90%) of a <= 3-token response is all of it
         }
         if method in expected:
             assert row["selected_fraction"] == pytest.approx(expected[method])

@@ -36,7 +36,7 @@ class MethodOptions:
         "ict",
         "method",
         "method (ict.methods): ict (the paper's) | grpo | entropy | stapo | random | "
-        "random_sequence | ict_batch_mean | ict_kl | ict_bottom | a selector (js_top, ...) | "
+        "random_sequence | ict_batch_mean | ict_kl | ict_bottom | ict_branch | a selector (js_top, ...) | "
         "a composition such as ict+stapo",
     )
     ratio: float | None = _opt(

@@ -36,6 +36,25 @@ def kl_top(ctx: SelectionContext) -> Tensor:
     return ctx.require_stats("kl_top", "kl").kl
 
 
+@register_selector("js_next_top", default_ratio=0.10, default_scope="sequence", needs=("js",))
+def js_next_top(ctx: SelectionContext) -> Tensor:
+    """This project's branch-attributed variant (not the paper's): the token at t is scored by
+    the JS score of the next valid position of its response, i.e. credited for making the
+    group's contexts differ there (the paper's score is 0 where all rollouts still share the
+    context, and high only after a branch). The last valid token of a response scores 0."""
+    return next_valid(ctx.require_stats("js_next_top", "js").js, ctx.mask)
+
+
+def next_valid(values: Tensor, mask: Tensor) -> Tensor:
+    """[B, T]: at each valid position, `values` at the next valid position of the same row (0 at
+    a row's last valid position and off the mask). Valid positions need not be contiguous."""
+    rows, cols = torch.nonzero(mask, as_tuple=True)  # row-major: a row's positions in order
+    out = torch.zeros_like(values)
+    same_row = rows[1:] == rows[:-1]
+    out[rows[:-1][same_row], cols[:-1][same_row]] = values[rows[1:][same_row], cols[1:][same_row]]
+    return out
+
+
 @register_selector("js_bottom", default_ratio=0.90, default_scope="sequence", needs=("js",))
 def js_bottom(ctx: SelectionContext) -> Tensor:
     """The paper's "90%-frequent" ablation: the bottom 90% of each response by JS (score -JS)."""
