@@ -7,8 +7,10 @@ written as a Hugging Face hub cache (`<cache>/hf/hub/models--org--name/snapshots
 `HF_HOME=<cache>/hf` and `HF_HUB_OFFLINE=1` every `from_pretrained` (AutoConfig, AutoTokenizer,
 AutoModel*, GenerationConfig, trust_remote_code) resolves the ids without any patching.
 
-Tokenizers are byte-level BPE `tokenizers` models without merges (one token per byte) padded with filler tokens up to the original vocabulary size, with the original special
-tokens at their original ids (e.g. Qwen2.5: <|endoftext|> = 151643 = pad, <|im_end|> = 151645 =
+Tokenizers are byte-level BPE `tokenizers` models whose merges are learnt (BpeTrainer) from the
+stand-in datasets' strings and the chat templates' fixed text, so prompts have about their real
+length in tokens (the LM-head work of TRL's loss grows with the whole sequence), padded with
+filler tokens up to the original vocabulary size, with the original special tokens at their ids (e.g. Qwen2.5: <|endoftext|> = 151643 = pad, <|im_end|> = 151645 =
 eos), and a chat template of the same shape (ChatML, Qwen3 with `enable_thinking`, Llama 3).
 A tiny random model with a ~150k vocabulary almost never samples eos within 8 tokens, as the real
 tiny models, which some tests rely on.
@@ -29,7 +31,7 @@ import json
 import sys
 from pathlib import Path
 
-BUILD_VERSION = "2"  # bump to rebuild existing caches
+BUILD_VERSION = "3"  # bump to rebuild existing caches
 REVISION = "0" * 39 + "1"  # the fake commit every stand-in lives at
 ORG = "trl-internal-testing"
 
@@ -140,21 +142,54 @@ def _bytes_to_unicode() -> dict[int, str]:
 TOKENIZER_CLASS = {"qwen2.5": "Qwen2Tokenizer", "qwen3": "Qwen2Tokenizer"}
 
 
-def build_tokenizer(family: str):
-    """A byte-level BPE PreTrainedTokenizerFast without merges (one token per byte, ids 0-255 in
-    GPT-2 byte order, as Qwen's), filler tokens `<tN>` up to `family`'s vocabulary size, the
-    special tokens at their ids, the special-token roles and chat template. Left padding."""
+# Text the stand-in tokenizers learn their merges from (with the zen datasets' strings): the chat
+# templates' fixed parts, so that prompts have about the length the real tokenizers give them.
+TEMPLATE_TEXT = [
+    "system\nYou are a helpful assistant.", "user\n", "assistant\n", "\n\n",
+    "<think>\n\n</think>\n\n",
+]  # fmt: skip
+N_MERGES = 2000
+
+
+def train_merges(corpus: list[str]) -> list[tuple[str, str]]:
+    """Byte-level BPE merges learnt by `tokenizers`' BpeTrainer on `corpus` (deterministic)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    trainer = trainers.BpeTrainer(
+        vocab_size=256 + N_MERGES, min_frequency=1, show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )  # fmt: skip
+    tok.train_from_iterator(sorted(set(corpus)), trainer)
+    merges = json.loads(tok.to_str())["model"]["merges"]
+    return [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) for m in merges]
+
+
+def build_tokenizer(family: str, merges: list[tuple[str, str]] = ()):
+    """A byte-level BPE PreTrainedTokenizerFast: ids 0-255 the bytes in GPT-2 byte order (as
+    Qwen's), then the tokens of `merges` (see `train_merges`), filler tokens `<tN>` up to
+    `family`'s vocabulary size, the special tokens at their ids, the special-token roles and
+    chat template. Left padding."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     size, specials, roles, template = FAMILIES[family]
+    first_special = min(specials)
     vocab = {}
     for ch in _bytes_to_unicode().values():
         vocab[ch] = len(vocab)
+    kept = []
+    for a, b in merges:
+        if len(vocab) >= first_special:
+            break
+        if a in vocab and b in vocab and a + b not in vocab:
+            vocab[a + b] = len(vocab)
+            kept.append((a, b))
     for i in range(len(vocab), size):
         vocab[specials.get(i, f"<t{i}>")] = i
     assert sorted(vocab.values()) == list(range(size)), family
-    backend = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=kept))
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     backend.decoder = decoders.ByteLevel()
     backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials.values()])
@@ -162,6 +197,29 @@ def build_tokenizer(family: str):
     tokenizer.chat_template = template
     tokenizer.model_max_length = 32768
     return tokenizer
+
+
+def dataset_strings(datasets: dict) -> list[str]:
+    """Every string in the stand-in dataset files (prompts, completions, message contents)."""
+    import pyarrow.parquet as pq
+
+    out: list[str] = []
+
+    def walk(x):
+        if isinstance(x, str):
+            out.append(x)
+        elif isinstance(x, dict):
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    for configs in datasets.values():
+        for splits in configs.values():
+            for path in splits.values():
+                walk(pq.read_table(path).to_pylist())
+    return out
 
 
 def save_tokenizer(tokenizer, family: str, directory: Path) -> None:
@@ -276,13 +334,13 @@ def _snapshot(hub: Path, repo_id: str, kind: str = "models") -> Path:
     return snap
 
 
-def _build_model(name: str, spec, hub: Path, trl_src: Path | None, seed: int):
+def _build_model(name: str, spec, hub: Path, trl_src: Path | None, seed: int, merges=()):
     import torch
     import transformers
     from transformers import GenerationConfig
 
     cls_name, family, kwargs = spec
-    tokenizer = build_tokenizer(family)
+    tokenizer = build_tokenizer(family, merges)
     model_cls = getattr(transformers, cls_name)
     config_cls = model_cls.config_class
     ids = _ids(family)
@@ -307,7 +365,7 @@ def _build_model(name: str, spec, hub: Path, trl_src: Path | None, seed: int):
     GenerationConfig(**gen).save_pretrained(snap)
 
 
-def _build_remote(hub: Path, trl_src: Path, seed: int):
+def _build_remote(hub: Path, trl_src: Path, seed: int, merges=()):
     """tiny-RemoteForCausalLM: TRL's own `_remote_code` classes (exported source), saved with
     register_for_auto_class so that the snapshot carries the code (loadable only with
     trust_remote_code=True), Llama 3 tokenizer."""
@@ -340,7 +398,7 @@ def _build_remote(hub: Path, trl_src: Path, seed: int):
     model = model.to(torch.bfloat16)
     snap = _snapshot(hub, f"{ORG}/tiny-RemoteForCausalLM")
     model.save_pretrained(snap)
-    save_tokenizer(build_tokenizer("llama3"), "llama3", snap)
+    save_tokenizer(build_tokenizer("llama3", merges), "llama3", snap)
     GenerationConfig(**ids).save_pretrained(snap)
 
 
@@ -381,16 +439,18 @@ def build_all(cache: Path, trl_src: Path, *, force: bool = False, log=print) -> 
         if manifest.get("stamp") == stamp:
             return manifest
     hub = cache / "hf" / "hub"
+    log("  stand-in datasets: TRL's scripts/generate_zen_dataset.py -> parquet")
+    datasets = build_datasets(cache / "datasets", trl_src)
+    merges = train_merges(dataset_strings(datasets) + TEMPLATE_TEXT)
+    log(f"  stand-in tokenizers: byte-level BPE, {len(merges)} merges learnt from the datasets")
     models = []
     for seed, (name, spec) in enumerate(MODELS.items()):
         log(f"  stand-in model {ORG}/{name} ({spec[0]}, tokenizer {spec[1]})")
-        _build_model(name, spec, hub, trl_src, seed)
+        _build_model(name, spec, hub, trl_src, seed, merges)
         models.append(f"{ORG}/{name}")
     log(f"  stand-in model {ORG}/tiny-RemoteForCausalLM (TRL's _remote_code, trust_remote_code)")
-    _build_remote(hub, trl_src, len(MODELS))
+    _build_remote(hub, trl_src, len(MODELS), merges)
     models.append(f"{ORG}/tiny-RemoteForCausalLM")
-    log("  stand-in datasets: TRL's scripts/generate_zen_dataset.py -> parquet")
-    datasets = build_datasets(cache / "datasets", trl_src)
     manifest = {"stamp": stamp, "models": models, "datasets": datasets, "missing": sorted(MISSING)}
     manifest_path.write_text(json.dumps(manifest, indent=1))
     return manifest

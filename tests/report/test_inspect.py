@@ -75,9 +75,7 @@ def test_records_from_model_match_selectors():
     json.dumps(records)  # serialisable like samples.jsonl
 
 
-@pytest.mark.parametrize(
-    "model_name", ["tiny", pytest.param("embedded", marks=pytest.mark.slow)]
-)
+@pytest.mark.parametrize("model_name", ["tiny", pytest.param("embedded", marks=pytest.mark.slow)])
 def test_inspect_model_marks_what_a_training_step_selects(tmp_path, monkeypatch, model_name):
     """`ict inspect --model`'s ict marks are the training step's own selection on the same
     rollout: a native step is run with its rollout and old policy captured, and the inspect path
