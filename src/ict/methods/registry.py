@@ -191,16 +191,13 @@ def _builtin() -> None:
         )
     )
     register_method(
-        Method(
-            "ict_branch",
-            "js_next_top",
-            "This project's ablation (not the paper's): the paper's ICT with the score of position "
-            "t+1 credited to the token at t, the token whose choice made the contexts differ.",
-            scope="sequence",
-            reference="group_position",
-            loss_agg="seq_mean_token_mean",
-            normalize_by="selected",
-            dense_warmup_steps=PAPER_DENSE_WARMUP,
+        dataclasses.replace(
+            METHODS["ict"],
+            name="ict_branch",
+            selector="js_next_top",
+            description="This project's ablation (not the paper's): the paper's ICT with the score "
+            "of position t+1 credited to the token at t, the token whose choice made the contexts "
+            "differ.",
         )
     )
     register_method(
