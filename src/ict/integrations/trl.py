@@ -434,13 +434,6 @@ class ICTGRPOTrainer(GRPOTrainer):
             self._ict_warned = True
         return method
 
-    def ict_dense(self, mode: str) -> bool:
-        """Whether this generation batch updates every valid token (the method's dense warm-up:
-        dense while the generation batch index <= dense_warmup_steps, ict.methods.is_dense)."""
-        from ict.methods import is_dense
-
-        return mode == "train" and is_dense(self.ict_run_method(), self.ict_rollout_batch())
-
     def _prepare_inputs(self, generation_batch):
         if not self.model.training:
             inputs = super()._prepare_inputs(generation_batch)

@@ -22,6 +22,7 @@ driver  RayPPOTrainer._update_actor
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from typing import Any
@@ -452,33 +453,21 @@ def select_batch(
 
     method = spec.run_method(total_steps)
     mask = batch_tensors["response_mask"].bool()
-    zeros = torch.zeros_like(batch_tensors["ict_entropy"])
-    has_js = "ict_js" in batch_tensors
+    # a run that computed no JS has none: select_step then leaves out the diagnostics reading it
     stats = TokenStats(
         entropy=batch_tensors["ict_entropy"] * mask,
         renyi2=batch_tensors["ict_renyi2"] * mask,
         logprob=batch_tensors["old_log_probs"].float() * mask,
-        js=batch_tensors["ict_js"] * mask if has_js else zeros,
+        js=batch_tensors["ict_js"] * mask if "ict_js" in batch_tensors else None,
         kl=batch_tensors["ict_kl"] * mask if "ict_kl" in batch_tensors else None,
     )
     inputs = StepInputs(mask, stats, batch_tensors["advantages"], batch_tensors.get("responses"))
-    # diagnostics that read a JS the run did not compute are left out (a zero JS is no score)
-    shown = (
-        inputs
-        if has_js
-        else StepInputs(mask, _without_js(stats), *[inputs.advantages, inputs.tokens])
-    )
-    selection = select_step(method, spec, shown, step=step, seed=spec.seed)
+    selection = select_step(method, spec, inputs, step=step, seed=spec.seed)
+    if stats.js is None:  # the metrics' js columns read 0, as before
+        stats = dataclasses.replace(stats, js=torch.zeros_like(stats.entropy))
     metrics = {f"ict/{k}": v for k, v in step_metrics(stats, mask, selection).items()}
     metrics["ict/selected_fraction_batch"] = metrics["ict/selected_fraction"]
     return selection.selected, metrics
-
-
-def _without_js(stats):
-    """`stats` with js None, so that select_step skips the diagnostics that read it."""
-    import dataclasses
-
-    return dataclasses.replace(stats, js=None)
 
 
 def _wrap_update_actor(original):
