@@ -74,6 +74,10 @@ def test_every_method_runs_and_writes_the_run_directory(method, tiny, digit_prob
             "ict_kl": rows_per_step / n_valid,
             "ict_branch": rows_per_step / n_valid,
             "ict_bottom": 1.0,  # ceil(90%) of a <= 3-token response is all of it
+            # every token, with another per-token loss or an entropy bonus
+            "clip_cov": 1.0,
+            "kl_cov": 1.0,
+            "entropy_bonus": 1.0,
         }
         if method in expected:
             assert row["selected_fraction"] == pytest.approx(expected[method])

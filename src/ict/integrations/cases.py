@@ -61,6 +61,12 @@ _CASES = [
     ("grpo_dr_grpo", {"method": "grpo", "loss_agg": "seq_mean_token_sum_norm"}),
     ("grpo_token_mean_eps_sym", {"method": "grpo", "loss_agg": "token_mean", "eps_high": 0.2}),
     ("random_seed_3", {"method": "random", "seed": 3}),
+    # the loss modes and the entropy bonus with settings that make them act on these small cases
+    ("clip_cov_wide_window", {"method": "clip_cov", "clip_cov_ratio": 0.1, "clip_cov_lb": 0.0}),
+    ("kl_cov_ratio_0.1", {"method": "kl_cov", "kl_cov_ratio": 0.1, "kl_cov_coef": 2.0}),
+    ("entropy_bonus_0.1_token_mean",
+     {"method": "entropy_bonus", "entropy_coef": 0.1, "loss_agg": "token_mean"}),
+    ("ict_with_entropy_bonus", {"method": "ict", "entropy_coef": 0.05}),
     ("ict_temperature_0.7", {"temperature": 0.7}),
     ("ict_group_position_global", {"scope": "global", "ratio": 0.2}),
     ("ict_group_position_valid_t0.7",
@@ -81,6 +87,7 @@ class EquivalenceCase:
     group_ids: torch.Tensor  # [B] long, prompt index of each row
     old_logprob: torch.Tensor  # [B, T] float32, log p_old(tokens), 0 where mask is False
     logprob: torch.Tensor  # [B, T] float32, log p_theta(tokens), 0 where mask is False
+    entropy: torch.Tensor  # [B, T] float32, the current policy's entropy (nats) for the bonus
     options: dict = field(default_factory=dict)  # see defaults in equivalence_cases()
 
     @property
@@ -97,9 +104,18 @@ DEFAULT_OPTIONS = {
     # the rollout batch (1-based: past the paper's 10 dense steps) and the run's seed
     "step": 11, "seed": 0,
     "temperature": 1.0, "eps_low": 0.2, "eps_high": 0.28, "dual_clip": None,
+    "loss_mode": None, "entropy_coef": None,  # the method's
+    # the loss modes' settings (ict.loss.modes defaults)
+    "clip_cov_ratio": 2e-4, "clip_cov_lb": 1.0, "clip_cov_ub": 5.0, "kl_cov_ratio": 2e-3,
+    "kl_cov_coef": 1.0,
 }  # fmt: skip
 METHOD_OPTION_KEYS = ("method", "ratio", "reference", "scope", "loss_agg", "normalize_by",
-                      "dense_warmup_steps", "granularity")  # fmt: skip
+                      "dense_warmup_steps", "granularity", "loss_mode", "entropy_coef",
+                      "clip_cov_ratio", "clip_cov_lb", "clip_cov_ub", "kl_cov_ratio",
+                      "kl_cov_coef")  # fmt: skip
+# Clip-Cov draws its tokens from torch's global generator (as verl): an engine test seeds it with
+# LOSS_SEED right before its loss call, as native_reference does
+LOSS_SEED = 2026
 
 
 def equivalence_cases(
@@ -123,6 +139,7 @@ def equivalence_cases(
         logp = torch.log_softmax(hidden @ weight.T / options["temperature"], dim=-1)
         old_logprob = logp.gather(-1, tokens[..., None]).squeeze(-1) * mask
         delta = (torch.rand(B, T, generator=g) - 0.5) * mask
+        entropy = -(logp.exp() * logp).sum(-1) * mask
         cases.append(
             EquivalenceCase(
                 name=name,
@@ -134,6 +151,7 @@ def equivalence_cases(
                 group_ids=group_ids,
                 old_logprob=old_logprob,
                 logprob=old_logprob + delta,
+                entropy=entropy,
                 options=options,
             )  # fmt: skip
         )
@@ -170,6 +188,20 @@ def case_divergence(options: dict) -> str:
     return "kl" if "kl" in case_method(options).needs() else "js"
 
 
+def case_loss_config(options: dict):
+    """The ict.loss.LossConfig the case's method runs (clip range, aggregation, loss mode, entropy
+    bonus, the loss modes' settings), as every engine must build it from the case's options."""
+    from ict.loss import LossConfig
+
+    method = case_method(options)
+    return LossConfig.from_config(
+        case_options(options), eps_low=options["eps_low"], eps_high=options["eps_high"],
+        dual_clip=options["dual_clip"], loss_agg=method.loss_agg,
+        normalize_by=method.normalize_by, loss_mode=method.loss_mode,
+        entropy_coef=method.entropy_coef,
+    )  # fmt: skip
+
+
 def native_reference(case: EquivalenceCase) -> tuple[torch.Tensor, torch.Tensor]:
     """Native path: ict.stats -> ict.methods.select_step -> ict.loss, as the native trainer's
     step runs them. Returns (selected [B, T] bool, loss scalar)."""
@@ -187,10 +219,11 @@ def native_reference(case: EquivalenceCase) -> tuple[torch.Tensor, torch.Tensor]
     selected = select_step(
         method, case_options(o), inputs, step=o["step"], seed=o["seed"]
     ).selected  # fmt: skip
+    config = case_loss_config(o)
+    torch.manual_seed(LOSS_SEED)
     loss, _ = policy_loss(
-        case.logprob, case.old_logprob, case.advantages, case.mask, selected,
-        eps_low=o["eps_low"], eps_high=o["eps_high"], dual_clip=o["dual_clip"],
-        loss_agg=method.loss_agg, normalize_by=method.normalize_by,
+        case.logprob, case.old_logprob, case.advantages, case.mask, selected, config,
+        entropy=case.entropy if config.entropy_coef else None,
         max_response_length=case.mask.size(1),
     )  # fmt: skip
     return selected, loss

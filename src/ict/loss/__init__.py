@@ -13,6 +13,7 @@ from ict.loss.advantages import (
     register_advantage_estimator,
     zero_variance_rows,
 )
+from ict.loss.modes import LOSS_MODES, CovarianceOptions
 from ict.loss.policy import (
     KL_ESTIMATORS,
     LOSS_AGGREGATIONS,
@@ -26,6 +27,8 @@ __all__ = [
     "GroupStats",
     "KL_ESTIMATORS",
     "LOSS_AGGREGATIONS",
+    "LOSS_MODES",
+    "CovarianceOptions",
     "LossConfig",
     "clipped_token_loss",
     "compute_advantages",

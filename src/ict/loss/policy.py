@@ -3,6 +3,7 @@
     rho_t = exp(log pi_theta(y_t) - log pi_old(y_t))
     l_t   = -min(rho_t A, clip(rho_t, 1 - eps_low, 1 + eps_high) A)    (clip-higher)
     l_t   = min(l_t, -c A) where A < 0                                 (optional dual clip, c > 1)
+    l_t   <- the loss mode's change (ict.loss.modes: vanilla, clip_cov, kl_cov)
     M     = valid * selected;  D = M (normalize_by="selected") or valid (normalize_by="valid")
     loss  = agg(l, M, D) + kl_coef * agg(kl, K, D_K) - entropy_coef * agg(H, M, D)
 
@@ -24,6 +25,7 @@ import torch
 from torch import Tensor
 
 from ict.errors import ConfigError, DataError
+from ict.loss.modes import LOSS_MODES, CovarianceOptions, apply_loss_mode
 
 LOG_RATIO_CLAMP = 20.0
 
@@ -107,7 +109,8 @@ class LossConfig:
 
     eps_low / eps_high: clip range (clip-higher); dual_clip: c > 1 or None; loss_agg: a key of
     LOSS_AGGREGATIONS; normalize_by: "selected" | "valid"; max_response_length: Dr. GRPO's constant
-    (tokens); kl_coef / kl_estimator / kl_on: the KL penalty; entropy_coef: the entropy bonus.
+    (tokens); kl_coef / kl_estimator / kl_on: the KL penalty; entropy_coef: the entropy bonus;
+    loss_mode: a key of ict.loss.modes.LOSS_MODES, with Clip-Cov's and KL-Cov's settings.
     """
 
     eps_low: float = 0.2
@@ -120,6 +123,12 @@ class LossConfig:
     kl_estimator: str = "k3"
     kl_on: str = "selected"
     entropy_coef: float = 0.0
+    loss_mode: str = "vanilla"
+    clip_cov_ratio: float = CovarianceOptions.clip_cov_ratio
+    clip_cov_lb: float = CovarianceOptions.clip_cov_lb
+    clip_cov_ub: float = CovarianceOptions.clip_cov_ub
+    kl_cov_ratio: float = CovarianceOptions.kl_cov_ratio
+    kl_cov_coef: float = CovarianceOptions.kl_cov_coef
 
     def __post_init__(self):
         _check_options(**self._check_args(has_ref=True, has_entropy=True, denominator=None))
@@ -140,9 +149,18 @@ class LossConfig:
         return cls(**values)
 
     @property
+    def covariance(self) -> CovarianceOptions:
+        """Clip-Cov's and KL-Cov's settings (ict.loss.modes)."""
+        return CovarianceOptions(
+            self.clip_cov_ratio, self.clip_cov_lb, self.clip_cov_ub, self.kl_cov_ratio,
+            self.kl_cov_coef,
+        )  # fmt: skip
+
+    @property
     def reads_every_valid_token(self) -> bool:
-        """True when a term reads rows whatever their advantage (KL or entropy bonus)."""
-        return self.kl_coef != 0.0 or self.entropy_coef != 0.0
+        """True when a term reads rows whatever their advantage: the KL term, the entropy bonus,
+        or a covariance loss mode (its means and token count span every row of the call)."""
+        return self.kl_coef != 0.0 or self.entropy_coef != 0.0 or self.loss_mode != "vanilla"
 
     def row_counts(self, mask: Tensor, selected: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """Per-response normaliser counts of whole responses: (policy/entropy terms [B], KL term
@@ -217,6 +235,7 @@ def policy_loss(
     row_counts: Tensor | None = None,
     kl_row_counts: Tensor | None = None,
     kl_denominator: float | Tensor | None = None,
+    generator: torch.Generator | None = None,
     **settings,
 ) -> tuple[Tensor, dict[str, float]]:
     """Clipped surrogate loss on the selected tokens. Returns (scalar loss, metrics).
@@ -234,10 +253,12 @@ def policy_loss(
     denominator: the normaliser of the aggregation computed elsewhere (gradient accumulation, data
     parallel: the global count); see LOSS_AGGREGATIONS for what it replaces in each.
     kl_denominator: the KL term's (`LossConfig.denominator(..., term="kl")`); None: `denominator`
-    (the same normaliser unless kl_on="valid" with normalize_by="selected").
+    (the same normaliser unless kl_on="valid" with normalize_by="selected"). generator: Clip-Cov's
+    draw (None: torch's global generator, as verl).
     Metrics (python floats, fractions over M unless said): clip_fraction (low or high clip
     active), clip/low (rho < 1-eps_low, A < 0), clip/high (rho > 1+eps_high, A > 0),
-    dual_clip_fraction, selected_fraction (|M| / |valid|), ratio/mean, pg_loss, loss, and kl
+    dual_clip_fraction, selected_fraction (|M| / |valid|), ratio/mean, pg_loss, loss,
+    loss_mode_fraction (tokens of M the loss mode cut or penalised; clip_cov / kl_cov), and kl
     (mean over K) / entropy (mean over M) when given. An empty M gives loss 0 that still
     back-propagates (zero gradients).
     """
@@ -265,6 +286,10 @@ def policy_loss(
         logprob, old_logprob, A, M, eps_low=c.eps_low, eps_high=c.eps_high, dual_clip=c.dual_clip
     )
     A = torch.where(M, A.detach().to(dtype), 0.0)
+    per_token, changed = apply_loss_mode(
+        c.loss_mode, per_token, logprob=logprob, old_logprob=old_logprob, ratio=ratio,
+        advantages=A, loss_mask=M, options=c.covariance, generator=generator,
+    )  # fmt: skip
     kl_coef, kl_on, entropy_coef = c.kl_coef, c.kl_on, c.entropy_coef
 
     _, D, K, D_K = loss_masks(valid, M, normalize_by=c.normalize_by, kl_on=kl_on)
@@ -290,6 +315,8 @@ def policy_loss(
         metrics["entropy"] = float(_safe_div(torch.where(M, entropy.detach(), 0.0).sum(), M.sum()))
 
     metrics.update(_clip_metrics(ratio, A, M, valid, clipped_loss, c))
+    if c.loss_mode != "vanilla":
+        metrics["loss_mode_fraction"] = float(_safe_div((changed & M).sum().to(dtype), M.sum()))
     metrics["pg_loss"], metrics["loss"] = float(pg_loss.detach()), float(loss.detach())
     return loss, metrics
 
@@ -335,6 +362,12 @@ def _check_options(
     has_entropy,
     denominator,
     kl_denominator=None,
+    loss_mode="vanilla",
+    clip_cov_ratio=CovarianceOptions.clip_cov_ratio,
+    clip_cov_lb=CovarianceOptions.clip_cov_lb,
+    clip_cov_ub=CovarianceOptions.clip_cov_ub,
+    kl_cov_ratio=CovarianceOptions.kl_cov_ratio,
+    kl_cov_coef=CovarianceOptions.kl_cov_coef,
 ):
     if not 0 <= eps_low < 1:
         raise ConfigError(
@@ -358,6 +391,18 @@ def _check_options(
         )
     if kl_on not in KL_ON:
         raise ConfigError(f"unknown kl_on {kl_on!r}; choose from {list(KL_ON)}")
+    if loss_mode not in LOSS_MODES:
+        raise ConfigError(f"unknown loss_mode {loss_mode!r}; choose from {list(LOSS_MODES)}")
+    for name, value in (("clip_cov_ratio", clip_cov_ratio), ("kl_cov_ratio", kl_cov_ratio)):
+        if not 0 < value <= 1:
+            raise ConfigError(f"{name} must be in (0, 1] (a fraction of tokens), got {value!r}")
+    if not clip_cov_lb < clip_cov_ub:
+        raise ConfigError(
+            f"clip_cov_lb must be below clip_cov_ub (the covariance window), got "
+            f"{clip_cov_lb!r} >= {clip_cov_ub!r}"
+        )
+    if not kl_cov_coef >= 0:
+        raise ConfigError(f"kl_cov_coef must be >= 0, got {kl_cov_coef!r}")
     if max_response_length is not None and (
         isinstance(max_response_length, bool)
         or not isinstance(max_response_length, int)

@@ -5,20 +5,30 @@
 and one check everywhere. Each field's metadata holds `help` (read by `ict train --help` and by
 Hugging Face's argument parser) and `section` (the native config's grouping).
 
-    method, ratio, scope, reference, loss_agg, normalize_by, dense_warmup_steps: what runs
+    method, ratio, scope, reference, loss_agg, normalize_by, dense_warmup_steps, loss_mode,
+    entropy_coef: what runs
     granularity, stapo_prob_below, stapo_entropy_quantile, selector_options: selector settings
+    clip_cov_ratio, clip_cov_lb, clip_cov_ub, kl_cov_ratio, kl_cov_coef: the loss modes' settings
 
 None means "the method's" (ict.methods.METHODS): `resolve_method(options)` fills them in.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ict.errors import ConfigError
+from ict.loss.modes import LOSS_MODES, CovarianceOptions
 
 # the six fields a Method fixes; an explicit (non-None) value overrides the method's
-METHOD_FIELDS = ("ratio", "scope", "reference", "loss_agg", "normalize_by", "dense_warmup_steps")
+METHOD_FIELDS = (
+    "ratio", "scope", "reference", "loss_agg", "normalize_by", "dense_warmup_steps", "loss_mode",
+    "entropy_coef",
+)  # fmt: skip
+
+
+COVARIANCE_FIELDS = ("clip_cov_ratio", "clip_cov_lb", "clip_cov_ub", "kl_cov_ratio", "kl_cov_coef")
 
 
 def _opt(default, section: str, help: str):
@@ -81,6 +91,34 @@ class MethodOptions:
     normalize_by: str | None = _opt(
         None, "loss", "loss normaliser: selected | valid tokens (none = the method's: selected)"
     )
+    loss_mode: str | None = _opt(
+        None,
+        "loss",
+        "per-token policy loss: vanilla | clip_cov | kl_cov (none = the method's: clip_cov and "
+        "kl_cov for those methods, else vanilla)",
+    )
+    entropy_coef: float | None = _opt(
+        None,
+        "loss",
+        "entropy bonus coefficient (none = the method's: 0.01 for entropy_bonus, else 0)",
+    )
+    clip_cov_ratio: float = _opt(
+        CovarianceOptions.clip_cov_ratio,
+        "loss",
+        "Clip-Cov: fraction of tokens whose gradient is cut",
+    )
+    clip_cov_lb: float = _opt(
+        CovarianceOptions.clip_cov_lb, "loss", "Clip-Cov: lower bound of the covariance window"
+    )
+    clip_cov_ub: float = _opt(
+        CovarianceOptions.clip_cov_ub, "loss", "Clip-Cov: upper bound of the covariance window"
+    )
+    kl_cov_ratio: float = _opt(
+        CovarianceOptions.kl_cov_ratio, "loss", "KL-Cov: fraction of tokens given the KL penalty"
+    )
+    kl_cov_coef: float = _opt(
+        CovarianceOptions.kl_cov_coef, "loss", "KL-Cov: coefficient of the |log-ratio| penalty"
+    )
 
 
 def resolve_method(options: MethodOptions):
@@ -109,7 +147,7 @@ def selector_kwargs(options: MethodOptions, selector: str) -> dict:
 def validate_method_options(options: MethodOptions, *, prefix: str = "") -> None:
     """Raise ConfigError (one line: the option, the problem, the fix) for the first bad method
     option. `prefix` is how the engine spells the keys (verl: "ict.")."""
-    from ict.loss.policy import LOSS_AGGREGATIONS, NORMALIZE_BY
+    from ict.loss.policy import LOSS_AGGREGATIONS, NORMALIZE_BY, LossConfig
     from ict.methods.registry import get_method
     from ict.select import GRANULARITIES, SCOPES
     from ict.select.core import selector_facts
@@ -126,6 +164,7 @@ def validate_method_options(options: MethodOptions, *, prefix: str = "") -> None
         ("granularity", GRANULARITIES),
         ("normalize_by", NORMALIZE_BY),
         ("loss_agg", LOSS_AGGREGATIONS),
+        ("loss_mode", LOSS_MODES),
     ):
         value = getattr(options, name)
         if value is not None and value not in allowed:
@@ -156,6 +195,15 @@ def validate_method_options(options: MethodOptions, *, prefix: str = "") -> None
             f"{prefix}stapo_entropy_quantile={options.stapo_entropy_quantile!r} must be in "
             "[0, 1], e.g. 0.05"
         )
+    coef = options.entropy_coef
+    if coef is not None and (
+        isinstance(coef, bool) or not isinstance(coef, (int, float)) or not 0 <= coef < math.inf
+    ):
+        raise ConfigError(f"{prefix}entropy_coef={coef!r} must be a finite number >= 0, e.g. 0.01")
+    try:  # the loss modes' settings: one check, LossConfig's
+        LossConfig(**{k: getattr(options, k) for k in COVARIANCE_FIELDS})
+    except ConfigError as err:
+        raise ConfigError(f"{prefix}{err}") from None
     if not isinstance(options.selector_options, dict):
         raise ConfigError(
             f"{prefix}selector_options must be a mapping, e.g. {{weight: 1.0}}, got "

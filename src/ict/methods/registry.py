@@ -17,6 +17,9 @@ the selector's fact (ratio, scope) or the common default.
     ict_bottom       the paper's "90%-frequent" ablation: the bottom 90% of each response by JS.
     random_sequence  the paper's control: a random 10% of each response.
     grpo, entropy (20-Entropy), stapo, random: the baselines with their selectors' facts.
+    clip_cov, kl_cov the field's covariance-based entropy controls (Cui et al., arXiv 2505.22617,
+                     verl's `core_algos`): GRPO on every token with the Clip-Cov / KL-Cov loss.
+    entropy_bonus    GRPO on every token minus ENTROPY_BONUS x the policy's entropy.
 
 Method names and selector names are distinct words: the method `ict` runs the selector `js_top`.
 """
@@ -30,6 +33,10 @@ from ict.errors import ConfigError
 
 DEFAULT_REFERENCE = "group_position"  # the paper's; also what diagnostics of ICT use
 PAPER_DENSE_WARMUP = 10  # Theta: the paper's 10, 20 and 40 converged alike
+# the entropy bonus baseline's coefficient: verl's long-time default `entropy_coeff` (0.001) is
+# invisible next to |A| ~ 1 on the small models ict trains on a CPU; 0.01 is the largest of the
+# coefficients Cui et al. (arXiv 2505.22617, sec. 4) compare against
+ENTROPY_BONUS = 0.01
 
 
 @dataclass(frozen=True)
@@ -40,6 +47,8 @@ class Method:
     selector's default). scope: top-k scope (None: the selector's default). reference: the JS
     reference distribution (ict.stats.REFERENCES). loss_agg / normalize_by: ict.loss aggregation.
     dense_warmup_steps: steps that update every valid token before the selection applies.
+    loss_mode: the per-token policy loss (ict.loss.modes: vanilla, clip_cov, kl_cov).
+    entropy_coef: the entropy bonus's coefficient (ict.loss.policy_loss).
     """
 
     name: str
@@ -51,6 +60,8 @@ class Method:
     loss_agg: str | None = None
     normalize_by: str | None = None
     dense_warmup_steps: int | None = None
+    loss_mode: str | None = None
+    entropy_coef: float | None = None
 
     def resolved(self) -> Method:
         """A copy with every None field filled from the selector's facts and the defaults."""
@@ -67,6 +78,8 @@ class Method:
             loss_agg=self.loss_agg or LossConfig.loss_agg,
             normalize_by=self.normalize_by or LossConfig.normalize_by,
             dense_warmup_steps=self.dense_warmup_steps or 0,
+            loss_mode=self.loss_mode or LossConfig.loss_mode,
+            entropy_coef=self.entropy_coef if self.entropy_coef is not None else 0.0,
         )
 
     def with_overrides(self, **overrides) -> Method:
@@ -156,6 +169,32 @@ def _builtin() -> None:
     register_method(Method("entropy", "entropy_top", "20-Entropy: global top 20% by entropy."))
     register_method(Method("stapo", "not_spurious", "STAPO: every token except the spurious ones."))
     register_method(Method("random", "uniform", "Control: a random 10% of the batch's tokens."))
+    register_method(
+        Method(
+            "clip_cov",
+            "every",
+            "Clip-Cov (Cui et al. 2025): GRPO, with the gradient cut on a random few tokens of "
+            "high advantage-log-prob covariance.",
+            loss_mode="clip_cov",
+        )
+    )
+    register_method(
+        Method(
+            "kl_cov",
+            "every",
+            "KL-Cov (Cui et al. 2025): GRPO without the ratio clip, a |log-ratio| penalty on the "
+            "tokens of highest advantage-log-prob covariance.",
+            loss_mode="kl_cov",
+        )
+    )
+    register_method(
+        Method(
+            "entropy_bonus",
+            "every",
+            f"GRPO minus {ENTROPY_BONUS} x the policy's entropy (an entropy bonus).",
+            entropy_coef=ENTROPY_BONUS,
+        )
+    )
     register_method(
         Method(
             "random_sequence",

@@ -32,7 +32,9 @@ SECTIONS = {
 
 SCHEDULERS = ("constant", "linear", "cosine")
 # registry choices checked by validate_method_options (None there means "the method's")
-METHOD_CHOICE_FIELDS = ("reference", "scope", "granularity", "loss_agg", "normalize_by")
+METHOD_CHOICE_FIELDS = (
+    "reference", "scope", "granularity", "loss_agg", "normalize_by", "loss_mode",
+)  # fmt: skip
 REPORT_TO = ("none", "tensorboard", "wandb")
 
 
@@ -152,7 +154,6 @@ class TrainConfig(MethodOptions):
     )
     kl_estimator: str = _f("k3", "loss", "KL estimator: k1 | k3")
     kl_on: str = _f("selected", "loss", "KL over selected | valid tokens")
-    entropy_coef: float = _f(0.0, "loss", "entropy bonus coefficient")
     # optim
     learning_rate: float = _f(2e-5, "optim", "AdamW peak learning rate")
     weight_decay: float = _f(0.0, "optim", "AdamW weight decay")
@@ -282,7 +283,6 @@ class TrainConfig(MethodOptions):
             "kl_coef",
             "weight_decay",
             "max_grad_norm",
-            "entropy_coef",
             "reward_timeout_s",
         ):
             value = getattr(self, name)
