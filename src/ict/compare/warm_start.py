@@ -106,10 +106,12 @@ def sampled_accuracy(
 
 
 def new_warm_model(warm: WarmStart, max_positions: int):
-    """(model, tokenizer): the untrained tiny Llama a warm start begins from."""
+    """(model, tokenizer): the untrained tiny Llama a warm start begins from. The tokenizer has
+    no chat template: the model learns raw prompts ("Q:...\nA:"), so every evaluation must
+    render them raw too (ict.models.format_prompt uses a template whenever one is present)."""
     from ict.testing import tiny_model_and_tokenizer
 
-    return tiny_model_and_tokenizer(
+    model, tokenizer = tiny_model_and_tokenizer(
         seed=warm.seed,
         hidden_size=warm.hidden_size,
         num_layers=warm.num_layers,
@@ -117,6 +119,8 @@ def new_warm_model(warm: WarmStart, max_positions: int):
         intermediate_size=warm.intermediate_size,
         max_positions=max_positions,
     )
+    tokenizer.chat_template = None
+    return model, tokenizer
 
 
 def warm_start(task, warm: WarmStart = WarmStart(), *, refresh: bool = False):
@@ -225,4 +229,11 @@ def load_warm_start(path: Path):
     info = json.loads((path / "info.json").read_text())
     model = LlamaForCausalLM.from_pretrained(path)
     tokenizer = AutoTokenizer.from_pretrained(path)
+    if getattr(tokenizer, "chat_template", None):
+        # saved before warm starts dropped the test tokenizer's chat template: the model was
+        # trained on raw prompts, so remove it from the saved files too (the cells load them)
+        tokenizer.chat_template = None
+        for name in ("chat_template.jinja", "chat_template.json"):
+            (path / name).unlink(missing_ok=True)
+        tokenizer.save_pretrained(path)
     return model, tokenizer, {**info, "path": str(path), "cached": True}
