@@ -5,6 +5,10 @@
 - toy-cot: a reasoning chain on 2 CPU cores: 4-digit addition written digit by digit with explicit
           carries (52-token responses), a tiny transformer warm-started to about half right, then
           RL with every method and the paper's random_sequence control, 5 seeds.
+- toy-cot-long: the toy-cot task and warm start for 200 RL steps, long enough for dense
+          GRPO's entropy to collapse; exploration curves (pass@k for k = 1..64, and pass@1 /
+          pass@64 / entropy against step) for GRPO, the paper's ICT, its random control, 20-Entropy,
+          Clip-Cov, KL-Cov, an entropy bonus and the branch-attributed ICT (issue 22), 5 seeds.
 - quick:  the toy task and warm start with 10 RL steps and 2 seeds: a few minutes, for first contact
           (the paper's 10-step dense warm-up is cut to 3 steps there, for every method).
 - smollm: the embedded default model (SmolLM2-135M-Instruct) on the default task; about an
@@ -158,6 +162,30 @@ TOY_COT_WARM = WarmStart(
     learning_rate=3e-3,
     check_every=100,
 )
+
+# toy-cot-long: the long-horizon regime (docs/reports/toy-cot-long). Periodic held-out evaluation
+# with 64 samples per problem gives pass@k up to k = 64 against training step.
+LONG_METHODS = [
+    "grpo", "ict", "random_sequence", "entropy", "clip_cov", "kl_cov", "entropy_bonus",
+    "ict_branch",
+]  # fmt: skip
+LONG_SAMPLES = 64
+_TOY_COT_LONG_TRAIN = dict(
+    _TOY_COT_TRAIN,
+    learning_rate=5e-4,  # toy-cot's 2e-4 lowered the entropy by a third in 50 steps: too slow
+    max_steps=200,
+    save_every=50,
+    log_samples_every=50,
+    eval_every=50,
+    eval_size=32,
+    eval_num_samples=LONG_SAMPLES,
+    generation_batch_size=256,  # rollouts are 64 rows; the held-out evaluations sample 2048
+    # 4 optimizer steps per rollout batch (PPO-style mini-batches, as verl's ppo_mini_batch_size):
+    # the later ones are off-policy, where the ratio clip, Clip-Cov and KL-Cov act (on-policy
+    # rho = 1, and KL-Cov's |log rho| penalty has no gradient)
+    mini_batch_size=16,
+)
+LONG_KS = tuple(2**i for i in range(LONG_SAMPLES.bit_length()))  # 1, 2, 4, ..., 64
 
 # smollm-cot: the embedded SmolLM2-135M-Instruct writing running totals ("Step 1: 4 + 7 = 11. ...")
 # for sums of 4-5 one-digit numbers, 55-80-token chains; measured candidates and the choice:
@@ -368,6 +396,27 @@ def toy_cot_preset() -> Preset:
         dict(_TOY_COT_TRAIN),
         EvalSpec(size=100, n=4, ks=(1, 4)),
         methods=list(COT_METHODS),
+        seeds=5,
+        warm=TOY_COT_WARM,
+    )
+
+
+@register_preset(
+    "toy-cot-long",
+    "toy-cot for 200 RL steps: entropy collapse and pass@k up to k=64, 8 methods x 5 seeds",
+)
+def toy_cot_long_preset() -> Preset:
+    return Preset(
+        "toy-cot-long",
+        "Long-horizon reasoning-chain toy: the toy-cot task and warm start (4-digit addition with "
+        "explicit carries, 52-token responses, a 3-layer 128-wide transformer about half right "
+        "before RL), RL-tuned for 200 steps (8 prompts x 8 samples, lr 5e-4, 4 updates per step) with GRPO, the paper's ICT, "
+        "its random_sequence control, 20-Entropy, Clip-Cov, KL-Cov, an entropy bonus and the "
+        "branch-attributed ICT, 5 seeds; pass@1..64 on 64 held-out pairs (n=64) at the end and "
+        "on 32 held-out pairs (n=64) every 50 steps.",
+        dict(_TOY_COT_LONG_TRAIN),
+        EvalSpec(size=64, n=LONG_SAMPLES, ks=LONG_KS),
+        methods=list(LONG_METHODS),
         seeds=5,
         warm=TOY_COT_WARM,
     )
