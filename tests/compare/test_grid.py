@@ -323,3 +323,34 @@ def test_start_model_evaluation_loads_the_cells_start_model(tmp_path, monkeypatc
         with pytest.raises(RuntimeError, match="stop here"):
             evaluate_task(source, preset)
     assert loaded == ["some/model", str(tmp_path)]
+
+
+def test_grid_with_periodic_evaluation_shares_step_zero_and_reports_step_curves(tmp_path, cache):
+    """eval_every: the start model is evaluated once per grid (OUT/start_heldout/) and copied to
+    every cell as heldout_before.json (step 0, the schema of RUN/eval_steps/step_*.json, the same
+    problems and sampling seed); the report draws and tabulates the curves against step."""
+    preset = tiny_preset()
+    preset.train.update(eval_every=1, eval_size=4, eval_num_samples=4)
+    logs = []
+    dirs = run_grid(preset, tmp_path / "g", seeds=[0, 1], log=logs.append)
+    assert len(list((tmp_path / "g" / "start_heldout").glob("*.json"))) == 1
+    assert sum("step-0 held-out pass@1" in line for line in logs) == 1
+    before = [json.loads((d / "heldout_before.json").read_text()) for d in dirs]
+    assert all(b == before[0] for b in before) and before[0]["step"] == 0
+    for d in dirs:
+        for step in (1, 2):
+            result = json.loads((d / "eval_steps" / f"step_{step:06d}.json").read_text())
+            assert result["settings"] == before[0]["settings"]  # eval_seed, not the cell's seed
+            assert result["per_problem"]["ids"] == before[0]["per_problem"]["ids"]
+            assert result["per_problem"]["n"] == [4] * 4 and result["step"] == step
+    report = tmp_path / "g" / "report"
+    md = build_report(dirs, report).read_text()
+    assert "| method | step | seeds | pass@1 | pass@4 | H (nats) | H2 (nats) |" in md
+    assert "| grpo | 0 | 2 |" in md and "| ict | 2 | 2 |" in md
+    assert (report / "plots" / "exploration_steps.png").exists()
+    assert (report / "plots" / "pass_at_k_toy_add.png").exists()
+    # the warm start's own evaluation (OUT/warm_start.json) is the before-RL reference
+    assert "| k | before RL | grpo | ict |" in md
+    logs.clear()
+    run_grid(preset, tmp_path / "g", seeds=[0, 1], log=logs.append)
+    assert not any("step-0" in line for line in logs)  # done cells: nothing evaluated again

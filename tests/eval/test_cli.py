@@ -3,6 +3,7 @@
 import json
 import re
 
+import numpy as np
 import pytest
 
 from ict.cli import main
@@ -145,3 +146,31 @@ def test_vllm_backend_missing_is_a_clear_error(tmp_path, capsys):
         pytest.skip("vLLM is installed")
     assert main(["eval", "--backend", "vllm", "--model", "x/y", "--out", str(tmp_path)]) == 2
     assert "pip install vllm" in capsys.readouterr().err
+
+
+def test_ict_eval_reports_every_power_of_two_k_and_n_by_default(tiny_dir, tmp_path, capsys):
+    """Without --k: pass@k for k = 1, 2, 4 and n = 6, each equal to the binomial formula
+    averaged over the cached per-problem counts, and the pass@k-against-k plot."""
+    from scipy.special import comb
+
+    out = tmp_path / "out"
+    spec = "rg:chain_sum?min_terms=2&max_terms=2"
+    argv = ["eval", "--model", str(tiny_dir), "--benchmarks", spec, "--n", "6", "--limit", "3",
+            "--max-new-tokens", "4", "--batch-size", "12", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    table = capsys.readouterr().out
+    assert all(f"pass@{k} (95% CI)" in table for k in (1, 2, 4, 6)) and "pass@8" not in table
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["settings"]["k"] == [1, 2, 4, 6]
+    (cache,) = (out / "samples").glob("*.jsonl")  # one benchmark: one cache file
+    records = [json.loads(line) for line in cache.read_text().splitlines()]
+    assert len(records) == 3
+    m = summary["benchmarks"][spec]
+    for k in (1, 2, 4, 6):
+        expected = np.mean(
+            [1 - comb(r["n"] - r["num_correct"], k) / comb(r["n"], k) for r in records]
+        )
+        assert m[f"pass@{k}"] == pytest.approx(expected)
+        low, high = m[f"pass@{k}_ci95"]
+        assert 0.0 <= low <= m[f"pass@{k}"] <= high <= 1.0
+    assert (out / "pass_at_k.png").stat().st_size > 0

@@ -69,3 +69,31 @@ def test_bootstrap_interval_sanity():
     assert bootstrap_ci(values, seed=3) == (low, high)  # seeded
     assert bootstrap_ci([0.25] * 5) == (0.25, 0.25)
     assert all(np.isnan(bootstrap_ci([])))
+
+
+def comb_pass_at_k(n, c, k):
+    """The textbook formula with exact binomials (scipy), independent of the product form."""
+    from scipy.special import comb as scomb
+
+    return 1.0 - scomb(n - c, k, exact=True) / scomb(n, k, exact=True)
+
+
+def test_curve_ks_are_powers_of_two_and_n():
+    from ict.eval import curve_ks
+
+    assert curve_ks(1) == [1] and curve_ks(64) == [1, 2, 4, 8, 16, 32, 64]
+    assert curve_ks(6) == [1, 2, 4, 6] and curve_ks(2) == [1, 2]
+
+
+@pytest.mark.parametrize("n", [4, 6, 64])
+def test_pass_at_k_matrix_matches_binomials_for_every_k(n):
+    from ict.eval import curve_ks, pass_at_k_matrix
+
+    rng = np.random.default_rng(n)
+    c = rng.integers(0, n + 1, 30)
+    ks = curve_ks(n)
+    matrix = pass_at_k_matrix([n] * 30, c, ks)
+    assert matrix.shape == (len(ks), 30)
+    expected = [[comb_pass_at_k(n, int(ci), k) for ci in c] for k in ks]
+    np.testing.assert_allclose(matrix, expected, atol=1e-12)
+    assert np.all(np.diff(matrix, axis=0) >= -1e-12)  # pass@k never falls with k

@@ -41,8 +41,6 @@ def split_benchmarks(text: str) -> list[str]:
 
 
 def add_parser(subparsers, summary: str) -> None:
-    from ict.eval.metrics import DEFAULT_KS
-
     p = subparsers.add_parser(
         "eval",
         help=summary,
@@ -72,8 +70,8 @@ def add_parser(subparsers, summary: str) -> None:
     p.add_argument(
         "--k",
         type=_int_list,
-        default=list(DEFAULT_KS),
-        help=f"pass@k values, comma-separated (default {','.join(map(str, DEFAULT_KS))})",
+        default=None,
+        help="pass@k values, comma-separated (default 1,2,4,... up to and including --n)",
     )
     p.add_argument(
         "--out", default=None, help="output dir (default: <run dir>/eval or eval_out/<model>)"
@@ -136,6 +134,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.seeds < 1:
         raise ConfigError(f"--seeds must be >= 1, got {args.seeds}")
+    if args.k is None:  # every power of two below n, and n: the pass@k-against-k curve
+        from ict.eval.metrics import curve_ks
+
+        args.k = curve_ks(args.n) if args.n >= 1 else [1]  # n < 1 is refused by validate()
     benchmarks = split_benchmarks(args.benchmarks)
     paper = wants_paper_table(benchmarks)
     if paper:
@@ -196,12 +198,34 @@ def _run_one(args: argparse.Namespace, seed: int, benchmarks, seed_out: str, sam
     finally:
         verifier.close()
     print(results_table(summary))
+    plot = _write_k_plot(summary, seed_out)
     print(
         f"\nmodel {summary['model']}; n={settings.n}, temperature={settings.temperature}, "
         f"top_p={settings.top_p}, max_new_tokens={settings.max_new_tokens}, seed={settings.seed}; "
-        f"values in %, 95% bootstrap CI over problems.\nwrote {seed_out}/summary.json, summary.md, samples/"
+        f"values in %, 95% bootstrap CI over problems.\nwrote {seed_out}/summary.json, summary.md, "
+        f"samples/{', pass_at_k.png' if plot else ''}"
     )
     return summary, sampler
+
+
+def _write_k_plot(summary: dict, out: str):
+    """OUT/pass_at_k.png: pass@k against k (log2 axis), one line per benchmark with its 95%
+    bootstrap band over problems; None when matplotlib is missing or there is one k only."""
+    from pathlib import Path
+
+    ks = summary["settings"]["k"]
+    if len(ks) < 2:
+        return None
+    try:
+        from ict.report.plots import k_curves_from_summary, plot_k_curves
+
+        return plot_k_curves(
+            k_curves_from_summary(summary),
+            Path(out) / "pass_at_k.png",
+            title=f"pass@k against k - {summary['model']} (n = {summary['settings']['n']})",
+        )
+    except ImportError:  # matplotlib is an optional dependency (ict[train])
+        return None
 
 
 def _write_paper_table(summaries: list[dict], out: str, model: str | None) -> None:

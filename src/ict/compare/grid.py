@@ -217,6 +217,23 @@ class StartPoint:
             return None, None
         return copy.deepcopy(self.model), self.tokenizer
 
+    def start_model(self, config) -> tuple[Any, Any]:
+        """(model, tokenizer) of the start point for an evaluation: the warm start itself (not
+        copied: evaluation does not change it) or `config.model` loaded as the trainer loads it."""
+        if self.model is not None:
+            return self.model, self.tokenizer
+        import torch
+
+        from ict.models import ensure_pad_token, load_model_and_tokenizer
+        from ict.train.trainer import resolve_device
+
+        model, tokenizer = load_model_and_tokenizer(
+            config.model, dtype=getattr(torch, config.dtype), device=resolve_device(config.device)
+        )
+        if tokenizer.pad_token_id is None:
+            ensure_pad_token(tokenizer)
+        return model, tokenizer
+
     def evaluate(self, run_dir: Path, preset: Preset) -> dict:
         """The final evaluation of a trained cell (its latest checkpoint)."""
         if self.model is None:
@@ -331,9 +348,45 @@ def run_cell(cell: Cell, start: StartPoint, preset: Preset, grid: GridOptions) -
     if state == "done":
         grid.log(f"{cell.tag} done, skipped")
         return
+    start_heldout(cell, start, grid.log)
     if state in ("new", "partial") and not train_cell(cell, start, state, grid):
         return
     evaluate_cell(cell, start, preset, grid.log)
+
+
+MODEL_LABEL = "smollm2-135m-instruct (embedded GGUF)"  # the trainer's label when `model` is unset
+
+
+def start_heldout(cell: Cell, start: StartPoint, log: Callable[[str], None]) -> None:
+    """RUN/heldout_before.json of a cell with periodic evaluation (`eval_every`): the start
+    model's held-out evaluation with the cell's settings (ict.train.heldout, the schema of the
+    step files), so that the step curves start at step 0. Computed once per grid and settings
+    (OUT/start_heldout/<hash>.json) and copied into each cell; the trainer reuses the file when
+    `heldout_eval` is on, instead of evaluating the same start model in every cell."""
+    import hashlib
+
+    from ict.train.heldout import heldout_eval, heldout_settings, load_result
+    from ict.train.problems import task_spec
+
+    cfg, target = cell.config, cell.run_dir / "heldout_before.json"
+    if not cfg.eval_every or target.exists():
+        return
+    label = cfg.model or MODEL_LABEL
+    settings = json.dumps([task_spec(cfg), heldout_settings(cfg, label).__dict__], default=str)
+    key = hashlib.sha256(settings.encode()).hexdigest()[:16]
+    cache = cell.run_dir.parent.parent / "start_heldout" / f"{key}.json"
+    result = load_result(cache)
+    if result is None:
+        t0 = time.perf_counter()
+        model, tokenizer = start.start_model(cfg)
+        result = heldout_eval(model, tokenizer, cfg, model_label=label)
+        result.update(step=0, seconds=round(time.perf_counter() - t0, 1))
+        write_json_atomic(cache, result)
+        s = result["summary"]
+        log(
+            f"start point: step-0 held-out pass@1 {s['pass@1']:.3f} ({cache.name}, {result['seconds']:.0f} s)"
+        )
+    write_json_atomic(target, result)
 
 
 def train_cell(cell: Cell, start: StartPoint, state: str, grid: GridOptions) -> bool:

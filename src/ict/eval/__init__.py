@@ -4,8 +4,10 @@
 from ict.eval.metrics import (
     DEFAULT_KS,
     bootstrap_ci,
+    curve_ks,
     default_ks,
     pass_at_k,
+    pass_at_k_matrix,
     pass_at_k_per_problem,
 )
 from ict.eval.runner import (
@@ -21,10 +23,12 @@ __all__ = [
     "DEFAULT_KS",
     "EvalSettings",
     "bootstrap_ci",
+    "curve_ks",
     "default_ks",
     "evaluate",
     "load_eval_items",
     "pass_at_k",
+    "pass_at_k_matrix",
     "pass_at_k_per_problem",
     "results_table",
     "run_eval",

@@ -20,6 +20,13 @@ def default_ks(n: int) -> list[int]:
     return [2**i for i in range(n.bit_length())]
 
 
+def curve_ks(n: int) -> list[int]:
+    """1, 2, 4, ... < n and n itself: the k axis of a pass@k-against-k curve (`ict eval` without
+    --k, the compare report's exploration section). Equals default_ks(n) when n is a power of 2."""
+    ks = default_ks(n)
+    return ks if ks[-1] == n else [*ks, n]
+
+
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k of one problem with `c` correct among `n` samples (requires k <= n)."""
     if not 0 <= c <= n:
@@ -37,6 +44,12 @@ def pass_at_k_per_problem(n: Sequence[int], c: Sequence[int], k: int) -> np.ndar
     return np.array(
         [pass_at_k(int(ni), int(ci), k) for ni, ci in zip(n, c, strict=True)], dtype=np.float64
     )
+
+
+def pass_at_k_matrix(n: Sequence[int], c: Sequence[int], ks: Sequence[int]) -> np.ndarray:
+    """[K, P] float64: pass@k of each problem (columns, counts `n` and `c` each [P]) for each k of
+    `ks` (rows); every k must be <= every n."""
+    return np.stack([pass_at_k_per_problem(n, c, k) for k in ks]) if len(ks) else np.zeros((0, 0))
 
 
 def bootstrap_ci(

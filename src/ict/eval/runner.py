@@ -140,7 +140,9 @@ def summarise(records: list[dict], settings: EvalSettings) -> dict[str, Any]:
     out["accuracy_ci95"] = list(
         bootstrap_ci(accuracy, num_resamples=settings.num_bootstrap, seed=settings.seed)
     )
-    out["format_rate"] = float(np.mean([s["format_ok"] for s in samples]))
+    formats = [s["format_ok"] for s in samples if s.get("format_ok") is not None]
+    # None: the task's own scorer says nothing about the format (the toy tasks)
+    out["format_rate"] = float(np.mean(formats)) if formats else None
     out["response_length_mean"] = float(np.mean([s["length"] for s in samples]))
     out["verifier_errors"] = sum(s["error"] is not None and not s["timed_out"] for s in samples)
     out["verifier_timeouts"] = sum(bool(s["timed_out"]) for s in samples)
@@ -274,7 +276,8 @@ def results_table(summary: dict[str, Any]) -> str:
         if "accuracy_ci95" in m:
             low, high = m["accuracy_ci95"]
             accuracy += f" [{_pct(low)}, {_pct(high)}]"
-        cells += [accuracy, _pct(m["format_rate"]), f"{m['response_length_mean']:.1f}"]
+        fmt = "n/a" if m.get("format_rate") is None else _pct(m["format_rate"])
+        cells += [accuracy, fmt, f"{m['response_length_mean']:.1f}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -310,7 +313,8 @@ def evaluate(
     num_bootstrap: int = 200,
 ) -> dict[str, float]:
     """Training hook: metrics {"eval/<bench>/pass@k", "eval/<bench>/accuracy", ...} of an in-memory
-    model on held-out problems (no files written). Call it every N steps from the trainer.
+    model on held-out problems (no files written), e.g. every N steps of an external trainer.
+    (The native trainer's `eval_every` uses ict.train.heldout: per-problem files, `eval_seed`.)
 
     `benchmarks`: one spec or a list (see ict.data.load_task); `k` defaults to default_ks(n)
     (1, 2, 4, ... <= n); `limit`: problems per benchmark.

@@ -23,6 +23,7 @@ from ict.errors import DataError
 from ict.eval.metrics import pass_at_k_per_problem
 from ict.files import read_jsonl, write_atomic
 from ict.report.document import Document
+from ict.report.exploration import write_section as write_exploration
 from ict.report.hierarchical import (
     RunUnits,
     bootstrap_difference,
@@ -388,6 +389,7 @@ def build_report(
     """Write OUT_DIR/report.md, report.html (self-contained), report.json and plots/*.png.
 
     The sections, in order: the runs and how intervals are made, final results, entropy health,
+    exploration (pass@k against k, pass@1 / pass@n / H / H2 against step: ict.report.exploration),
     curves, the ICT vs 20-Entropy overlap, where picks fall, settings. Returns the path of
     report.md. Raises DataError when no run directory can be read."""
     if not run_dirs:
@@ -405,9 +407,11 @@ def build_report(
         "metrics": {},
     }
     _runs_section(doc, runs, groups, notes, baseline, confidence)
-    eval_keys = _results_section(doc, runs, groups, baseline, confidence, raw)
+    _results_section(doc, runs, groups, baseline, confidence, raw)
     raw["health_flags"] = _health_section(doc, runs, groups)
-    _curves_section(doc, groups, eval_keys, plots)
+    raw["exploration"] = write_exploration(doc, runs, groups, baseline, confidence, plots)
+    logged = sorted({k for r in runs for row in r.metrics for k in row if pass_key(k)})
+    _curves_section(doc, groups, logged, plots)  # the periodic evaluation's keys
     overlap = _overlap_section(doc, runs, plots)
     if overlap is not None:
         raw["overlap"] = overlap
@@ -444,9 +448,7 @@ def _results_section(doc, runs, groups, baseline, confidence, raw) -> list[str]:
     """Held-out pass@k tables (and the training reward); fills raw["metrics"]. Returns the
     eval/<benchmark>/pass@k keys found."""
     doc.heading("Final results")
-    eval_keys = sorted(
-        {k for r in runs for k in r.keys() if k.startswith("eval/") and "/pass@" in k}
-    )
+    eval_keys = final_eval_keys(runs)
     eval_settings = evaluation_settings_table(runs)
     if eval_settings is not None:
         doc.para("Evaluation settings (the same held-out problems and samples for every run):")
@@ -468,6 +470,16 @@ def _results_section(doc, runs, groups, baseline, confidence, raw) -> list[str]:
         doc.table(header, rows)
         raw["metrics"][key] = numbers
     return eval_keys
+
+
+def final_eval_keys(runs: Sequence[Run]) -> list[str]:
+    """The eval/<benchmark>/pass@<k> keys of the final results: those of final_eval.json when
+    any run has one (the periodic evaluation's keys in metrics.jsonl then belong to the
+    Exploration section and the curves), else those logged in metrics.jsonl."""
+    final = {k for r in runs for k in r.final_eval.get("metrics", {}) if pass_key(k)}
+    if final:
+        return sorted(final)
+    return sorted({k for r in runs for k in r.keys() if pass_key(k)})
 
 
 def _health_section(doc, runs, groups) -> list[list[str]]:

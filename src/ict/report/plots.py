@@ -242,3 +242,100 @@ def save_figure(fig, path: str | Path) -> Path:
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+# ---- pass@k against k, and the exploration numbers against training step ----------------------
+KCurve = tuple[Sequence[int], Sequence[float], Sequence[float], Sequence[float]]  # ks, mean, lo, hi
+
+
+def k_curves_from_summary(summary: dict) -> dict[str, KCurve]:
+    """{benchmark: (ks [K], pass@k [K], low [K], high [K])} from an `ict eval` summary (its
+    settings' k and each benchmark's pass@k with pass@k_ci95)."""
+    ks = list(summary["settings"]["k"])
+    out = {}
+    for label, m in summary["benchmarks"].items():
+        out[label] = (
+            ks,
+            [m[f"pass@{k}"] for k in ks],
+            [m[f"pass@{k}_ci95"][0] for k in ks],
+            [m[f"pass@{k}_ci95"][1] for k in ks],
+        )
+    return out
+
+
+def _k_axis(ax, ks: Sequence[int]) -> None:
+    """A log2 x axis with a tick at every k."""
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(list(ks))
+    ax.set_xticklabels([str(k) for k in ks])
+    ax.minorticks_off()
+
+
+def plot_k_curves(
+    curves: dict[str, KCurve],
+    path: str | Path,
+    *,
+    title: str,
+    ylabel: str = "pass@k",
+    reference: tuple[str, KCurve] | None = None,
+    zero_line: bool = False,
+) -> Path | None:
+    """pass@k (or a difference) against k on a log2 axis: one line with markers and its interval
+    band per curve; `reference` (label, curve) dashed gray (the model before RL); `zero_line`: a
+    line at 0 (for differences). Each curve: (ks [K], mean [K], low [K], high [K]), in [0, 1] for
+    pass@k. Returns the path, or None when there is nothing to draw."""
+    if not curves and reference is None:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 4), dpi=100)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    all_ks: set[int] = set()
+    for i, (label, (ks, mean, low, high)) in enumerate(curves.items()):
+        color = colors[i % len(colors)]
+        ax.plot(ks, mean, marker="o", ms=3, color=color, label=label)
+        ax.fill_between(ks, low, high, color=color, alpha=0.12, lw=0)
+        all_ks |= set(ks)
+    if reference is not None:
+        label, (ks, mean, low, high) = reference
+        ax.plot(ks, mean, ls="--", marker="s", ms=3, color="0.35", label=label)
+        ax.fill_between(ks, low, high, color="0.5", alpha=0.10, lw=0)
+        all_ks |= set(ks)
+    if zero_line:
+        ax.axhline(0.0, color="black", lw=0.8)
+    _k_axis(ax, sorted(all_ks))
+    ax.set(title=title, xlabel="k (log scale)", ylabel=ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="band: 95% interval",
+              title_fontsize=7)  # fmt: skip
+    return save_figure(fig, path)
+
+
+StepCurve = tuple[Sequence[float], Sequence[float], Sequence[float], Sequence[float]]  # steps, ...
+
+
+def plot_step_panels(
+    panels: Sequence[tuple[str, str, dict[str, StepCurve]]], path: str | Path, *, title: str
+) -> Path | None:
+    """A grid of panels, two a row: each (panel title, y label, {method: (steps [S], mean [S],
+    low [S], high [S])}) drawn against the training step, one line with markers and its interval
+    band per method. Returns the path, or None when no panel has a curve."""
+    panels = [p for p in panels if p[2]]
+    if not panels:
+        return None
+    plt = _pyplot()
+    rows = (len(panels) + 1) // 2
+    fig, axes = plt.subplots(rows, 2, figsize=(11, 3.4 * rows), dpi=100, squeeze=False)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    methods = list(dict.fromkeys(m for _, _, curves in panels for m in curves))
+    for ax, (ptitle, ylabel, curves) in zip(axes.flat, panels, strict=False):
+        for method, (steps, mean, low, high) in curves.items():
+            color = colors[methods.index(method) % len(colors)]
+            ax.plot(steps, mean, marker="o", ms=3, color=color, label=method)
+            ax.fill_between(steps, low, high, color=color, alpha=0.12, lw=0)
+        ax.set(title=ptitle, xlabel="training step", ylabel=ylabel)
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7, title="band: 95% interval", title_fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    return save_figure(fig, path)

@@ -8,9 +8,13 @@ difference is paired by problem; intervals come from a bootstrap over problems
 (`ict.report.hierarchical`, 2000 resamples), so they stay inside [0, 1] (a level) and [-1, 1]
 (the difference).
 
-Files in the run directory: heldout_before.json and heldout_after.json ({"settings", "summary",
-"per_problem": {"ids", "n", "correct"}}), written atomically; a resumed run reuses
-heldout_before.json.
+Files in the run directory: heldout_before.json and heldout_after.json ({"benchmark",
+"settings", "summary", "per_problem": {"ids", "n", "correct"}, "step", "seconds"}), written
+atomically; a resumed run reuses heldout_before.json. With `eval_every` N, the trainer runs the
+same evaluation every N steps into eval_steps/step_<step, 6 digits>.json (same schema), so every
+method and seed is evaluated on the same problems with the same sampling seed (`eval_seed`) and
+heldout_before.json is the curve's step 0. Responses are scored as training scores them
+(`item.score`: the task's own scorer for the toy tasks, else the verifier).
 """
 
 from __future__ import annotations
@@ -45,6 +49,51 @@ def heldout_settings(config: TrainConfig, model_label: str):
     )
 
 
+STEP_EVAL_DIR = "eval_steps"  # RUN/eval_steps/step_000050.json: the periodic evaluation
+
+
+def step_eval_path(run_dir: str | Path, step: int) -> Path:
+    """RUN/eval_steps/step_<step:06d>.json: the periodic held-out evaluation after `step` steps."""
+    return Path(run_dir) / STEP_EVAL_DIR / f"step_{int(step):06d}.json"
+
+
+def as_verdict(value):
+    """A scoring result -> ict.rewards.Verdict: a Verdict as it is; a number, (reward, formatted)
+    or dict (the toy tasks' scorers) with `correct` = reward >= 1 and `format_ok` None when the
+    scorer does not say (summarise leaves those out of the format rate)."""
+    from ict.rewards import Verdict
+    from ict.train.safe_rewards import _unpack
+
+    if isinstance(value, Verdict):
+        return value
+    try:
+        reward, formatted = _unpack(value)
+    except Exception as err:  # noqa: BLE001 - a failing scorer scores 0, as in training
+        return Verdict(0.0, False, None, False, f"{type(err).__name__}: {err}"[:500])
+    reward = min(max(float(reward), 0.0), 1.0)
+    return Verdict(reward, reward >= 1.0, None, formatted)
+
+
+class ItemScorer:
+    """The eval runner's verifier that scores each (item, response) with `item.score(response,
+    verifier)`, as the trainer's rewards do (ScoredItem: its own scorer; Item: `verifier`)."""
+
+    def __init__(self, verifier):
+        self.verifier = verifier
+
+    def score(self, samples) -> list:
+        """One Verdict per (item, response text), in order."""
+        return [as_verdict(item.score(text, self.verifier)) for item, text in samples]
+
+
+def step_eval_metrics(result: dict) -> dict[str, float]:
+    """The flat numbers of a heldout_eval result for metrics.jsonl: {"eval/<task>/pass@k",
+    "eval/<task>/accuracy", ...} (lists such as the intervals left out)."""
+    from ict.eval.runner import flat_metrics
+
+    return flat_metrics({result["benchmark"]: result["summary"]})
+
+
 def heldout_eval(model, tokenizer, config: TrainConfig, *, model_label: str) -> dict:
     """Evaluate `model` on the task's held-out problems. Returns {"benchmark", "settings",
     "summary" (ict.eval summary: pass@k, accuracy, format rate, ...), "per_problem"}."""
@@ -60,7 +109,7 @@ def heldout_eval(model, tokenizer, config: TrainConfig, *, model_label: str) -> 
     was_training = model.training
     model.eval()
     try:
-        verifier = default_verifier()
+        verifier = ItemScorer(default_verifier())
         records = evaluate_benchmark(
             task_label(spec), items, hf_sampler(model, tokenizer, settings), verifier, settings
         )

@@ -315,37 +315,27 @@ class Trainer:
             self.samples_file.write(record)
 
     def _evaluate(self, step: int) -> dict:
-        """Held-out pass@k via ict.eval (optional: skipped with a warning if unavailable)."""
-        try:
-            from ict.eval import evaluate
-        except ImportError:
-            logger.warning("ict.eval is not available; skipping evaluation at step %d", step)
-            return {}
+        """Held-out pass@k after `step` steps, as the before/after evaluation (ict.train.heldout:
+        `eval_size` problems x `eval_num_samples` samples, sampling seed `eval_seed`, the same for
+        every method and seed). Writes RUN/eval_steps/step_<step:06d>.json (per-problem counts,
+        atomic) and returns its flat eval/<task>/... numbers for metrics.jsonl; a failure is
+        logged and skipped (a UserError is raised)."""
+        from ict.train.heldout import heldout_eval, step_eval_metrics, step_eval_path
+
         cfg = self.config
+        t0 = time.perf_counter()
         try:
-            result = evaluate(
-                self.model,
-                self.tokenizer,
-                task_spec(cfg),
-                n=cfg.eval_num_samples,
-                temperature=cfg.temperature,
-                top_p=cfg.top_p,
-                max_new_tokens=cfg.max_new_tokens,
-                batch_size=cfg.generation_batch_size,
-                seed=cfg.seed,
-                limit=cfg.eval_size,
-            )
+            label = cfg.model or "smollm2-135m-instruct (embedded GGUF)"
+            result = heldout_eval(self.model, self.tokenizer, cfg, model_label=label)
         except UserError:
             raise
         except Exception as err:  # noqa: BLE001 - evaluation must not kill the run
-            logger.warning("evaluation at step %d failed: %s", step, err)
+            logger.warning("evaluation on %s at step %d failed: %s", task_spec(cfg), step, err)
             return {}
-        self.model.eval()
-        return {
-            k if str(k).startswith("eval/") else f"eval/{k}": v
-            for k, v in result.items()
-            if isinstance(v, (int, float))
-        }
+        result["seconds"] = round(time.perf_counter() - t0, 1)
+        result["step"] = step
+        write_json_atomic(step_eval_path(self.run_dir, step), result)
+        return step_eval_metrics(result)
 
     def _heldout(self, when: str) -> dict | None:
         """Held-out pass@1 `when` ("before" / "after"), saved as heldout_<when>.json (reused if a
