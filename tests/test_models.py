@@ -56,3 +56,15 @@ def test_embedded_default_loads():
     pytest.importorskip("gguf")
     model, tok = load_model_and_tokenizer(None)
     assert model.config.vocab_size == 49152 and tok.chat_template
+
+
+def test_model_label_names_what_was_trained():
+    from types import SimpleNamespace
+
+    from ict.models import EMBEDDED_MODEL_LABEL, model_label
+
+    assert model_label("Qwen/Qwen2.5-0.5B-Instruct") == "Qwen/Qwen2.5-0.5B-Instruct"
+    assert model_label(None) == EMBEDDED_MODEL_LABEL
+    # a model passed in memory (a grid's warm start) is not the embedded default
+    warm = SimpleNamespace(config=SimpleNamespace(_name_or_path="/cache/toy-cot/abc"))
+    assert model_label(None, warm) == "in-memory SimpleNamespace from /cache/toy-cot/abc"

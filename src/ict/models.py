@@ -146,6 +146,21 @@ def load_model_and_tokenizer(
     return model, tokenizer
 
 
+EMBEDDED_MODEL_LABEL = "smollm2-135m-instruct (embedded GGUF)"
+
+
+def model_label(name: str | None, model=None) -> str:
+    """What a result file calls the model: `name` (a config's `model`: hub id or path) when set;
+    else a model passed in memory, by where it was loaded from (`config._name_or_path`, e.g. a
+    warm start's cache directory); else the embedded default that `name=None` loads."""
+    if name:
+        return str(name)
+    if model is not None:
+        origin = getattr(getattr(model, "config", None), "_name_or_path", "") or "unnamed"
+        return f"in-memory {type(model).__name__} from {origin}"
+    return EMBEDDED_MODEL_LABEL
+
+
 def format_prompt(tokenizer, prompt: str | list[dict], *, system: str | None = None) -> str:
     """Render a prompt for generation: the tokenizer's chat template when it has one, else raw text.
 

@@ -354,9 +354,6 @@ def run_cell(cell: Cell, start: StartPoint, preset: Preset, grid: GridOptions) -
     evaluate_cell(cell, start, preset, grid.log)
 
 
-MODEL_LABEL = "smollm2-135m-instruct (embedded GGUF)"  # the trainer's label when `model` is unset
-
-
 def start_heldout(cell: Cell, start: StartPoint, log: Callable[[str], None]) -> None:
     """RUN/heldout_before.json of a cell with periodic evaluation (`eval_every`): the start
     model's held-out evaluation with the cell's settings (ict.train.heldout, the schema of the
@@ -371,7 +368,9 @@ def start_heldout(cell: Cell, start: StartPoint, log: Callable[[str], None]) -> 
     cfg, target = cell.config, cell.run_dir / "heldout_before.json"
     if not cfg.eval_every or target.exists():
         return
-    label = cfg.model or MODEL_LABEL
+    from ict.models import model_label
+
+    label = model_label(cfg.model, start.model)  # as the trainer labels the cell's model
     settings = json.dumps([task_spec(cfg), heldout_settings(cfg, label).__dict__], default=str)
     key = hashlib.sha256(settings.encode()).hexdigest()[:16]
     cache = cell.run_dir.parent.parent / "start_heldout" / f"{key}.json"

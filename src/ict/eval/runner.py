@@ -29,8 +29,7 @@ from ict.files import (
     write_json_atomic,
     write_jsonl_atomic,
 )
-
-EMBEDDED_MODEL_LABEL = "smollm2-135m-instruct (embedded GGUF)"
+from ict.models import EMBEDDED_MODEL_LABEL
 
 
 @dataclass

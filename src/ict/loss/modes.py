@@ -25,23 +25,15 @@ passes ict's values, so every engine runs the same ones.)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import Tensor
 
-LOSS_MODES = ("vanilla", "clip_cov", "kl_cov")
+from ict.loss.options import LOSS_MODES, CovarianceOptions
 
-
-@dataclass(frozen=True)
-class CovarianceOptions:
-    """Clip-Cov and KL-Cov settings (verl's `policy_loss` fields; the paper's recipe values)."""
-
-    clip_cov_ratio: float = 2e-4
-    clip_cov_lb: float = 1.0
-    clip_cov_ub: float = 5.0
-    kl_cov_ratio: float = 2e-3
-    kl_cov_coef: float = 1.0  # verl's ppo_kl_coef
+__all__ = [
+    "LOSS_MODES", "CovarianceOptions", "apply_loss_mode", "clip_cov_cut", "kl_cov_picked",
+    "token_covariance",
+]  # fmt: skip
 
 
 def token_covariance(logprob: Tensor, advantages: Tensor, loss_mask: Tensor) -> Tensor:

@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass, field
 
 from ict.errors import ConfigError
-from ict.loss.modes import LOSS_MODES, CovarianceOptions
+from ict.loss.options import LOSS_MODES, CovarianceOptions
 
 # the six fields a Method fixes; an explicit (non-None) value overrides the method's
 METHOD_FIELDS = (

@@ -119,6 +119,9 @@ class Trainer:
             raise UserError(
                 "pass both model and tokenizer, or neither (then config.model is loaded)"
             )
+        from ict.models import model_label
+
+        self.model_label = model_label(config.model, model)
         if model is None:
             from ict.models import load_model_and_tokenizer
 
@@ -325,7 +328,7 @@ class Trainer:
         cfg = self.config
         t0 = time.perf_counter()
         try:
-            label = cfg.model or "smollm2-135m-instruct (embedded GGUF)"
+            label = self.model_label
             result = heldout_eval(self.model, self.tokenizer, cfg, model_label=label)
         except UserError:
             raise
@@ -353,7 +356,7 @@ class Trainer:
             logger.warning("%s is missing and the run is past step 0: no before/after result", path)
             return None
         t0 = time.perf_counter()
-        label = cfg.model or "smollm2-135m-instruct (embedded GGUF)"
+        label = self.model_label
         result = heldout_eval(self.model, self.tokenizer, cfg, model_label=label)
         result["seconds"] = round(time.perf_counter() - t0, 1)
         result["step"] = self.step

@@ -1,0 +1,21 @@
+"""The loss modes' names and settings, torch-free (configs and `--help` import them).
+
+The modes themselves (what each computes) are in ict.loss.modes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+LOSS_MODES = ("vanilla", "clip_cov", "kl_cov")
+
+
+@dataclass(frozen=True)
+class CovarianceOptions:
+    """Clip-Cov and KL-Cov settings (verl's `policy_loss` fields; the paper's recipe values,
+    ict.loss.modes)."""
+
+    clip_cov_ratio: float = 2e-4
+    clip_cov_lb: float = 1.0
+    clip_cov_ub: float = 5.0
+    kl_cov_ratio: float = 2e-3
+    kl_cov_coef: float = 1.0  # verl's ppo_kl_coef
