@@ -20,6 +20,7 @@ import torch
 from ict.errors import ConfigError
 from ict.integrations.cases import (
     DEFAULT_OPTIONS,
+    LOSS_SEED,
     METHOD_OPTION_KEYS,
     assert_matches_native,
     equivalence_cases,
@@ -172,13 +173,17 @@ def trl_batch(trainer, case, rows):
 
 
 def trl_loss(trainer, case, batch):
-    """TRL's own `_compute_loss` on a micro-batch, with the case's current log-probs."""
-    logprob = case.logprob[batch["ict_row"]].clone().requires_grad_(True)
+    """ICTGRPOTrainer's `_compute_loss` on a micro-batch (TRL's loss, or ict's for a loss mode or
+    an entropy bonus), with the case's current log-probs and entropies in place of TRL's forward.
+    Clip-Cov's draw: torch's global generator seeded with LOSS_SEED, as native_reference does."""
+    rows = batch["ict_row"]
+    logprob = case.logprob[rows].clone().requires_grad_(True)
     original = trainer._get_per_token_logps_and_entropies
     trainer._get_per_token_logps_and_entropies = lambda *args, **kw: (
-        logprob, torch.zeros_like(logprob), None,
+        logprob, case.entropy[rows].clone(), None,
     )  # fmt: skip
     try:
+        torch.manual_seed(LOSS_SEED)
         return trainer._compute_loss(trainer.model, batch)
     finally:
         trainer._get_per_token_logps_and_entropies = original
@@ -246,6 +251,71 @@ def test_trl_matches_native_when_a_generation_batch_spans_two_optimizer_steps(tr
         )  # fmt: skip
         torch.testing.assert_close(trl.detach(), native.detach(), atol=1e-6, rtol=1e-5)
     trl_trainer.model.eval()
+
+
+@pytest.mark.trl
+@pytest.mark.parametrize("name", ["method_kl_cov", "method_entropy_bonus", "clip_cov_wide_window",
+                                  "ict_with_entropy_bonus"])  # fmt: skip
+def test_trl_ict_loss_matches_native_when_an_optimizer_step_spans_two_micro_batches(
+    trl_trainer, name
+):
+    """ict's own loss in TRL (a loss mode or an entropy bonus) with steps_per_generation = 4 and
+    gradient_accumulation_steps = 2: each optimizer step's loss (the sum of its 2 micro-batch
+    losses) equals the native trainer's mini-batch loss over the same micro-batches: each
+    micro-batch one `policy_loss` call (the loss mode's covariance and token counts are per call,
+    on every engine) with the mini-batch's normaliser (`LossConfig.denominator`)."""
+    from ict.integrations.cases import case_loss_config
+    from ict.integrations.trl import ict_computes_loss
+    from ict.loss import policy_loss
+
+    case = case_named(name)
+    trl_args(trl_trainer, case, gradient_accumulation_steps=2, steps_per_generation=4)
+    assert ict_computes_loss(trl_trainer.args.ict_method())
+    trl_trainer.state.global_step = 2 * (case.options["step"] - 1)
+    trl_trainer.current_gradient_accumulation_steps = 2
+    trl_trainer.model.train()
+    B = case.tokens.size(0)
+    rows = torch.randperm(B, generator=torch.Generator().manual_seed(5)).chunk(4)
+    chunks = [trl_batch(trl_trainer, case, r) for r in rows]
+    trl_trainer._ict_apply_selection(chunks, "train")
+    want_selected, _ = native_reference(case)
+    import dataclasses
+
+    config = dataclasses.replace(  # native_reference's constant of Dr. GRPO: the case's width
+        case_loss_config(case.options), max_response_length=case.mask.size(1)
+    )
+    assert config == trl_trainer.ict_loss_config(trl_trainer.args.ict_method())
+    try:
+        for window in (0, 1):
+            parts = range(2 * window, 2 * window + 2)
+            step_rows = torch.cat([rows[j] for j in parts])
+            denominator = config.denominator(case.mask[step_rows], want_selected[step_rows])
+            trl = sum(trl_loss(trl_trainer, case, chunks[j]) for j in parts)
+            native = 0.0
+            for j in parts:
+                r = rows[j]
+                torch.manual_seed(LOSS_SEED)
+                part, _ = policy_loss(
+                    case.logprob[r], case.old_logprob[r], case.advantages[r], case.mask[r],
+                    want_selected[r], config, entropy=case.entropy[r], denominator=denominator,
+                )  # fmt: skip
+                native = native + part
+            torch.testing.assert_close(trl.detach(), native.detach(), atol=1e-6, rtol=1e-5)
+        # not vacuous: the loss mode or the bonus changes the value
+        plain = sum(
+            policy_loss(case.logprob[rows[j]], case.old_logprob[rows[j]], case.advantages[rows[j]],
+                        case.mask[rows[j]], want_selected[rows[j]], config, loss_mode="vanilla",
+                        entropy_coef=0.0, denominator=denominator)[0]
+            for j in (2, 3)
+        )  # fmt: skip
+        assert not torch.allclose(plain.detach(), native.detach())
+        logged = trl_trainer._metrics["train"]
+        assert logged["entropy"] and logged["clip_ratio/region_mean"]
+        if config.loss_mode != "vanilla":
+            assert logged["loss_mode_fraction"] and max(logged["loss_mode_fraction"]) > 0
+    finally:
+        trl_trainer.model.eval()
+        trl_trainer._metrics["train"].clear()
 
 
 @pytest.fixture

@@ -59,6 +59,22 @@ def test_check_trl_version():
         (dict(loss_agg="mean"), "loss_agg='mean' is unknown"),
         (dict(dense_warmup_steps=-1), "dense_warmup_steps=-1 must be an integer >= 0"),
         (dict(selector_options={"alpha": 1}), r"selector_options \['alpha'\] are not options"),
+        # ict's own loss (a loss mode or an entropy bonus) refuses what it does not compute
+        (dict(method="kl_cov", beta=0.04), r"kl_cov.* runs ict's loss.*beta=0.04.*set beta=0.0"),
+        (dict(method="clip_cov", use_vllm=True), "vllm_importance_sampling_correction=False"),
+        (dict(method="entropy_bonus", use_adaptive_entropy=True), "use_adaptive_entropy=False"),
+        (dict(method="clip_cov", use_adaptive_entropy=True), "use_adaptive_entropy=False"),
+        (dict(method="grpo", entropy_coef=0.01, loss_type="cispo"), "'cispo' has no ict agg"),
+        (dict(method="kl_cov", importance_sampling_level="sequence"), "level='token'"),
+        (dict(method="clip_cov", off_policy_mask_threshold=0.5), "off_policy_mask_threshold=None"),
+        (dict(method="kl_cov", top_entropy_quantile=0.2), "set top_entropy_quantile=1.0"),
+        (dict(method="ict", loss_mode="clip_cov", beta=0.1), "beta=0.1"),
+        (
+            dict(method="entropy_bonus", gradient_accumulation_steps=2, steps_per_generation=3),
+            "steps_per_generation=3 is not a multiple",
+        ),
+        (dict(method="kl_cov", loss_mode="cov"), "loss_mode='cov' is unknown"),
+        (dict(method="kl_cov", kl_cov_ratio=0.0), r"kl_cov_ratio must be in \(0, 1\]"),
     ],
 )
 def test_config_errors_name_the_fix(tmp_path, overrides, match):
@@ -113,6 +129,85 @@ def test_config_maps_loss_agg_and_defaults(tmp_path):
     with pytest.raises(ConfigError, match="steps_per_generation=3 is not a multiple"):
         ICTGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[],
                       gradient_accumulation_steps=2, steps_per_generation=3)  # fmt: skip
+
+
+def test_entropy_coef_is_icts_and_trls_own_term_stays_off(tmp_path):
+    """`entropy_coef` is MethodOptions' (None: the method's), resolved in the config so that it
+    reads what runs; ict computes the bonus (ict_computes_loss) and TRL's own term stays 0."""
+    from ict.integrations.trl import ict_computes_loss
+
+    def config(**kw):
+        return ICTGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], **kw)
+
+    args = config(method="entropy_bonus")
+    assert args.entropy_coef == 0.01 and args.ict_method().entropy_coef == 0.01
+    assert ict_computes_loss(args.ict_method())
+    # the resolved value, written back (a saved config, re-read), runs the same method
+    again = config(method="entropy_bonus", entropy_coef=args.to_dict()["entropy_coef"])
+    assert again.ict_method() == args.ict_method()
+    args = config(method="ict", entropy_coef=0.05)
+    assert args.ict_method().entropy_coef == 0.05 and ict_computes_loss(args.ict_method())
+    args = config(method="ict")
+    assert args.entropy_coef == 0.0 and not ict_computes_loss(args.ict_method())
+    assert ict_computes_loss(config(method="kl_cov").ict_method())
+    # TRL's adaptive controller: TRL's own term, entropy_coef its initial value; ict's bonus off
+    args = config(method="grpo", entropy_coef=0.01, use_adaptive_entropy=True)
+    assert args.entropy_coef == 0.01 and not ict_computes_loss(args.ict_method())
+
+
+@pytest.mark.parametrize("method", ["kl_cov", "entropy_bonus"])
+def test_trl_runs_icts_loss_for_loss_modes_and_the_entropy_bonus(tmp_path, method):
+    """A real TRL run (2 steps, 2 micro-batches each): ict's loss on TRL's own log-probs and
+    entropies equals ict.loss.policy_loss with the optimizer step's normaliser; TRL's own entropy
+    term is off; the loss metrics are in TRL's log."""
+    from ict.loss import LossConfig
+
+    trainer = run_tiny(tmp_path, method=method, gradient_accumulation_steps=2)
+    assert trainer.entropy_coef == 0.0 and not trainer._entropy_bonus_enabled
+    config = trainer.ict_loss_config(trainer.args.ict_method())
+    assert (config.loss_mode, config.entropy_coef) == {
+        "kl_cov": ("kl_cov", 0.0), "entropy_bonus": ("vanilla", 0.01)}[method]  # fmt: skip
+    assert len(trainer.records) == 4
+    for step in (0, 1):
+        records = trainer.records[2 * step : 2 * step + 2]
+        masks = [r["inputs"]["completion_mask"].bool() for r in records]
+        sel = [r["inputs"]["ict_selected"] for r in records]
+        width = max(m.shape[1] for m in masks)
+        pad = [torch.nn.functional.pad(m, (0, width - m.shape[1])) for m in masks]
+        pad_sel = [torch.nn.functional.pad(m, (0, width - m.shape[1])) for m in sel]
+        denominator = config.denominator(torch.cat(pad), torch.cat(pad_sel))
+        for rec in records:
+            inp = rec["inputs"]
+            assert float(inp["ict_loss_denominator"]) == denominator
+            want, _ = policy_loss(
+                rec["logps"], rec["logps"], inp["advantages"], inp["completion_mask"].bool(),
+                inp["ict_selected"], config, entropy=rec["entropies"], denominator=denominator,
+            )  # fmt: skip
+            torch.testing.assert_close(rec["loss"], want.detach(), atol=1e-6, rtol=1e-5)
+    assert isinstance(config, LossConfig)
+    logged = trainer.state.log_history[0]
+    assert "entropy" in logged and "clip_ratio/region_mean" in logged
+    assert ("loss_mode_fraction" in logged) == (method == "kl_cov")
+    # TRL's `policy_loss` is the policy term: the logged loss minus the bonus (first step)
+    policy = 0.0
+    for rec in trainer.records[:2]:
+        inp = rec["inputs"]
+        denominator = float(inp["ict_loss_denominator"])
+        part, _ = policy_loss(rec["logps"], rec["logps"], inp["advantages"],
+                              inp["completion_mask"].bool(), inp["ict_selected"], config,
+                              entropy_coef=0.0, denominator=denominator)  # fmt: skip
+        policy += float(part)
+    assert logged["policy_loss"] == pytest.approx(policy, abs=1e-5)
+
+
+def test_trl_adaptive_entropy_is_trls_own_term(tmp_path):
+    """use_adaptive_entropy=True with a vanilla method: TRL's own controller runs (on the selected
+    tokens), entropy_coef its initial coefficient, incremented each step below the target."""
+    trainer = run_tiny(tmp_path, method="grpo", entropy_coef=0.01, use_adaptive_entropy=True,
+                       entropy_target=15.0)  # fmt: skip
+    assert trainer._entropy_bonus_enabled and trainer.entropy_coef > 0.01
+    assert trainer.ict_loss_config(trainer.args.ict_method()) is None  # TRL's loss
+    assert "entropy_coef" in trainer.state.log_history[0]
 
 
 @pytest.mark.parametrize("method", METHODS)

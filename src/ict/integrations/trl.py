@@ -24,7 +24,10 @@ How it plugs in (three overrides, nothing else of TRL is replaced):
    Metrics: `ict.metrics.token_metrics` over every rank's rows, `ict.select.jaccard`.
 3. `_compute_loss`: the selection is multiplied into TRL's loss mask (`tool_mask`), and TRL's own
    loss runs unchanged: clip `epsilon`/`epsilon_high`, `delta` (dual clip), KL (`beta`), vLLM
-   importance-sampling correction, entropy bonus and loss types.
+   importance-sampling correction and loss types. A method whose loss TRL cannot compute (a
+   `loss_mode` other than vanilla: clip_cov, kl_cov; or an entropy bonus, `entropy_coef` != 0) is
+   computed by `ict.loss.policy_loss` instead, on TRL's own log-probs and entropies, with the
+   per-optimizer-step normalisers (see `ICTGRPOTrainer._ict_compute_loss`).
 
 `loss_agg` maps onto TRL's `loss_type`: token_mean -> "dapo" (global token mean),
 seq_mean_token_mean -> "grpo" (advantages rescaled so that the mean runs over the responses with a
@@ -70,7 +73,7 @@ from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 from trl.trainer.utils import maybe_gather_lm_head_ctx  # noqa: E402
 
 from ict.head import logit_head  # noqa: E402
-from ict.loss.policy import LOSS_AGGREGATIONS, loss_masks  # noqa: E402
+from ict.loss.policy import LOSS_AGGREGATIONS, LossConfig, loss_masks, policy_loss  # noqa: E402
 from ict.methods import (  # noqa: E402
     Method,
     MethodOptions,
@@ -85,6 +88,7 @@ from ict.methods import (  # noqa: E402
     validate_method_options,
     warmup_warning,
 )
+from ict.methods.options import COVARIANCE_FIELDS  # noqa: E402
 from ict.methods.step import gathered  # noqa: E402
 from ict.stats import TokenStats, token_stats_from_hidden  # noqa: E402
 
@@ -101,6 +105,20 @@ _NORMALIZE_BY_VALID_OK = ("dapo", "cispo", "vespo", "dr_grpo")
 _STAT_FIELDS = ("entropy", "renyi2", "logprob", "js")
 # TRL loss types that divide by `num_items_in_batch` (set per optimizer step below)
 _TOKEN_COUNT_LOSSES = ("dapo", "cispo", "vespo")
+# the model inputs TRL's `_compute_loss` passes to `_get_per_token_logps_and_entropies` (TRL 1.16)
+_TRL_MODEL_KWARGS = (
+    "pixel_values", "image_grid_thw", "num_images", "pixel_attention_mask", "spatial_shapes",
+    "num_tiles", "image_sizes", "token_type_ids", "mm_token_type_ids", "image_position_ids",
+)  # fmt: skip
+# ict.loss.policy_loss metric -> TRL's metric name (token fractions / means over the loss tokens)
+_ICT_LOSS_METRICS = {
+    "clip/low": "clip_ratio/low_mean",
+    "clip/high": "clip_ratio/high_mean",
+    "clip_fraction": "clip_ratio/region_mean",
+    "dual_clip_fraction": "dual_clip_fraction",
+    "loss_mode_fraction": "loss_mode_fraction",
+    "entropy": "entropy",
+}
 logger = logging.getLogger("ict.integrations.trl")
 
 
@@ -115,7 +133,19 @@ class ICTGRPOConfig(MethodOptions, GRPOConfig):
     `loss_type` left None is the method's aggregation (LOSS_AGG_TO_TRL); an explicit one is
     honoured when it is an ict aggregation (grpo, dapo, dr_grpo: it then sets loss_agg) or when the
     method updates every token (method="grpo" runs any TRL loss_type); otherwise refused.
-    Also: clip-higher `epsilon_high=0.28`, `beta=0`."""
+    Also: clip-higher `epsilon_high=0.28`, `beta=0`.
+
+    `entropy_coef` is ict's entropy bonus (`MethodOptions.entropy_coef`; the field TRL's own
+    `entropy_coef` shares): None is the method's (0.01 for entropy_bonus, else 0), and
+    `__post_init__` writes that resolved value back, so the config reads the coefficient that runs.
+    ICTGRPOTrainer computes the bonus itself, with the method's aggregation over its tokens
+    (`ict.loss.policy_loss`), and keeps TRL's own entropy term at 0 so that it never counts twice.
+    A method with an entropy bonus or a loss mode (clip_cov, kl_cov) runs ict's loss, which refuses
+    the TRL settings it does not compute (`beta`, vLLM importance sampling, `use_adaptive_entropy`,
+    sequence-level importance sampling, the off-policy mask, a loss_type with no ict aggregation).
+    The one exception: `use_adaptive_entropy=True` (with a vanilla method and no bonus of its own)
+    is TRL's adaptive entropy controller, TRL's own term on the selected tokens, `entropy_coef` its
+    initial coefficient; ict's bonus is then 0."""
 
     loss_type: str | None = field(
         default=None,
@@ -141,6 +171,8 @@ class ICTGRPOConfig(MethodOptions, GRPOConfig):
         (the trainer does that, `ict.methods.run_warmup`)."""
         method = resolve_method(self)
         agg = TRL_TO_LOSS_AGG.get(self.loss_type, f"trl_{self.loss_type}")
+        if self.use_adaptive_entropy:  # TRL's adaptive controller owns the bonus (__post_init__)
+            method = dataclasses.replace(method, entropy_coef=0.0)
         return dataclasses.replace(method, loss_agg=agg)
 
     def ict_selector_options(self) -> dict:
@@ -150,6 +182,19 @@ class ICTGRPOConfig(MethodOptions, GRPOConfig):
     def __post_init__(self):
         validate_method_options(self)
         method = resolve_method(self)
+        if self.use_adaptive_entropy:
+            # TRL's adaptive entropy controller runs TRL's own term, entropy_coef its initial value
+            own = dataclasses.replace(method, entropy_coef=0.0)
+            if get_method(self.method).resolved().entropy_coef != 0.0 or ict_computes_loss(own):
+                raise ConfigError(
+                    f"use_adaptive_entropy (TRL's adaptive entropy bonus) cannot run with "
+                    f"method={self.method!r} (loss_mode={method.loss_mode!r}, whose loss and "
+                    "entropy bonus ict computes): set use_adaptive_entropy=False and entropy_coef "
+                    "(ict's fixed bonus), or use a method with the vanilla loss and no bonus."
+                )
+            self.entropy_coef = 0.0 if self.entropy_coef is None else self.entropy_coef
+        elif self.entropy_coef is None:  # ict's coefficient, resolved (TRL's own term stays 0)
+            self.entropy_coef = float(method.entropy_coef)
         if self.loss_type is None:
             self.loss_type = LOSS_AGG_TO_TRL[method.loss_agg]
         else:
@@ -177,14 +222,13 @@ class ICTGRPOConfig(MethodOptions, GRPOConfig):
                 "Use loss_agg='token_mean' (loss_type='dapo') or normalize_by='selected'."
             )
         if (
-            method.selector != "every"
-            and self.steps_per_generation % self.gradient_accumulation_steps
-        ):
+            method.selector != "every" or ict_computes_loss(method)
+        ) and self.steps_per_generation % self.gradient_accumulation_steps:
             raise ConfigError(
                 f"steps_per_generation={self.steps_per_generation} is not a multiple of "
                 f"gradient_accumulation_steps={self.gradient_accumulation_steps}: an optimizer "
-                f"step would span generation batches, whose selections method={self.method!r} "
-                "normalises apart. Make steps_per_generation a multiple of "
+                f"step would span generation batches, whose selections and loss normalisers "
+                f"method={self.method!r} keeps apart. Make steps_per_generation a multiple of "
                 "gradient_accumulation_steps (TRL's default: equal)."
             )
         if self.top_entropy_quantile < 1.0 and method.selector != "every":
@@ -198,6 +242,63 @@ class ICTGRPOConfig(MethodOptions, GRPOConfig):
                 "reference='reference_policy' needs TRL's reference model, which TRL only builds when beta != 0: "
                 "set beta (e.g. 1e-3) or choose another reference (default: the method's, group_position)."
             )
+        if ict_computes_loss(method):
+            self._check_ict_loss(method)
+
+    def _check_ict_loss(self, method: Method) -> None:
+        """The TRL settings that ict's own loss (a loss mode or an entropy bonus) cannot honour."""
+        what = (
+            f"method={self.method!r} (loss_mode={method.loss_mode!r}, "
+            f"entropy_coef={method.entropy_coef:g}) runs ict's loss, not TRL's"
+        )
+        if self.loss_type not in TRL_TO_LOSS_AGG:
+            raise ConfigError(
+                f"{what}, and loss_type={self.loss_type!r} has no ict aggregation: drop loss_type "
+                f"or choose one of {sorted(TRL_TO_LOSS_AGG)}."
+            )
+        refused = (
+            (self.beta != 0.0, f"beta={self.beta!r} (TRL's KL term)", "set beta=0.0"),
+            (
+                self.use_vllm and self.vllm_importance_sampling_correction,
+                "vLLM importance-sampling correction",
+                "set vllm_importance_sampling_correction=False",
+            ),
+            (
+                self.importance_sampling_level != "token",
+                f"importance_sampling_level={self.importance_sampling_level!r}",
+                "set importance_sampling_level='token'",
+            ),
+            (
+                self.off_policy_mask_threshold is not None,
+                "off_policy_mask_threshold (TRL's off-policy sequence mask)",
+                "set off_policy_mask_threshold=None",
+            ),
+            (
+                self.top_entropy_quantile < 1.0,
+                f"top_entropy_quantile={self.top_entropy_quantile} (TRL's entropy mask)",
+                "set top_entropy_quantile=1.0 (or use method='entropy')",
+            ),
+        )
+        for bad, setting, fix in refused:
+            if bad:
+                raise ConfigError(f"{what}, which does not support {setting}: {fix}.")
+
+
+def ict_computes_loss(method: Method) -> bool:
+    """Whether ict.loss.policy_loss computes the method's loss in TRL: a loss mode other than
+    vanilla (Clip-Cov, KL-Cov) or an entropy bonus, which TRL's own loss cannot compute (TRL's
+    entropy term is a plain per-micro-batch token mean, not the method's aggregation)."""
+    return method.loss_mode != "vanilla" or method.entropy_coef != 0.0
+
+
+def _denominator_count(loss_config: LossConfig, valid, selected) -> float:
+    """This batch's share of the loss normaliser (LossConfig.denominator, which is at least 1,
+    without that floor: 0 when the batch has no normaliser token), so that shares add up over
+    micro-batches and processes."""
+    _, norm, _, _ = loss_masks(valid, selected, normalize_by=loss_config.normalize_by)
+    if loss_config.loss_agg != "seq_mean_token_sum_norm" and not norm.any():
+        return 0.0
+    return loss_config.denominator(valid, selected)
 
 
 def check_whole_groups(n_local: int, group_size: int, num_processes: int, mode: str) -> None:
@@ -237,6 +338,9 @@ class ICTGRPOTrainer(GRPOTrainer):
             name = model if isinstance(model, str) else model.config._name_or_path
             args = ICTGRPOConfig(f"{str(name).split('/')[-1]}-GRPO")
         super().__init__(model, reward_funcs, args, *rest, **kwargs)
+        if not getattr(self.args, "use_adaptive_entropy", False):
+            # the entropy bonus is ict's (`ict_computes_loss`): TRL's own term stays off
+            self.entropy_coef, self._entropy_bonus_enabled = 0.0, False
         self._ict_warned = False
         if not isinstance(self.args, ICTGRPOConfig):
             raise ConfigError(
@@ -491,21 +595,31 @@ class ICTGRPOTrainer(GRPOTrainer):
         ga = self.args.gradient_accumulation_steps if mode == "train" else len(chunks)
         spg = self.args.steps_per_generation if mode == "train" else len(chunks)
         window = [j // ga for j in range(len(chunks))]
-        counts = torch.zeros(max(window) + 1, 2, device=chunks[0]["completion_ids"].device)
+        loss_config = self.ict_loss_config(method)
+        counts = torch.zeros(max(window) + 1, 3, device=chunks[0]["completion_ids"].device)
         for j, c in enumerate(chunks):
+            valid = self._valid_mask(c)
             selected, norm, _, _ = loss_masks(
-                self._valid_mask(c), c["ict_selected"], normalize_by=method.normalize_by
+                valid, c["ict_selected"], normalize_by=method.normalize_by
             )
             counts[window[j], 0] += norm.sum()
             counts[window[j], 1] += selected.any(dim=1).sum()
+            if loss_config is not None:  # ict's loss: its own normaliser, LossConfig.denominator
+                counts[window[j], 2] += _denominator_count(loss_config, valid, c["ict_selected"])
         counts = self.accelerator.reduce(counts, reduction="sum")
         keep_trl = method.selector == "every" and (spg % ga or self.loss_type not in (
             *_TOKEN_COUNT_LOSSES, "grpo"))  # fmt: skip
         for j, c in enumerate(chunks):
-            tokens, rows = counts[window[j]]
+            tokens, rows, ict_count = counts[window[j]]
             if self.loss_type in _TOKEN_COUNT_LOSSES and not keep_trl:
                 c["num_items_in_batch"] = tokens * spg / ga
             c["ict_rows_selected"] = None if keep_trl else rows
+            # DDP averages the ranks' gradients: each rank divides by global count / processes
+            c["ict_loss_denominator"] = (
+                None
+                if loss_config is None
+                else ict_count.clamp(min=1.0) / self.accelerator.num_processes
+            )
 
     def _ict_gather(self, x: torch.Tensor) -> torch.Tensor:
         """[B, C] of this process -> [sum B, max C] of every process (rank order, 0-padded)."""
@@ -526,17 +640,90 @@ class ICTGRPOTrainer(GRPOTrainer):
                 self._metrics[mode][key].append(float(value))
 
     # ---- 3. TRL's loss on the selected tokens ----------------------------------------------------
+    def ict_loss_config(self, method: Method) -> LossConfig | None:
+        """The ict.loss.LossConfig of ict's own loss for `method` (a resolved Method), or None when
+        TRL's loss computes the method (`ict_computes_loss`). TRL's clip settings (`epsilon`,
+        `epsilon_high`, `delta`, which equals ict's dual clip), the method's aggregation, loss mode
+        and entropy bonus, the config's loss-mode settings; Dr. GRPO's constant is TRL's
+        `max_completion_length`."""
+        if not ict_computes_loss(method):
+            return None
+        return LossConfig(
+            eps_low=self.epsilon_low, eps_high=self.epsilon_high, dual_clip=self.args.delta,
+            loss_agg=method.loss_agg, normalize_by=method.normalize_by,
+            max_response_length=self.max_completion_length, entropy_coef=method.entropy_coef,
+            loss_mode=method.loss_mode, **{k: getattr(self.args, k) for k in COVARIANCE_FIELDS},
+        )  # fmt: skip
+
     def _compute_loss(self, model, inputs):
         if "ict_selected" not in inputs:
             raise RuntimeError(
                 "ICTGRPOTrainer: batch has no token selection (was _prepare_inputs bypassed?)"
             )
+        loss_config = self.ict_loss_config(self.args.ict_method())
+        if loss_config is not None:
+            return self._ict_compute_loss(model, inputs, loss_config)
         keep = inputs["ict_selected"].to(inputs["completion_mask"].dtype)
         tool_mask = inputs.get("tool_mask")
         inputs = {**inputs, "tool_mask": keep if tool_mask is None else tool_mask * keep}
         if self.loss_type == "grpo" and inputs.get("ict_rows_selected") is not None:
             inputs["advantages"] = inputs["advantages"] * self._ict_seq_mean_scale(inputs)
         return super()._compute_loss(model, inputs)
+
+    def _ict_compute_loss(self, model, inputs, loss_config: LossConfig) -> torch.Tensor:
+        """ict's loss on one micro-batch: `ict.loss.policy_loss` (the native trainer's) on TRL's own
+        log-probs and entropies (`_get_per_token_logps_and_entropies`, as TRL's `_compute_loss`
+        gets them), the old log-probs TRL kept (or the detached current ones when TRL has none:
+        one update per generation batch), the selected tokens, and the per-optimizer-step
+        normaliser of `_ict_set_normalisers`: the losses of an optimizer step's micro-batches sum
+        to the native mini-batch loss. The loss mode's covariance and token counts are those of
+        this micro-batch (one loss call, as natively and in verl); Clip-Cov draws from torch's
+        global generator. The MoE auxiliary loss is added as TRL adds it."""
+        prompt_ids, prompt_mask = inputs["prompt_ids"], inputs["prompt_mask"]
+        completion_ids, completion_mask = inputs["completion_ids"], inputs["completion_mask"]
+        input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
+        attention_mask = torch.cat([prompt_mask, completion_mask], dim=1)
+        per_token_logps, entropies, aux_loss = self._get_per_token_logps_and_entropies(
+            model, input_ids, attention_mask, completion_ids.size(1), compute_entropy=True,
+            compute_aux_loss=self.aux_loss_enabled,
+            **{k: inputs.get(k) for k in _TRL_MODEL_KWARGS},
+        )  # fmt: skip
+        old = inputs.get("old_per_token_logps")
+        old = per_token_logps.detach() if old is None else old
+        valid = self._valid_mask(inputs)
+        loss, metrics = policy_loss(
+            per_token_logps, old, inputs["advantages"], valid, inputs["ict_selected"],
+            loss_config, entropy=entropies, denominator=inputs["ict_loss_denominator"],
+        )  # fmt: skip
+        mode = "train" if self.model.training else "eval"
+        if self.aux_loss_enabled:
+            normalizer = self.current_gradient_accumulation_steps if mode == "train" else 1.0
+            loss = loss + self.router_aux_loss_coef * aux_loss / normalizer
+            self._metrics[mode]["aux_loss"].append(
+                self.accelerator.gather_for_metrics(aux_loss).mean().item()
+            )
+        self._ict_log_loss(mode, metrics, int((valid & inputs["ict_selected"].bool()).sum()))
+        return loss
+
+    def _ict_log_loss(self, mode, metrics: dict, tokens: int) -> None:
+        """ict's loss metrics (fractions and means over this micro-batch's loss tokens) under
+        TRL's names (`_ICT_LOSS_METRICS`), averaged over every process's loss tokens, and TRL's
+        `policy_loss` (the loss without the entropy bonus), averaged over processes."""
+        keys = [k for k in _ICT_LOSS_METRICS if k in metrics]
+        device = self.accelerator.device
+        # the policy term (TRL's `policy_loss`): this micro-batch's share of the optimizer step's,
+        # times the accumulation steps, so that TRL's running mean over them is the step's value
+        steps = self.current_gradient_accumulation_steps if mode == "train" else 1
+        values = [metrics[k] * tokens for k in keys] + [tokens, metrics["pg_loss"] * steps]
+        totals = self.accelerator.reduce(
+            torch.tensor(values, device=device, dtype=torch.float32), reduction="sum"
+        )
+        self._metrics[mode]["policy_loss"].append(
+            float(totals[-1]) / self.accelerator.num_processes
+        )
+        if float(totals[-2]) > 0:
+            for key, total in zip(keys, totals[:-2].tolist(), strict=True):
+                self._metrics[mode][_ICT_LOSS_METRICS[key]].append(total / float(totals[-2]))
 
     def _ict_seq_mean_scale(self, inputs) -> torch.Tensor:
         """seq_mean_token_mean: TRL's "grpo" loss averages over every response (B per micro-batch,
@@ -554,5 +741,6 @@ __all__ = [
     "ICTGRPOTrainer",
     "LOSS_AGG_TO_TRL",
     "check_trl_version",
+    "ict_computes_loss",
     "check_whole_groups",
 ]

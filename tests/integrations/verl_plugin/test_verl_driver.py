@@ -125,6 +125,50 @@ def test_old_log_prob_then_update_carry_stats_and_a_global_selection():
     assert metrics["ict/dense_warmup"] == 0.0 and "ict/overlap/ict_entropy_jaccard" in metrics
 
 
+def test_the_ict_sections_loss_settings_reach_the_update():
+    """`ict.*` loss-mode settings (and the method's loss mode / bonus from the loss name) travel
+    from the verl config to the workers' update batch, and from there into the loss's
+    MicroBatchSelection (what the engine hook builds); verl's own entropy_coeff is refused."""
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+    from verl.utils import tensordict_utils as tu
+
+    from ict.errors import ConfigError
+    from ict.integrations.verl.config import from_verl_config
+    from ict.loss import CovarianceOptions
+
+    cfg = _config("ict_kl_cov")
+    cfg.ict = {"kl_cov_ratio": 0.1, "kl_cov_coef": 2.0, "entropy_coef": 0.05, "clip_cov_ub": 4.0}
+    batch, mask = _batch()
+    workers = FakeWorkers(torch.randn(4, 4, V, generator=torch.Generator().manual_seed(1)))
+    trainer = types.SimpleNamespace(config=cfg, actor_rollout_wg=workers, global_steps=3)
+    old, _ = RayPPOTrainer._compute_old_log_prob(trainer, batch)
+    batch = batch.union(old)
+    batch.batch["advantages"] = torch.linspace(-1, 1, 4)[:, None] * mask
+    RayPPOTrainer._update_actor(trainer, batch)
+    (td,) = workers.update_inputs
+    settings = tu.get_non_tensor_data(td, verl_loss.LOSS_SETTINGS_KEY, None)
+    assert settings == {"loss_mode": "kl_cov", "entropy_coef": 0.05, "clip_cov_ratio": 2e-4,
+                        "clip_cov_lb": 1.0, "clip_cov_ub": 4.0, "kl_cov_ratio": 0.1,
+                        "kl_cov_coef": 2.0}  # fmt: skip
+    assert torch.equal(td[verl_loss.SELECTED_KEY].bool(), mask)  # kl_cov: every valid token
+    assert verl_loss.LOSS_SETTINGS_KEY not in batch.meta_info  # sent, not left behind
+    fields = verl_loss.settings_fields(settings)
+    assert fields == {"loss_mode": "kl_cov", "entropy_coef": 0.05,
+                      "covariance": CovarianceOptions(2e-4, 1.0, 4.0, 0.1, 2.0)}  # fmt: skip
+    # the method's own settings from the loss name alone
+    for name, want in (("ict_clip_cov", ("clip_cov", 0.0)), ("ict_entropy_bonus", ("vanilla", 0.01)),
+                       ("ict", ("vanilla", 0.0))):  # fmt: skip
+        cfg = _config(name)
+        cfg.ict = {}
+        got = from_verl_config(cfg).loss_settings()
+        assert (got["loss_mode"], got["entropy_coef"]) == want
+    cfg = _config("ict_entropy_bonus")
+    cfg.ict = {}
+    cfg.actor_rollout_ref.actor.entropy_coeff = 0.01
+    with pytest.raises(ConfigError, match="entropy_coeff=0.01 is verl's own entropy bonus"):
+        from_verl_config(cfg)
+
+
 def test_non_ict_loss_modes_leave_verl_untouched():
     from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 

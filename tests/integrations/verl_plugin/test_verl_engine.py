@@ -155,6 +155,75 @@ def test_old_policy_pass_and_update_through_verls_engine(monkeypatch, gloo, remo
     assert got_grad.abs().sum() > 0
 
 
+@pytest.mark.parametrize("remove_padding", [True, False])
+def test_loss_mode_and_entropy_bonus_through_verls_engine(monkeypatch, gloo, remove_padding):
+    """The update pass with the driver's loss settings (`ict_loss_settings`: KL-Cov with the
+    `ict:` section's ratio and coefficient, an entropy bonus): the hook turns on verl's entropy
+    and hands it to the loss; the gradient equals ict.loss.policy_loss's over verl's 3
+    micro-batches (the covariance is per loss call, as natively), with the mini-batch normaliser."""
+    from verl.utils import tensordict_utils as tu
+    from verl.workers.config import PolicyLossConfig
+    from verl.workers.utils.losses import ppo_loss
+
+    from ict.integrations.verl.config import IctVerlConfig
+    from ict.loss import LossConfig, policy_loss
+
+    engine = _engine(monkeypatch)
+    td, tokens, mask = _data(remove_padding)
+    logits = _response_logits(engine, td, mask)
+    old_log_probs = torch.log_softmax(logits / T_SAMPLE, -1).gather(-1, tokens[..., None])[..., 0]
+    old_log_probs = old_log_probs * mask
+    with torch.no_grad():
+        engine.module.table.add_(
+            0.3 * torch.randn(V, V, generator=torch.Generator().manual_seed(2))
+        )
+    spec = IctVerlConfig(method="kl_cov", kl_cov_ratio=0.25, kl_cov_coef=2.0, entropy_coef=0.05)
+    settings = spec.loss_settings()
+    assert settings["loss_mode"] == "kl_cov" and settings["kl_cov_ratio"] == 0.25
+    adv = torch.linspace(-1, 1, mask.shape[0])[:, None] * mask
+    train, _, _ = _data(remove_padding)
+    train["old_log_probs"], train["advantages"] = old_log_probs, adv
+    train[verl_loss.SELECTED_KEY] = mask.clone()  # kl_cov updates every valid token
+    tu.assign_non_tensor(train, calculate_entropy=False, global_batch_size=mask.shape[0],
+                         **{verl_loss.NORMALIZE_KEY: "selected", verl_loss.LOSS_AGG_KEY: "token_mean",
+                            verl_loss.LOSS_SETTINGS_KEY: settings})  # fmt: skip
+    config = actor_config(policy_loss=PolicyLossConfig(loss_mode="ict_kl_cov"))
+    assert config.entropy_coeff == 0  # verl's own bonus stays off: the loss computes ict's
+    engine.module.zero_grad()
+    engine.forward_backward_batch(
+        train, functools.partial(ppo_loss, config=config), forward_only=False
+    )
+    got_grad = engine.module.table.grad.clone()
+
+    engine.module.zero_grad()
+    logp_all = torch.log_softmax(_response_logits_grad(engine, td, mask) / T_SAMPLE, -1)
+    logp = logp_all.gather(-1, tokens[..., None]).squeeze(-1)
+    entropy = -(logp_all.exp() * logp_all).sum(-1)
+    lc = LossConfig(dual_clip=3.0, loss_agg="token_mean", loss_mode="kl_cov", kl_cov_ratio=0.25,
+                    kl_cov_coef=2.0, entropy_coef=0.05)  # fmt: skip
+    total, changed = 0.0, 0.0
+    for rows in torch.arange(mask.shape[0]).split(2):  # verl's micro-batches of 2 rows
+        part, metrics = policy_loss(
+            logp[rows], old_log_probs[rows], adv[rows], mask[rows], mask[rows], lc,
+            entropy=entropy[rows], denominator=lc.denominator(mask),
+        )  # fmt: skip
+        total, changed = total + part, changed + metrics["loss_mode_fraction"]
+    total.backward()
+    assert changed > 0  # KL-Cov penalised tokens (not vacuous)
+    torch.testing.assert_close(got_grad, engine.module.table.grad, atol=1e-6, rtol=1e-5)
+    # the bonus is in it: without it the gradient differs
+    engine.module.zero_grad()
+    logp_all = torch.log_softmax(_response_logits_grad(engine, td, mask) / T_SAMPLE, -1)
+    logp = logp_all.gather(-1, tokens[..., None]).squeeze(-1)
+    plain = sum(
+        policy_loss(logp[r], old_log_probs[r], adv[r], mask[r], mask[r], lc, entropy_coef=0.0,
+                    denominator=lc.denominator(mask))[0]
+        for r in torch.arange(mask.shape[0]).split(2)
+    )  # fmt: skip
+    plain.backward()
+    assert not torch.allclose(got_grad, engine.module.table.grad)
+
+
 def _response_logits_grad(engine, td, mask):
     seq = td["input_ids"]
     prompt_lens = seq.offsets().diff() - mask.sum(-1)

@@ -12,6 +12,7 @@ from verl_helpers import actor_config, packed_logits, verl_batch  # noqa: E402
 
 from ict.errors import ConfigError  # noqa: E402
 from ict.integrations.cases import (  # noqa: E402
+    LOSS_SEED,
     METHOD_OPTION_KEYS,
     assert_matches_native,
     case_divergence,
@@ -113,11 +114,17 @@ def _driver_and_loss(case, spec, tensors, micro_batches):
                                     global_batch_size=B, loss_scale_factor=None)  # fmt: skip
     n_sel, n_rows = verl_loss.local_counts(selected, case.mask, method.normalize_by)
     fn = get_policy_loss_fn("ict")
+    # what the driver sends and the engine hook reads back (loss mode, bonus, their settings)
+    settings = verl_loss.settings_fields(spec.loss_settings(method))
+    if method.loss_mode != "vanilla":  # its covariance spans one loss call, native's whole batch
+        micro_batches = 1
     loss = torch.zeros(())
     for rows in torch.arange(B).chunk(micro_batches):
         sel = verl_loss.MicroBatchSelection(selected[rows], method.normalize_by, n_sel, n_rows,
-                                            loss_agg=method.loss_agg)  # fmt: skip
+                                            loss_agg=method.loss_agg, **settings,
+                                            entropy=case.entropy[rows])  # fmt: skip
         with verl_loss.micro_batch(sel):
+            torch.manual_seed(LOSS_SEED)  # Clip-Cov's draw, as native_reference
             part, _ = fn(case.old_logprob[rows], case.logprob[rows], tensors["advantages"][rows],
                          case.mask[rows].long(), "token-mean", config)  # fmt: skip
         loss = loss + part

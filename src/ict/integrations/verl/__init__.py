@@ -1,4 +1,5 @@
-"""verl plugin: token-selective policy losses (ICT, 20-Entropy, STAPO, random, GRPO) for verl 0.9.1.
+"""verl plugin: token-selective policy losses (ICT, 20-Entropy, STAPO, random, GRPO, Clip-Cov,
+KL-Cov, an entropy bonus) for verl 0.9.1.
 
 Loaded into every verl process (driver and Ray workers) by verl's plugin mechanism: the
 `verl.plugins` entry point `ict = "ict.integrations.verl"` (automatic once ict is installed in
@@ -6,6 +7,8 @@ the verl environment), or `VERL_USE_EXTERNAL_MODULES=ict.integrations.verl`. Imp
 
 1. checks the verl version (the patches are written against verl 0.9.1's source),
 2. registers the policy losses `ict`, `ict_entropy`, `ict_stapo`, `ict_random`, `ict_grpo`,
+   `ict_clip_cov`, `ict_kl_cov`, `ict_entropy_bonus` (config.LOSS_MODES: each a method's name;
+   every one runs the method's selection, loss mode and entropy bonus),
 3. wraps four verl methods so the old policy's per-token statistics reach the loss (hooks.py).
 
 A verl config opts in with `actor_rollout_ref.actor.policy_loss.loss_mode=ict`; an optional

@@ -20,6 +20,18 @@ names in LOSS_MODES). Everything else is optional; a setting left null is the me
       seed: 0                 # the run's seed (ict.methods.selection_seed adds the step)
       chunk_size: 1024        # rows of [rows x vocab] float32 scored at once on each GPU
       selector_options: {}    # e.g. {prob_below: 0.01, entropy_quantile: 0.05} for stapo
+      loss_mode: null         # vanilla, clip_cov or kl_cov (Cui et al.); null: the method's
+      entropy_coef: null      # ict's entropy bonus; null: the method's (entropy_bonus: 0.01)
+      clip_cov_ratio: 2e-4    # the loss modes' settings (the paper's recipe); these, not verl's
+      clip_cov_lb: 1.0        #   actor.policy_loss.clip_cov_* / kl_cov_ratio / ppo_kl_coef,
+      clip_cov_ub: 5.0        #   reach the ict losses
+      kl_cov_ratio: 2e-3
+      kl_cov_coef: 1.0
+
+The ict losses compute the method's loss mode (ict.loss.modes.apply_loss_mode) and its entropy
+bonus (ict's aggregation over the method's tokens, with the entropy verl computes in the update
+pass) themselves; verl's own `actor.entropy_coeff` must stay 0 (refused otherwise: it would add a
+second bonus, over every valid token with verl's loss_agg_mode).
 
 The paper's ICT scores by JS to the position-aligned group mean (`group_position`): the mean of the
 G = rollout.n rollouts' distributions at each aligned position. The plugin computes it with
@@ -40,6 +52,7 @@ from typing import Any
 
 from ict.errors import ConfigError
 from ict.methods import MethodOptions, resolve_method, run_warmup, validate_method_options
+from ict.methods.options import COVARIANCE_FIELDS
 
 # verl loss_mode -> ict.methods method
 LOSS_MODES: dict[str, str] = {
@@ -48,6 +61,9 @@ LOSS_MODES: dict[str, str] = {
     "ict_stapo": "stapo",
     "ict_random": "random",
     "ict_grpo": "grpo",
+    "ict_clip_cov": "clip_cov",
+    "ict_kl_cov": "kl_cov",
+    "ict_entropy_bonus": "entropy_bonus",
 }
 # What the verl old-policy pass computes (a subset of ict.stats.REFERENCES / ict.select SCOPES):
 VERL_REFERENCES = ("group_position", "batch_mean")  # others need more than verl gives the hook
@@ -89,6 +105,17 @@ class IctVerlConfig(MethodOptions):
         compute it (batch_mean: a second forward; group_position: the same one)."""
         needs = self.resolved().needs()
         return "js" in needs or "kl" in needs
+
+    def loss_settings(self, method=None) -> dict[str, Any]:
+        """What the loss needs beyond the selection (sent as batch meta-data, read into
+        loss.MicroBatchSelection): the method's loss mode and entropy bonus, the loss modes'
+        settings. method: the resolved Method that runs (default: this section's)."""
+        method = method or self.resolved()
+        return {
+            "loss_mode": method.loss_mode,
+            "entropy_coef": float(method.entropy_coef),
+            **{k: float(getattr(self, k)) for k in COVARIANCE_FIELDS},
+        }
 
     def stats_request(self) -> dict[str, Any]:
         """What the workers compute during the old-policy forward (sent as batch meta-data)."""
@@ -181,6 +208,14 @@ def validate(spec: IctVerlConfig, cfg: Any = None) -> None:
         raise ConfigError(
             "the ict losses score tokens during the old-log-prob recomputation, which bypass mode "
             "skips: set algorithm.rollout_correction.bypass_mode=false"
+        )
+    entropy_coeff = _get(actor, "entropy_coeff", 0.0)
+    if entropy_coeff not in (0, 0.0, None):
+        raise ConfigError(
+            f"actor_rollout_ref.actor.entropy_coeff={entropy_coeff!r} is verl's own entropy bonus "
+            "(over every valid token), which would add to the ict loss's: set it to 0 and use "
+            f"ict.entropy_coef={entropy_coeff!r} (the bonus over the method's tokens, with its "
+            "aggregation)"
         )
     strategy = _get(actor, "strategy", "fsdp")
     if strategy not in ("fsdp", "fsdp2"):

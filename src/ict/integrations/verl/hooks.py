@@ -10,14 +10,17 @@ worker  FSDPEngine.forward_backward_batch
           the data-parallel group -> reference r (batch_mean); for `ict`, run the forward a second
           time and add JS(p_t, r). Update pass: count the selected tokens of the mini-batch on all
           DP ranks (the loss denominator, as verl does for `batch_num_tokens`).
+          With an entropy bonus (`ict_loss_settings`), turns on verl's `calculate_entropy`.
 worker  FSDPEngineWithLMHead.prepare_model_outputs
           scores the rows that predict valid response tokens from the logits verl built (chunked);
-          and hands the micro-batch's `ict_selected` to the registered loss (loss.micro_batch).
+          and hands the micro-batch's `ict_selected`, loss settings and (for the entropy bonus)
+          the entropy verl computed to the registered loss (loss.micro_batch).
 driver  RayPPOTrainer._compute_old_log_prob
           asks the workers for the statistics and keeps them in the batch (`ict_entropy`, ...).
 driver  RayPPOTrainer._update_actor
           selects tokens over the whole rollout batch (all DP ranks' data, so the selection is
-          global) with ict.select, now that advantages exist (STAPO needs them), and logs metrics.
+          global) with ict.select, now that advantages exist (STAPO needs them), sends the
+          method's loss settings (normaliser, aggregation, loss mode, entropy bonus), logs metrics.
 """
 
 from __future__ import annotations
@@ -192,21 +195,33 @@ def _wrap_prepare_model_outputs(original):
         selected = (
             micro_batch.get(ict_loss.SELECTED_KEY, None) if hasattr(micro_batch, "get") else None
         )
+        selection = None
         if selected is not None:
             if selected.is_nested:
                 selected = selected.to_padded_tensor(0)
-            ict_loss.set_current(
-                ict_loss.MicroBatchSelection(
-                    selected=selected.bool(),
-                    normalize_by=_non_tensor(micro_batch, ict_loss.NORMALIZE_KEY, "selected"),
-                    num_selected=_non_tensor(micro_batch, ict_loss.NUM_SELECTED_KEY, None),
-                    num_rows=_non_tensor(micro_batch, ict_loss.NUM_ROWS_KEY, None),
-                    loss_agg=_non_tensor(micro_batch, ict_loss.LOSS_AGG_KEY, None),
-                )
+            selection = ict_loss.MicroBatchSelection(
+                selected=selected.bool(),
+                normalize_by=_non_tensor(micro_batch, ict_loss.NORMALIZE_KEY, "selected"),
+                num_selected=_non_tensor(micro_batch, ict_loss.NUM_SELECTED_KEY, None),
+                num_rows=_non_tensor(micro_batch, ict_loss.NUM_ROWS_KEY, None),
+                loss_agg=_non_tensor(micro_batch, ict_loss.LOSS_AGG_KEY, None),
+                **ict_loss.settings_fields(
+                    _non_tensor(micro_batch, ict_loss.LOSS_SETTINGS_KEY, None)
+                ),
             )
-        else:
-            ict_loss.set_current(None)
+        ict_loss.set_current(selection)
         model_output = original(self, output, output_args, micro_batch, logits_processor_func)
+        if selection is not None and selection.entropy_coef != 0.0:
+            # the bonus's entropy: verl's own (with grad), in the loss's padded response layout
+            from verl.workers.utils.padding import no_padding_2_padding
+
+            entropy = model_output.get("entropy", None)
+            if entropy is None:
+                raise ConfigError(
+                    "ict.entropy_coef needs verl's entropy in the update pass, which verl did not "
+                    "compute: set actor_rollout_ref.actor.calculate_entropy=True"
+                )
+            selection.entropy = no_padding_2_padding(entropy, micro_batch)
         # the engine object carries the pass from forward_backward_batch to here (same instance)
         state = getattr(self, PASS_ATTR, None)
         if state is not None:
@@ -322,6 +337,9 @@ def _wrap_forward_backward_batch(original):
                     ict_loss.NUM_ROWS_KEY: int(counts[1]),
                 },
             )
+            settings = _non_tensor(data, ict_loss.LOSS_SETTINGS_KEY, None) or {}
+            if settings.get("entropy_coef", 0.0) != 0.0:  # the bonus reads verl's entropy
+                tu.assign_non_tensor(data, calculate_entropy=True)
         return original(self, data, loss_function, forward_only)
 
     setattr(forward_backward_batch, _PATCHED_ATTR, True)
@@ -497,11 +515,12 @@ def _wrap_update_actor(original):
         method = spec.run_method(total)
         batch.meta_info[ict_loss.NORMALIZE_KEY] = method.normalize_by
         batch.meta_info[ict_loss.LOSS_AGG_KEY] = method.loss_agg
+        batch.meta_info[ict_loss.LOSS_SETTINGS_KEY] = spec.loss_settings(method)
         try:
             actor_output = original(self, batch)
         finally:
-            batch.meta_info.pop(ict_loss.NORMALIZE_KEY, None)
-            batch.meta_info.pop(ict_loss.LOSS_AGG_KEY, None)
+            for key in (ict_loss.NORMALIZE_KEY, ict_loss.LOSS_AGG_KEY, ict_loss.LOSS_SETTINGS_KEY):
+                batch.meta_info.pop(key, None)
         actor_output.meta_info.setdefault("metrics", {}).update(metrics)
         return actor_output
 

@@ -10,6 +10,16 @@ Per token (METHOD.md): rho = exp(logp - logp_old), l = -min(rho A, clip(rho, 1-e
 Loss mask M = valid * selected. `normalize_by=selected`: verl's agg_loss over M with the global
 number of selected tokens as `batch_num_tokens`; `normalize_by=valid`: agg_loss over the valid
 mask of l * selected (denominator = valid tokens, as verl counts them).
+
+The method's loss mode (clip_cov, kl_cov: `ict.loss.modes.apply_loss_mode`, the one definition,
+on this micro-batch's loss tokens M, as verl's own `compute_policy_loss_clip_cov/kl_cov` and the
+native trainer; Clip-Cov draws from torch's global generator, as verl) changes l before the
+aggregation. The entropy bonus is computed here too, `- entropy_coef * agg(H on M)` with the same
+aggregation and normalisers as the policy term (ict.loss.policy_loss's), on the entropy verl
+computed in this micro-batch's forward (the engine hook turns on `calculate_entropy` and hands it
+over). verl's own `actor.entropy_coeff` term is not used (config.validate keeps it at 0): it
+aggregates over every valid token with verl's loss_agg_mode, which equals ict's only for some
+methods.
 """
 
 from __future__ import annotations
@@ -23,14 +33,17 @@ import torch
 from torch import Tensor
 
 from ict.errors import ConfigError
-from ict.loss import clipped_token_loss
+from ict.loss import CovarianceOptions, clipped_token_loss
+from ict.loss.modes import apply_loss_mode
 from ict.loss.policy import loss_masks
+from ict.methods.options import COVARIANCE_FIELDS
 
 SELECTED_KEY = "ict_selected"  # bool [B, R] in the batch: the selection of each response token
 NUM_SELECTED_KEY = "ict_num_selected"  # int, global (all DP ranks) count in the mini-batch
 NUM_ROWS_KEY = "ict_num_rows"  # int, global count of responses with a non-empty denominator
 NORMALIZE_KEY = "ict_normalize_by"  # "selected" | "valid"
 LOSS_AGG_KEY = "ict_loss_agg"  # an ict.loss aggregation, or None: verl's actor.loss_agg_mode
+LOSS_SETTINGS_KEY = "ict_loss_settings"  # dict: IctVerlConfig.loss_settings (loss mode, bonus)
 
 
 @dataclass
@@ -44,6 +57,11 @@ class MicroBatchSelection:
                   for normalize_by="selected", >= 1 valid token for "valid")
     None counts: use this micro-batch's own counts (only right with one micro-batch and one rank).
     loss_agg:     an ict.loss aggregation (the method's), or None for verl's loss_agg_mode
+    loss_mode:    ict.loss.modes mode (the method's): vanilla, clip_cov, kl_cov
+    entropy_coef: the method's entropy bonus (0: none)
+    covariance:   Clip-Cov's and KL-Cov's settings (the `ict:` section's)
+    entropy:      FloatTensor[b, R], the current policy's entropy (padded like response_mask;
+                  the engine hook sets it when entropy_coef != 0)
     """
 
     selected: Tensor
@@ -51,6 +69,24 @@ class MicroBatchSelection:
     num_selected: int | None = None
     num_rows: int | None = None
     loss_agg: str | None = None
+    loss_mode: str = "vanilla"
+    entropy_coef: float = 0.0
+    covariance: CovarianceOptions = CovarianceOptions()
+    entropy: Tensor | None = None
+
+
+def settings_fields(settings: dict | None) -> dict[str, Any]:
+    """MicroBatchSelection keyword fields from the driver's `LOSS_SETTINGS_KEY` meta-data
+    (IctVerlConfig.loss_settings); {} for none (vanilla, no bonus)."""
+    if not settings:
+        return {}
+    return {
+        "loss_mode": settings.get("loss_mode", "vanilla"),
+        "entropy_coef": float(settings.get("entropy_coef", 0.0)),
+        "covariance": CovarianceOptions(
+            **{k: float(settings[k]) for k in COVARIANCE_FIELDS if k in settings}
+        ),
+    }
 
 
 def local_counts(selected: Tensor, valid: Tensor, normalize_by: str) -> tuple[int, int]:
@@ -135,6 +171,12 @@ def ict_policy_loss(
     A = torch.where(valid, advantages, 0.0)
     clipped = -A * ratio.clamp(1.0 - eps_low, 1.0 + eps_high) > -A * ratio
     dual = (A < 0) & (clipped_loss > -A * clip_c) if clip_c is not None else torch.zeros_like(valid)
+    # the method's loss mode on this micro-batch's loss tokens (ict.loss.modes, as natively)
+    token_loss, changed = apply_loss_mode(
+        selection.loss_mode, token_loss, logprob=log_prob.to(token_loss.dtype),
+        old_logprob=old_log_prob, ratio=ratio, advantages=A, loss_mask=mask,
+        options=selection.covariance,
+    )  # fmt: skip
     if selection.loss_agg is not None:
         from .config import LOSS_AGG_TO_VERL
 
@@ -165,14 +207,32 @@ def ict_policy_loss(
         loss_agg_mode=loss_agg_mode,
         **batch_info,
     )
-
     maskf = mask.float()
-    metrics = {
+    metrics = {}
+    if selection.entropy_coef != 0.0:  # ict's bonus: the policy term's tokens and normalisers
+        if selection.entropy is None:
+            raise ConfigError(
+                "the ict loss has an entropy bonus (ict.entropy_coef) but no entropy reached it: "
+                "the engine hook was not applied (load the plugin in every verl process)"
+            )
+        entropy = selection.entropy.to(device=token_loss.device, dtype=token_loss.dtype)
+        bonus = agg_loss(
+            loss_mat=torch.where(mask, entropy, 0.0),
+            loss_mask=denominator_mask,
+            loss_agg_mode=loss_agg_mode,
+            **batch_info,
+        )
+        loss = loss - selection.entropy_coef * bonus
+        metrics["ict/entropy"] = _masked_mean(entropy.detach(), maskf).item()
+    if selection.loss_mode != "vanilla":
+        metrics["ict/loss_mode_fraction"] = _masked_mean(changed.float(), maskf).item()
+
+    metrics.update({
         "actor/pg_clipfrac": _masked_mean(clipped.float(), maskf).item(),
         "actor/pg_clipfrac_lower": _masked_mean(dual.float(), maskf).item(),
         "actor/ppo_kl": _masked_mean(-(log_prob - old_log_prob).detach(), maskf).item(),
         "ict/selected_fraction": (maskf.sum() / valid.sum().clamp_min(1)).item(),
-    }
+    })  # fmt: skip
     return loss, metrics
 
 
