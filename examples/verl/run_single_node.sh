@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ICT (or a baseline) on one 8-GPU node with verl 0.9.1.
-#   bash examples/verl/run_single_node.sh [0.5b|1.5b|7b] [ict|ict_entropy|ict_stapo|ict_random|ict_grpo] [extra overrides...]
+#   bash examples/verl/run_single_node.sh [0.5b|1.5b|7b] [ict|ict_entropy|ict_stapo|ict_random|ict_grpo|ict_clip_cov|ict_kl_cov|ict_entropy_bonus] [extra overrides...]
 # Needs a GPU verl environment with ict installed (docs/engines/verl.md) and the data from
 #   python examples/verl/prepare_data.py --dataset math --out ~/data/ict/math
 set -euo pipefail
