@@ -57,9 +57,8 @@ test-slow: venv
 lint: venv
 	$(VENV)/bin/ruff check src tests benchmarks
 
-bench: venv
-	OMP_NUM_THREADS=1 $(VENV)/bin/python benchmarks/token_stats.py --n 1024
-	OMP_NUM_THREADS=$(THREADS) $(VENV)/bin/python benchmarks/train_step.py
+bench: venv  # the full set behind docs/benchmarks.md (hours on 2 cores); make bench ARGS=--quick: ~1 min
+	OMP_NUM_THREADS=1 $(VENV)/bin/python benchmarks/bench.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) $(VERL_VENV) .pytest_cache .ruff_cache

@@ -54,7 +54,7 @@ from ict.stats.kernels import (
     mixture_entropy_,
     policy_block_,
 )
-from ict.stats.logit_sources import HiddenSource, LogitsSource
+from ict.stats.logit_sources import HiddenSource, LogitsSource, elementwise_on_one_thread
 from ict.stats.result import DIVERGENCES, REFERENCES, TokenStats
 
 MIN_CHUNK_BYTES = 32 << 20  # default chunk: 1/16 of the full logits' bytes, within 32..128 MiB
@@ -112,9 +112,10 @@ def token_stats(
         raise ConfigError(
             f'reference_logits is only used with reference="reference_policy", not "{reference}"; drop it or change the reference'
         )
-    return _token_stats(
-        policy, ref, tokens, mask, reference, group_ids, chunk_size, process_group, divergence
-    )
+    with elementwise_on_one_thread(policy.device):
+        return _token_stats(
+            policy, ref, tokens, mask, reference, group_ids, chunk_size, process_group, divergence
+        )
 
 
 def token_stats_from_hidden(
@@ -206,9 +207,10 @@ def token_stats_from_hidden(
         raise ConfigError(
             f'reference_hidden / reference_lm_head_weight / reference_logit_* are only used with reference="reference_policy", not "{reference}"'
         )
-    return _token_stats(
-        policy, ref, tokens, mask, reference, group_ids, chunk_size, process_group, divergence
-    )
+    with elementwise_on_one_thread(policy.device):
+        return _token_stats(
+            policy, ref, tokens, mask, reference, group_ids, chunk_size, process_group, divergence
+        )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ Every function takes temperature-scaled logits `z` ([n, V], float32 or float64) 
 scratch buffers of the same shape, works in place where it can (no other [n, V] temporaries), and
 returns [n] vectors. Conventions: nats, 0 log 0 = 0, -inf logits are vocabulary entries with p = 0.
 
-    H(p)  = -sum_v p_v log p_v                      (log p from log_softmax: the logsumexp form)
+    H(p)  = -sum_v p_v log p_v = log S - sum_v p_v u_v  (u = z - max z, S = sum exp u: one exp)
     H2(p) = -log sum_v p_v^2 = -logsumexp(2 log p)  (computed as -2 log ||p||_2, same value)
     JS(p, r) = H(m) - H(p)/2 - H(r)/2,  m = (p + r)/2,  clamped to [0, log 2]
     H(m) = log 2 - 1/2 sum_v s_v log s_v  with s = p + r = 2m (saves one pass over the block)
@@ -31,14 +31,23 @@ def policy_block_(z: Tensor, tokens: Tensor | None, p_out: Tensor, logp_buf: Ten
     p_out: [n, V] buffer that receives p = softmax(z); logp_buf: [n, V] scratch (clobbered).
     Returns (entropy [n], renyi2 [n], logprob [n] or None). A row with NaN/+inf logits, or with every
     logit -inf, gives a NaN entropy (the caller turns that into an error).
+
+    One exp per entry: with u = z - max(z) and S = sum exp(u), p = exp(u) / S, log p = u - log S and
+    H = log S - sum p u (the logsumexp form of -sum p log p), so p and log p come from one sweep
+    instead of a softmax and a log_softmax (two exps per entry).
     """
-    torch.softmax(z, dim=-1, out=p_out)
-    torch.log_softmax(z, dim=-1, out=logp_buf)
-    logprob = None if tokens is None else logp_buf.gather(1, tokens[:, None]).squeeze(1)
+    u = torch.sub(z, z.amax(dim=-1, keepdim=True), out=logp_buf)  # <= 0; -inf entries stay -inf
+    torch.exp(u, out=p_out)
+    total = p_out.sum(dim=-1, keepdim=True)
+    log_total = total.log().squeeze(1)
+    logprob = None
+    if tokens is not None:  # before the clamp below: a -inf logit's token keeps log p = -inf
+        logprob = u.gather(1, tokens[:, None]).squeeze(1).sub_(log_total)
+    p_out.div_(total)
     renyi2 = torch.linalg.vector_norm(p_out, dim=-1).log_().mul_(-2.0)
-    # p log p with 0 * log 0 = 0: a -inf log p (masked entry, p = 0) becomes the finite floor first.
-    logp_buf.clamp_(min=_finite_floor(logp_buf)).mul_(p_out)
-    entropy = logp_buf.sum(dim=-1).neg_()
+    # sum p u with 0 * -inf = 0: a -inf entry (masked, p = 0) becomes the finite floor first.
+    cross = u.clamp_(min=_finite_floor(u)).mul_(p_out).sum(dim=-1)
+    entropy = log_total.sub_(cross)
     return entropy, renyi2, logprob
 
 

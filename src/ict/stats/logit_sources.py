@@ -7,10 +7,51 @@ than those n positions, so the caller bounds the memory by bounding n.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import torch
 from torch import Tensor
 
 from ict.head import LogitHead
+
+_MATMUL_THREADS: list[int] = []  # the caller's intra-op thread count while blocks run on one
+
+
+@contextmanager
+def elementwise_on_one_thread(device: torch.device):
+    """On CPU, run the enclosed statistics on one intra-op thread, except the LM-head matmuls
+    (`HiddenSource.fill`), which get the caller's thread count back.
+
+    Why: a cache-sized block ([~6-21, V] floats) takes a dozen elementwise ops, each an OpenMP
+    parallel region too small to split profitably. When the cores are shared with other processes,
+    every region waits at its barrier for a time slice: at OMP_NUM_THREADS=2 with one core busy,
+    the paper's score took 4.9x its floor (SmolLM2 head, ~1000 positions) against 1.1x with one
+    thread (benchmarks/stats_in_step.py). Off CPU, or with one thread already, a no-op.
+    """
+    n = torch.get_num_threads()
+    if device.type != "cpu" or n == 1:
+        yield
+        return
+    _MATMUL_THREADS.append(n)
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        _MATMUL_THREADS.pop()
+        torch.set_num_threads(n)
+
+
+@contextmanager
+def _matmul_threads():
+    """Inside `elementwise_on_one_thread`: the caller's thread count for one matmul."""
+    if not _MATMUL_THREADS or torch.get_num_threads() == _MATMUL_THREADS[-1]:
+        yield
+        return
+    torch.set_num_threads(_MATMUL_THREADS[-1])
+    try:
+        yield
+    finally:
+        torch.set_num_threads(1)
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -82,4 +123,5 @@ class HiddenSource:
         self.temp_row_bytes = D * hidden.element_size() + cast
 
     def fill(self, rows: Tensor, positions: Tensor, out: Tensor) -> Tensor:
-        return self.head.logits(self.hidden[rows, positions], self.temperature, out=out)
+        with _matmul_threads():
+            return self.head.logits(self.hidden[rows, positions], self.temperature, out=out)
