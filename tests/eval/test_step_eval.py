@@ -85,3 +85,21 @@ def test_another_eval_seed_samples_with_other_seeds(tmp_path, recorded):
     result = json.loads((path / "eval_steps" / "step_000001.json").read_text())
     assert result["settings"]["seed"] == 7 and not (path / "heldout_before.json").exists()
     assert set(recorded) == {chunk_seed(7, result["benchmark"], c) for c in range(2)}
+
+
+def test_evaluate_scores_toy_items_with_their_own_scorer():
+    """`ict.eval.run_eval` (behind `ict eval` and the `evaluate` training hook) scores a toy chain
+    by the task's rule, as training does, not by the math verifier."""
+    from ict.compare.tasks import task_items
+    from ict.compare.toy_cot import ToyCotTask
+    from ict.eval.runner import EvalSettings, run_eval
+
+    items = task_items(ToyCotTask(digits=2), "test", 3)
+
+    class Sampler:  # answers each problem with its own target chain
+        def sample(self, prompts, *, n, seed):
+            return [[(item.metadata["target"], 10)] * n for item in items]
+
+    settings = EvalSettings(model="x", n=2, k=[1], limit=3, batch_size=6)
+    summary = run_eval(Sampler(), ["toy"], settings, items={"toy": items})
+    assert summary["metrics"]["eval/toy/pass@1"] == 1.0

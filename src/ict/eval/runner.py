@@ -220,10 +220,11 @@ def run_eval(
     `items` may hold already loaded problems by label (`load_all_eval_items`); else they are loaded.
     Returns the summary: {"model", "date", "settings", "benchmarks": {label: metrics}, "metrics"}.
     """
+    from ict.eval.scoring import ItemScorer
     from ict.rewards import default_verifier
 
     settings.validate()
-    verifier = verifier or default_verifier()
+    verifier = verifier or ItemScorer(default_verifier())  # each item's own scorer, as training
     out = Path(out_dir) if out_dir is not None else None
     loaded = (
         items if items is not None else load_all_eval_items(benchmarks, settings.limit, data_dir)

@@ -478,8 +478,8 @@ def final_eval_keys(runs: Sequence[Run]) -> list[str]:
     Exploration section and the curves), else those logged in metrics.jsonl."""
     final = {k for r in runs for k in r.final_eval.get("metrics", {}) if pass_key(k)}
     if final:
-        return sorted(final)
-    return sorted({k for r in runs for k in r.keys() if pass_key(k)})
+        return sorted(final, key=pass_key)  # by benchmark, then k as a number (1, 2, 4, ... 64)
+    return sorted({k for r in runs for k in r.keys() if pass_key(k)}, key=pass_key)
 
 
 def _health_section(doc, runs, groups) -> list[list[str]]:

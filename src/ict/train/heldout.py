@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ict.eval.scoring import ItemScorer, as_verdict  # noqa: F401  (as_verdict: re-exported)
 from ict.train.config import TrainConfig
 
 
@@ -55,35 +56,6 @@ STEP_EVAL_DIR = "eval_steps"  # RUN/eval_steps/step_000050.json: the periodic ev
 def step_eval_path(run_dir: str | Path, step: int) -> Path:
     """RUN/eval_steps/step_<step:06d>.json: the periodic held-out evaluation after `step` steps."""
     return Path(run_dir) / STEP_EVAL_DIR / f"step_{int(step):06d}.json"
-
-
-def as_verdict(value):
-    """A scoring result -> ict.rewards.Verdict: a Verdict as it is; a number, (reward, formatted)
-    or dict (the toy tasks' scorers) with `correct` = reward >= 1 and `format_ok` None when the
-    scorer does not say (summarise leaves those out of the format rate)."""
-    from ict.rewards import Verdict
-    from ict.train.safe_rewards import _unpack
-
-    if isinstance(value, Verdict):
-        return value
-    try:
-        reward, formatted = _unpack(value)
-    except Exception as err:  # noqa: BLE001 - a failing scorer scores 0, as in training
-        return Verdict(0.0, False, None, False, f"{type(err).__name__}: {err}"[:500])
-    reward = min(max(float(reward), 0.0), 1.0)
-    return Verdict(reward, reward >= 1.0, None, formatted)
-
-
-class ItemScorer:
-    """The eval runner's verifier that scores each (item, response) with `item.score(response,
-    verifier)`, as the trainer's rewards do (ScoredItem: its own scorer; Item: `verifier`)."""
-
-    def __init__(self, verifier):
-        self.verifier = verifier
-
-    def score(self, samples) -> list:
-        """One Verdict per (item, response text), in order."""
-        return [as_verdict(item.score(text, self.verifier)) for item, text in samples]
 
 
 def step_eval_metrics(result: dict) -> dict[str, float]:
