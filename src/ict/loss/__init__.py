@@ -8,7 +8,7 @@ Names are imported on first use (module `__getattr__`), so that `ict.loss.option
 modes' settings, which configs read) stays torch-free.
 """
 
-import importlib
+from ict.lazy import lazy_exports
 
 _LAZY = {
     **dict.fromkeys(
@@ -24,16 +24,4 @@ _LAZY = {
 }  # fmt: skip
 
 __all__ = sorted(_LAZY)
-
-
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

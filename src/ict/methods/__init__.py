@@ -11,9 +11,9 @@ on first use (module `__getattr__`), so that configs and `ict <command> --help` 
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
+from ict.lazy import lazy_exports
 from ict.methods.options import (
     METHOD_FIELDS,
     MethodOptions,
@@ -83,15 +83,4 @@ __all__ = [
     "warmup_warning",
 ]
 
-
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals(), __all__)

@@ -8,8 +8,9 @@ The names below are imported on first use (module `__getattr__`), so that import
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from ict.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ict.train.config import TrainConfig
@@ -25,15 +26,4 @@ _EXPORTS = {
 
 __all__ = ["Problem", "TrainConfig", "Trainer", "train"]
 
-
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later look-ups skip __getattr__
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals(), __all__)
