@@ -73,6 +73,7 @@ from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 from trl.trainer.utils import maybe_gather_lm_head_ctx  # noqa: E402
 
 from ict.head import logit_head  # noqa: E402
+from ict.loss.options import COVARIANCE_FIELDS  # noqa: E402
 from ict.loss.policy import LOSS_AGGREGATIONS, LossConfig, loss_masks, policy_loss  # noqa: E402
 from ict.methods import (  # noqa: E402
     Method,
@@ -88,7 +89,6 @@ from ict.methods import (  # noqa: E402
     validate_method_options,
     warmup_warning,
 )
-from ict.methods.options import COVARIANCE_FIELDS  # noqa: E402
 from ict.methods.step import gathered  # noqa: E402
 from ict.stats import TokenStats, token_stats_from_hidden  # noqa: E402
 
@@ -289,16 +289,6 @@ def ict_computes_loss(method: Method) -> bool:
     vanilla (Clip-Cov, KL-Cov) or an entropy bonus, which TRL's own loss cannot compute (TRL's
     entropy term is a plain per-micro-batch token mean, not the method's aggregation)."""
     return method.loss_mode != "vanilla" or method.entropy_coef != 0.0
-
-
-def _denominator_count(loss_config: LossConfig, valid, selected) -> float:
-    """This batch's share of the loss normaliser (LossConfig.denominator, which is at least 1,
-    without that floor: 0 when the batch has no normaliser token), so that shares add up over
-    micro-batches and processes."""
-    _, norm, _, _ = loss_masks(valid, selected, normalize_by=loss_config.normalize_by)
-    if loss_config.loss_agg != "seq_mean_token_sum_norm" and not norm.any():
-        return 0.0
-    return loss_config.denominator(valid, selected)
 
 
 def check_whole_groups(n_local: int, group_size: int, num_processes: int, mode: str) -> None:
@@ -605,7 +595,7 @@ class ICTGRPOTrainer(GRPOTrainer):
             counts[window[j], 0] += norm.sum()
             counts[window[j], 1] += selected.any(dim=1).sum()
             if loss_config is not None:  # ict's loss: its own normaliser, LossConfig.denominator
-                counts[window[j], 2] += _denominator_count(loss_config, valid, c["ict_selected"])
+                counts[window[j], 2] += loss_config.count(valid, c["ict_selected"])
         counts = self.accelerator.reduce(counts, reduction="sum")
         keep_trl = method.selector == "every" and (spg % ga or self.loss_type not in (
             *_TOKEN_COUNT_LOSSES, "grpo"))  # fmt: skip

@@ -4,7 +4,7 @@ The modes themselves (what each computes) are in ict.loss.modes."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 LOSS_MODES = ("vanilla", "clip_cov", "kl_cov")
 
@@ -19,3 +19,6 @@ class CovarianceOptions:
     clip_cov_ub: float = 5.0
     kl_cov_ratio: float = 2e-3
     kl_cov_coef: float = 1.0  # verl's ppo_kl_coef
+
+
+COVARIANCE_FIELDS = tuple(f.name for f in fields(CovarianceOptions))  # the config fields

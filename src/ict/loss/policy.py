@@ -26,6 +26,7 @@ from torch import Tensor
 
 from ict.errors import ConfigError, DataError
 from ict.loss.modes import LOSS_MODES, CovarianceOptions, apply_loss_mode
+from ict.loss.options import COVARIANCE_FIELDS
 
 LOG_RATIO_CLAMP = 20.0
 
@@ -151,10 +152,7 @@ class LossConfig:
     @property
     def covariance(self) -> CovarianceOptions:
         """Clip-Cov's and KL-Cov's settings (ict.loss.modes)."""
-        return CovarianceOptions(
-            self.clip_cov_ratio, self.clip_cov_lb, self.clip_cov_ub, self.kl_cov_ratio,
-            self.kl_cov_coef,
-        )  # fmt: skip
+        return CovarianceOptions(**{k: getattr(self, k) for k in COVARIANCE_FIELDS})
 
     @property
     def reads_every_valid_token(self) -> bool:
@@ -171,14 +169,20 @@ class LossConfig:
     def denominator(
         self, mask: Tensor, selected: Tensor | None = None, *, term: str = "policy"
     ) -> float:
-        """The normaliser of a whole (mini-)batch, for summing its micro-batches' losses exactly.
+        """The normaliser of a whole (mini-)batch, for summing its micro-batches' losses exactly:
+        `count`, at least 1. Pass them as `denominator=` and `kl_denominator=` to `policy_loss`
+        for every micro-batch of the mini-batch."""
+        return max(self.count(mask, selected, term=term), 1.0)
 
-        mask, selected: bool [B, T] of the whole mini-batch. term: "policy" (the policy and entropy
-        terms, normaliser tokens D) or "kl" (the KL term, D_K). token_mean: number of normaliser
-        tokens; seq_mean_token_mean: responses with a normaliser token; seq_mean_token_sum_norm:
-        B x max_response_length (T if unset). At least 1. Pass them as `denominator=` and
-        `kl_denominator=` to `policy_loss` for every micro-batch of the mini-batch.
-        """
+    def count(self, mask: Tensor, selected: Tensor | None = None, *, term: str = "policy") -> float:
+        """The normaliser's count in these rows, without `denominator`'s floor of 1 (0 when the
+        rows have no normaliser token), so that the counts of micro-batches and processes add up
+        to the whole batch's.
+
+        mask, selected: bool [B, T]. term: "policy" (the policy and entropy terms, normaliser
+        tokens D) or "kl" (the KL term, D_K). token_mean: number of normaliser tokens;
+        seq_mean_token_mean: responses with a normaliser token; seq_mean_token_sum_norm:
+        B x max_response_length (T if unset)."""
         _, D, _, D_K = loss_masks(mask, selected, normalize_by=self.normalize_by, kl_on=self.kl_on)
         if term == "kl":
             D = D_K
@@ -188,7 +192,7 @@ class LossConfig:
             count = (D.sum(-1) > 0).sum()
         else:
             count = mask.shape[0] * (self.max_response_length or mask.shape[1])
-        return float(max(int(count), 1))
+        return float(int(count))
 
 
 def clipped_token_loss(

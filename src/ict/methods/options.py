@@ -19,16 +19,13 @@ import math
 from dataclasses import dataclass, field
 
 from ict.errors import ConfigError
-from ict.loss.options import LOSS_MODES, CovarianceOptions
+from ict.loss.options import COVARIANCE_FIELDS, LOSS_MODES, CovarianceOptions
 
-# the six fields a Method fixes; an explicit (non-None) value overrides the method's
+# the fields a Method fixes; an explicit (non-None) value overrides the method's
 METHOD_FIELDS = (
     "ratio", "scope", "reference", "loss_agg", "normalize_by", "dense_warmup_steps", "loss_mode",
     "entropy_coef",
 )  # fmt: skip
-
-
-COVARIANCE_FIELDS = ("clip_cov_ratio", "clip_cov_lb", "clip_cov_ub", "kl_cov_ratio", "kl_cov_coef")
 
 
 def _opt(default, section: str, help: str):

@@ -51,8 +51,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ict.errors import ConfigError
+from ict.loss.options import COVARIANCE_FIELDS
 from ict.methods import MethodOptions, resolve_method, run_warmup, validate_method_options
-from ict.methods.options import COVARIANCE_FIELDS
 
 # verl loss_mode -> ict.methods method
 LOSS_MODES: dict[str, str] = {

@@ -35,8 +35,8 @@ from torch import Tensor
 from ict.errors import ConfigError
 from ict.loss import CovarianceOptions, clipped_token_loss
 from ict.loss.modes import apply_loss_mode
+from ict.loss.options import COVARIANCE_FIELDS
 from ict.loss.policy import loss_masks
-from ict.methods.options import COVARIANCE_FIELDS
 
 SELECTED_KEY = "ict_selected"  # bool [B, R] in the batch: the selection of each response token
 NUM_SELECTED_KEY = "ict_num_selected"  # int, global (all DP ranks) count in the mini-batch
