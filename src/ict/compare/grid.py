@@ -121,6 +121,7 @@ def evaluate_task(run_dir: Path | None, preset: Preset) -> dict:
     """pass@k of a finished cell's checkpoint on its task via ict.eval, with per-problem counts;
     `run_dir` None: the cells' start model (the preset's `model`, default the embedded one)."""
     from ict.eval import runner
+    from ict.eval.scoring import ItemScorer
     from ict.models import load_model_and_tokenizer
     from ict.rewards import default_verifier
     from ict.train import TrainConfig
@@ -151,11 +152,13 @@ def evaluate_task(run_dir: Path | None, preset: Preset) -> dict:
         num_bootstrap=200,
     )
     settings.validate()
+    # each item's own scorer, as training and ict.eval.run_eval score (ict.eval.scoring)
     sampler, verifier = runner.hf_sampler(model, tokenizer, settings), default_verifier()
+    scorer = ItemScorer(verifier)
     metrics, intervals, per_problem = {}, {}, {}
     try:
         for label, bench_items in items.items():
-            records = runner.evaluate_benchmark(label, bench_items, sampler, verifier, settings)
+            records = runner.evaluate_benchmark(label, bench_items, sampler, scorer, settings)
             summary = runner.summarise(records, settings)
             for k in spec.ks:
                 metrics[f"eval/{label}/pass@{k}"] = summary[f"pass@{k}"]
@@ -362,7 +365,7 @@ def start_heldout(cell: Cell, start: StartPoint, log: Callable[[str], None]) -> 
     `heldout_eval` is on, instead of evaluating the same start model in every cell."""
     import hashlib
 
-    from ict.train.heldout import heldout_eval, heldout_settings, load_result
+    from ict.train.heldout import heldout_settings, load_result, write_heldout_eval
     from ict.train.problems import task_spec
 
     cfg, target = cell.config, cell.run_dir / "heldout_before.json"
@@ -376,11 +379,8 @@ def start_heldout(cell: Cell, start: StartPoint, log: Callable[[str], None]) -> 
     cache = cell.run_dir.parent.parent / "start_heldout" / f"{key}.json"
     result = load_result(cache)
     if result is None:
-        t0 = time.perf_counter()
         model, tokenizer = start.start_model(cfg)
-        result = heldout_eval(model, tokenizer, cfg, model_label=label)
-        result.update(step=0, seconds=round(time.perf_counter() - t0, 1))
-        write_json_atomic(cache, result)
+        result = write_heldout_eval(cache, model, tokenizer, cfg, model_label=label, step=0)
         s = result["summary"]
         log(
             f"start point: step-0 held-out pass@1 {s['pass@1']:.3f} ({cache.name}, {result['seconds']:.0f} s)"

@@ -99,6 +99,22 @@ def heldout_eval(model, tokenizer, config: TrainConfig, *, model_label: str) -> 
     }
 
 
+def write_heldout_eval(
+    path: str | Path, model, tokenizer, config: TrainConfig, *, model_label: str, step: int
+) -> dict:
+    """`heldout_eval`, with the `step` it was taken at and its `seconds`, written atomically to
+    `path` (heldout_*.json, eval_steps/step_*.json, a grid's start point). Returns the result."""
+    import time
+
+    from ict.files import write_json_atomic
+
+    t0 = time.perf_counter()
+    result = heldout_eval(model, tokenizer, config, model_label=model_label)
+    result.update(step=step, seconds=round(time.perf_counter() - t0, 1))
+    write_json_atomic(path, result)
+    return result
+
+
 def per_problem_pass1(result: dict) -> tuple[list[str], np.ndarray]:
     """(problem ids, pass@1 per problem = correct / n) of a heldout_eval result."""
     per = result["per_problem"]

@@ -323,27 +323,25 @@ class Trainer:
         every method and seed). Writes RUN/eval_steps/step_<step:06d>.json (per-problem counts,
         atomic) and returns its flat eval/<task>/... numbers for metrics.jsonl; a failure is
         logged and skipped (a UserError is raised)."""
-        from ict.train.heldout import heldout_eval, step_eval_metrics, step_eval_path
+        from ict.train.heldout import step_eval_metrics, step_eval_path, write_heldout_eval
 
         cfg = self.config
-        t0 = time.perf_counter()
         try:
-            label = self.model_label
-            result = heldout_eval(self.model, self.tokenizer, cfg, model_label=label)
+            result = write_heldout_eval(
+                step_eval_path(self.run_dir, step), self.model, self.tokenizer, cfg,
+                model_label=self.model_label, step=step,
+            )  # fmt: skip
         except UserError:
             raise
         except Exception as err:  # noqa: BLE001 - evaluation must not kill the run
             logger.warning("evaluation on %s at step %d failed: %s", task_spec(cfg), step, err)
             return {}
-        result["seconds"] = round(time.perf_counter() - t0, 1)
-        result["step"] = step
-        write_json_atomic(step_eval_path(self.run_dir, step), result)
         return step_eval_metrics(result)
 
     def _heldout(self, when: str) -> dict | None:
         """Held-out pass@1 `when` ("before" / "after"), saved as heldout_<when>.json (reused if a
         resumed run already has it). None when off or when the run has no task spec."""
-        from ict.train.heldout import heldout_eval, load_result
+        from ict.train.heldout import load_result, write_heldout_eval
 
         cfg = self.config
         if not (cfg.heldout_eval and self.task_loaded):
@@ -355,12 +353,9 @@ class Trainer:
         if when == "before" and self.step > 0:
             logger.warning("%s is missing and the run is past step 0: no before/after result", path)
             return None
-        t0 = time.perf_counter()
-        label = self.model_label
-        result = heldout_eval(self.model, self.tokenizer, cfg, model_label=label)
-        result["seconds"] = round(time.perf_counter() - t0, 1)
-        result["step"] = self.step
-        write_json_atomic(path, result)
+        result = write_heldout_eval(
+            path, self.model, self.tokenizer, cfg, model_label=self.model_label, step=self.step
+        )
         s = result["summary"]
         lo, hi = s["pass@1_ci95"]
         logger.info(
