@@ -78,6 +78,15 @@ def write_json_atomic(path: str | os.PathLike, obj: Any, **json_kwargs) -> None:
     write_atomic(path, text + "\n")
 
 
+def read_json(path: str | os.PathLike) -> Any:
+    """The JSON value saved at `path`, or None when the file is missing or unreadable (a result
+    file that is then recomputed or left out)."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
 # ---- JSON lines ------------------------------------------------------------------------------
 def _json_safe(value):
     """JSON-safe scalars: 0-d tensors / numpy scalars -> python, NaN / inf -> None."""

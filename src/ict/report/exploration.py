@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ict.eval.metrics import curve_ks, pass_at_k_per_problem
+from ict.files import read_json
 from ict.report.hierarchical import RunUnits, bootstrap_difference, bootstrap_mean, run_units
 from ict.report.intervals import Interval, format_interval, verdict
 from ict.report.runs import Run
@@ -60,18 +61,11 @@ def start_reference(runs: Sequence[Run]) -> dict | None:
         return None
     grid = grids.pop()
     for name, part in (("start_eval.json", None), ("warm_start.json", "eval")):
-        data = _read_json(grid / name)
+        data = read_json(grid / name)
         data = data.get(part) if part and isinstance(data, dict) else data
         if isinstance(data, dict) and isinstance(data.get("per_problem"), dict):
             return data
     return None
-
-
-def _read_json(path: Path):
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
 
 
 # ---- pass@k against k (the final evaluation) -----------------------------------------------------
@@ -150,11 +144,11 @@ def step_results(run: Run) -> dict[int, dict]:
     found: list[tuple[int, dict]] = []
     for path in sorted((run.path / STEP_FILES).glob("step_*.json")):
         match = re.fullmatch(r"step_(\d+)\.json", path.name)
-        data = _read_json(path)
+        data = read_json(path)
         if match and isinstance(data, dict):
             found.append((int(match.group(1)), data))
     for name, default_step in (("heldout_before.json", 0), ("heldout_after.json", None)):
-        data = _read_json(run.path / name)
+        data = read_json(run.path / name)
         if isinstance(data, dict):
             step = default_step if default_step is not None else data.get("step")
             if isinstance(step, int):

@@ -20,7 +20,6 @@ heldout_before.json is the curve's step 0. Responses are scored as training scor
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 import numpy as np
@@ -154,10 +153,9 @@ def compare_before_after(before: dict, after: dict, *, seed: int = 0) -> dict:
 
 def load_result(path: Path) -> dict | None:
     """A saved heldout_*.json, or None if missing or unreadable (then it is recomputed)."""
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    from ict.files import read_json
+
+    return read_json(path)
 
 
 def headline(comparison: dict | None, summary: dict) -> str:
