@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ict.eval import bootstrap_ci, pass_at_k, pass_at_k_per_problem
+from ict.eval import pass_at_k, pass_at_k_per_problem
 
 
 def brute_force_pass_at_k(n, c, k):
@@ -56,19 +56,6 @@ def test_invalid_arguments():
 def test_per_problem_mean():
     values = pass_at_k_per_problem([4, 4], [1, 0], 2)
     np.testing.assert_allclose(values, [0.5, 0.0])
-
-
-def test_bootstrap_interval_sanity():
-    rng = np.random.default_rng(1)
-    values = rng.random(200)
-    low, high = bootstrap_ci(values, seed=3)
-    assert low < values.mean() < high
-    # Width close to the normal approximation 2 * 1.96 * sd / sqrt(P).
-    expected = 2 * 1.96 * values.std(ddof=1) / np.sqrt(values.size)
-    assert high - low == pytest.approx(expected, rel=0.15)
-    assert bootstrap_ci(values, seed=3) == (low, high)  # seeded
-    assert bootstrap_ci([0.25] * 5) == (0.25, 0.25)
-    assert all(np.isnan(bootstrap_ci([])))
 
 
 def comb_pass_at_k(n, c, k):

@@ -21,9 +21,13 @@ def write_run(
     samples: list[dict] | None = None,
     correct: list[int] | None = None,
     n: int = 4,
+    entropy: list[float] | None = None,
+    extra: dict | None = None,
 ) -> Path:
     """A run dir with config.yaml, metrics.jsonl (deterministic curves), summary.json; with
-    `correct` (correct samples of `n` per problem), a final_eval.json as `ict compare` writes it."""
+    `correct` (correct samples of `n` per problem), a final_eval.json as `ict compare` writes it.
+    `entropy`: the valid/entropy of each step (else a slow fall, or a collapse with `collapse`);
+    `extra`: more keys logged at every step."""
     run = root / f"{method}_seed{seed}"
     run.mkdir(parents=True)
     (run / "config.yaml").write_text(
@@ -32,6 +36,7 @@ def write_run(
     rows = []
     for s in range(steps):
         h = 1.0 - 0.1 * s if not collapse else 1.0 * math.exp(-s)
+        h = entropy[s] if entropy is not None else h
         rows.append(
             {
                 "step": s,
@@ -48,6 +53,7 @@ def write_run(
                 "selected_fraction": 0.1,
                 "overlap/ict_entropy_jaccard": 0.3,
                 "health/entropy_collapse": collapse and s >= 3,
+                **(extra or {}),
             }
         )
     rows[-1]["eval/toy/pass@1"] = final_pass / 2

@@ -51,14 +51,17 @@ def test_without_per_problem_data_the_fallback_is_clipped_t(report_dir):
         pytest.approx(high),
         3,
     )
-    ref = stats.ttest_rel(ICT, GRPO).confidence_interval(0.95)
+    ref = stats.ttest_rel(ICT, GRPO)
     d = ict["difference"]
     assert d["method"] == "paired t, clipped to [-1, 1]" and d["verdict"] == "higher"
-    assert (d["low"], d["high"]) == (pytest.approx(ref.low), pytest.approx(ref.high))
-    assert (
-        raw["metrics"]["eval/toy/pass@4"]["entropy"]["difference"]["verdict"]
-        == "no significant difference"
-    )
+    ci = ref.confidence_interval(0.95)
+    assert (d["low"], d["high"]) == (pytest.approx(ci.low), pytest.approx(ci.high))
+    # the verdict's test: the seed-level paired t (no endpoints declared: exploratory)
+    assert d["test"] == "paired t" and d["p"] == pytest.approx(ref.pvalue)
+    assert d["primary"] is False and d["p_holm"] is None and d["mde"] > 0
+    entropy = raw["metrics"]["eval/toy/pass@4"]["entropy"]["difference"]
+    assert entropy["verdict"] == "inconclusive"
+    assert entropy["p"] == pytest.approx(stats.ttest_rel(ENTROPY, GRPO).pvalue)
     # training reward: mean of the last 5 steps per seed (helpers: 0.1 * s + 0.01 * seed, s = 0..5),
     # with a bootstrap over seeds and those steps: inside the range of the logged rewards
     reward = raw["metrics"]["reward/mean"]["grpo"]
@@ -71,15 +74,21 @@ def test_without_per_problem_data_the_fallback_is_clipped_t(report_dir):
 
 def test_report_markdown_is_honest(report_dir):
     md = (report_dir / "report.md").read_text()
-    assert "no significant difference" in md and "hierarchical bootstrap" in md
+    assert "inconclusive (exploratory)" in md and "hierarchical bootstrap" in md
+    assert "no significant difference" not in md
     assert "| grpo | 3 |" in md and "(baseline)" in md
     # every difference printed with an interval and its method: "+0.110 [+0.085, +0.135] (paired t...)"
+    # (pass@1 and pass@4 of ict and entropy; their training rewards are identical to grpo's)
     diffs = re.findall(r"\| ([+-]\d\.\d{3}[^|]*) \|", md)
-    assert len(diffs) == 6 and all(
+    assert len(diffs) == 4 and all(
         re.match(r"[+-]\d\.\d{3} \[[+-]\d\.\d{3}, [+-]\d\.\d{3}\] \(paired (t|hier)", d)
         for d in diffs
     )
-    assert "COLLAPSE" in md and "1 of 9 runs" in md
+    assert md.count("| identical on every seed |") == 2 and "+0.000 [+0.000, +0.000]" not in md
+    # the entropy run of seed 1 collapses over windows, with the criterion beside the flag
+    assert "1: COLLAPSE" in md and "1 of 9 runs flagged" in md
+    assert "last-3 vs first-3 mean H (collapse < 0.2x, explosion > 3x)" in md
+    assert md.index("## Declared endpoints") < md.index("## Final results")
     assert "Mean Jaccard" in md and "| ICT token |" in md.replace("rank | ", "")
     for link in re.findall(r"!\[[^]]*\]\(([^)]+)\)", md):
         assert (report_dir / link).exists()
@@ -97,7 +106,8 @@ def test_one_seed_gives_no_interval(tmp_path):
     runs = [write_run(tmp_path, "grpo", 0), write_run(tmp_path, "ict", 0, final_pass=0.9)]
     build_report(runs, tmp_path / "r")
     md = (tmp_path / "r" / "report.md").read_text()
-    assert "no interval" in md and "higher" not in md
+    assert "no interval" in md and "| higher" not in md and "inconclusive (exploratory)" in md
+    assert "n/a (1 seed)" in md
 
 
 def test_no_runs_is_a_data_error(tmp_path):
@@ -137,7 +147,11 @@ def test_per_problem_intervals_stay_in_range_and_show_per_seed(per_problem_repor
     assert 0.85 <= low < 0.95 < high <= 1.0
     d = ict["difference"]
     assert d["method"] == "paired hierarchical bootstrap" and -1 <= d["low"] < d["high"] <= 1
+    # 2 seeds: the bootstrap interval excludes 0, the seed-level test (differences 0.45, 0.40:
+    # t = 17, 1 df) passes at 0.05; the sign flip's floor is 2^(1-2) = 0.5
     assert d["mean"] == pytest.approx(0.425) and d["verdict"] == "higher"
+    assert d["p"] == pytest.approx(stats.ttest_rel([0.95, 1.0], [0.5, 0.6]).pvalue)
+    assert d["p_sign_flip"] == 0.5
 
 
 def test_report_golden_settings_table_and_method_names(per_problem_report):
@@ -166,6 +180,102 @@ def test_one_seed_with_per_problem_data_has_an_interval_over_problems(tmp_path):
     assert raw["grpo"]["method"] == "bootstrap over problems"
     assert (raw["grpo"]["low"], raw["grpo"]["high"]) == (0.0, 0.0)
     assert (raw["ict"]["low"], raw["ict"]["high"]) == (1.0, 1.0)
-    assert raw["ict"]["difference"]["verdict"] == "higher (1 seed: over problems only)"
+    # one seed: the interval over problems excludes 0, but there is no seed-level test
+    assert raw["ict"]["difference"]["low"] > 0
+    assert raw["ict"]["difference"]["verdict"] == "inconclusive"
+    assert "no seed-level test" in raw["ict"]["difference"]["note"]
     md = (tmp_path / "r" / "report.md").read_text()
     assert "s0 1.000 [1.000, 1.000]" in md and "no interval" not in md
+
+
+def test_declared_endpoints_come_first_and_every_comparison_carries_its_test(tmp_path):
+    """Primary comparisons Holm-adjusted, a declared one without runs counted with p = 1,
+    a non-baseline primary pair (ict - random_sequence) tested from its per-seed values."""
+    from ict.evidence.endpoints import declare
+    from ict.evidence.multiplicity import holm
+
+    correct = {
+        ("grpo", 0): [4] * 10 + [0] * 10, ("grpo", 1): [4] * 12 + [0] * 8,
+        ("grpo", 2): [4] * 11 + [0] * 9,
+        ("ict", 0): [4] * 14 + [0] * 6, ("ict", 1): [4] * 13 + [0] * 7,
+        ("ict", 2): [4] * 16 + [0] * 4,
+        ("random_sequence", 0): [4] * 12 + [0] * 8, ("random_sequence", 1): [4] * 10 + [0] * 10,
+        ("random_sequence", 2): [4] * 13 + [0] * 7,
+        ("stapo", 0): [4] * 10 + [0] * 10, ("stapo", 1): [4] * 12 + [0] * 8,
+        ("stapo", 2): [4] * 11 + [0] * 9,
+    }  # fmt: skip
+    runs = [write_run(tmp_path / "runs", m, s, correct=c) for (m, s), c in correct.items()]
+    endpoints = declare(
+        ["ict-grpo@pass@4", "ict-random_sequence@pass@1", "ict-kl_cov@pass@1"],
+        margin=0.05,
+        source="the test",
+    )
+    build_report(runs, tmp_path / "r", endpoints=endpoints)
+    md = (tmp_path / "r" / "report.md").read_text()
+    raw = json.loads((tmp_path / "r" / "report.json").read_text())
+    # declared before any result; recorded in report.json
+    assert md.index("ict - grpo at pass@4") < md.index("## Final results")
+    assert "not run" in md and "`ict-kl_cov@pass@1`" in md
+    assert raw["endpoints"]["primary"] == [e.spec for e in endpoints.primary]
+    assert raw["verdicts"]["family_size"] == 3 and raw["verdicts"]["missing"] == [
+        "ict-kl_cov@pass@1"
+    ]
+    comparisons = {(c["a"], c["b"], c["key"]): c for c in raw["verdicts"]["comparisons"]}
+    for c in comparisons.values():
+        assert c["verdict"] in ("higher", "lower", "equivalent", "inconclusive")
+        assert {"p", "p_holm", "primary", "mde", "p_sign_flip"} <= set(c)
+        assert (c["p_holm"] is not None) == c["primary"]
+    pass1, pass4 = "eval/toy/pass@1", "eval/toy/pass@4"
+    a = comparisons[("ict", "random_sequence", pass1)]
+    b = comparisons[("ict", "grpo", pass4)]
+    ict = [0.70, 0.65, 0.80]
+    ref_a = stats.ttest_rel(ict, [0.60, 0.50, 0.65]).pvalue
+    ref_b = stats.ttest_rel(ict, [0.50, 0.60, 0.55]).pvalue
+    assert (a["p"], b["p"]) == (pytest.approx(ref_a), pytest.approx(ref_b))
+    assert [a["p_holm"], b["p_holm"]] == pytest.approx(holm([ref_a, ref_b, float("nan")])[:2])
+    assert a["primary"] and b["primary"] and not comparisons[("ict", "grpo", pass1)]["primary"]
+    # STAPO that changed nothing: identical, never "+0.000 [+0.000, +0.000]"
+    stapo = comparisons[("stapo", "grpo", pass1)]
+    assert stapo["verdict"] == "equivalent" and stapo["identical"]
+    assert "no token changed" in stapo["note"] and "+0.000 [+0.000, +0.000]" not in md
+    # the exploration section's differences at each k carry the same verdicts
+    k4 = raw["exploration"]["pass_at_k"]["toy"]["difference"]["ict"]["4"]
+    assert k4["primary"] and k4["p_holm"] == pytest.approx(b["p_holm"])
+
+
+def test_per_step_blip_is_not_a_health_verdict(tmp_path):
+    # one step far below the start (an older trainer logged a per-step flag there), then back
+    h = [1.0] * 8 + [0.05] + [1.0] * 11
+    blip = write_run(tmp_path, "grpo", 0, steps=20, entropy=h)
+    falling = write_run(tmp_path, "ict", 0, steps=20, entropy=[1.0] * 10 + [0.1] * 10)
+    rows = [json.loads(x) for x in (blip / "metrics.jsonl").read_text().splitlines()]
+    rows[8]["health/entropy_collapse"] = True
+    (blip / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    build_report([blip, falling], tmp_path / "r")
+    md = (tmp_path / "r" / "report.md").read_text()
+    raw = json.loads((tmp_path / "r" / "report.json").read_text())["health"]
+    assert raw["flagged"] == 1 and raw["runs_with_step_flags"] == 1
+    by = {r["method"]: r for r in raw["runs"]}
+    assert not by["grpo"]["entropy_collapse"] and by["ict"]["entropy_collapse"]
+    assert (
+        by["ict"]["criterion"] == "last-10 mean H 0.10x first-10 (collapse < 0.2x, explosion > 3x)"
+    )
+    assert "0: COLLAPSE" in md and "not a verdict" in md
+
+
+def test_loss_mode_rates_and_the_one_token_floor(tmp_path):
+    logged = {
+        "loss_mode/changed_tokens": 1, "loss_mode/changed_rate": 0.012,
+        "loss_mode/nominal_rate": 0.002,
+    }  # fmt: skip
+    runs = [
+        write_run(tmp_path, "clip_cov", 0, extra=logged),
+        write_run(tmp_path, "kl_cov", 0),  # an older run: no loss_mode keys
+        write_run(tmp_path, "grpo", 0),
+    ]
+    build_report(runs, tmp_path / "r")
+    md = (tmp_path / "r" / "report.md").read_text()
+    raw = json.loads((tmp_path / "r" / "report.json").read_text())["loss_modes"]
+    assert raw["methods"]["clip_cov"]["ratio"] == pytest.approx(6.0)
+    assert raw["methods"]["clip_cov"]["floor_dominates"] and raw["not_logged"] == ["kl_cov"]
+    assert "the floor of one token dominates" in md and "**kl_cov**" in md

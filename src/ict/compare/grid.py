@@ -70,7 +70,8 @@ def evaluate_in_memory(model, tokenizer, preset: Preset) -> dict:
     import torch
 
     from ict.data import file_stem, load_task
-    from ict.eval.metrics import bootstrap_ci, pass_at_k_per_problem
+    from ict.eval.metrics import pass_at_k_per_problem
+    from ict.evidence.bootstrap import bootstrap_ci
     from ict.generation import generate
     from ict.train import TrainConfig
 

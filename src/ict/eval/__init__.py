@@ -1,9 +1,8 @@
-"""Evaluation: unbiased pass@k, bootstrap intervals, the resumable `ict eval` runner, and
+"""Evaluation: unbiased pass@k, the resumable `ict eval` runner, and
 `evaluate(...)`, the hook the trainer calls every N steps."""
 
 from ict.eval.metrics import (
     DEFAULT_KS,
-    bootstrap_ci,
     curve_ks,
     default_ks,
     pass_at_k,
@@ -22,7 +21,6 @@ from ict.eval.runner import (
 __all__ = [
     "DEFAULT_KS",
     "EvalSettings",
-    "bootstrap_ci",
     "curve_ks",
     "default_ks",
     "evaluate",

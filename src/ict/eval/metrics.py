@@ -1,4 +1,4 @@
-"""pass@k (unbiased estimator) and bootstrap confidence intervals over problems.
+"""pass@k (unbiased estimator); its bootstrap interval over problems is ict.evidence.bootstrap.
 
 pass@k for one problem with n samples of which c are correct (Chen et al. 2021):
     1 - C(n - c, k) / C(n, k)  =  1 - prod_{i = n-c+1}^{n} (1 - k / i)     (1 when n - c < k)
@@ -50,21 +50,3 @@ def pass_at_k_matrix(n: Sequence[int], c: Sequence[int], ks: Sequence[int]) -> n
     """[K, P] float64: pass@k of each problem (columns, counts `n` and `c` each [P]) for each k of
     `ks` (rows); every k must be <= every n."""
     return np.stack([pass_at_k_per_problem(n, c, k) for k in ks]) if len(ks) else np.zeros((0, 0))
-
-
-def bootstrap_ci(
-    values: Sequence[float], *, num_resamples: int = 1000, level: float = 0.95, seed: int = 0
-) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean of per-problem `values` [P] (resampling problems).
-
-    Returns (low, high); (v, v) for a single problem; (nan, nan) for none.
-    """
-    values = np.asarray(values, dtype=np.float64)
-    if values.size == 0:
-        return float("nan"), float("nan")
-    rng = np.random.default_rng(seed)
-    index = rng.integers(0, values.size, size=(num_resamples, values.size))
-    means = values[index].mean(axis=1)
-    alpha = (1.0 - level) / 2.0
-    low, high = np.quantile(means, [alpha, 1.0 - alpha])
-    return float(low), float(high)

@@ -56,7 +56,7 @@ def check_paper_settings(n: int, ks: Sequence[int]) -> None:
 
 
 def _interval(values: list[float]) -> dict[str, Any]:
-    from ict.report.intervals import t_interval
+    from ict.evidence.intervals import t_interval
 
     iv = t_interval(values)
     return {

@@ -21,7 +21,8 @@ import numpy as np
 
 from ict.data import Item, file_stem, load_task, task_label
 from ict.errors import ConfigError
-from ict.eval.metrics import DEFAULT_KS, bootstrap_ci, default_ks, pass_at_k_per_problem
+from ict.eval.metrics import DEFAULT_KS, default_ks, pass_at_k_per_problem
+from ict.evidence.bootstrap import bootstrap_ci
 from ict.files import (
     append_jsonl,
     read_jsonl,

@@ -3,11 +3,12 @@
 Works on any run directories in the documented format (native trainer, TRL, verl), so one report
 format serves every engine. Final numbers: the final value of each eval/<benchmark>/pass@<k> key
 (final_eval.json when `ict compare` wrote one) and the reward of the last steps; mean over seeds
-with a hierarchical bootstrap interval over seeds and problems (ict.report.hierarchical), each
+with a hierarchical bootstrap interval over seeds and problems (ict.evidence.hierarchical), each
 run's own interval over problems, and each method's difference to the baseline with the same
-paired resampling. Runs without per-problem results fall back to t / Welch t clipped to the
-metric's range. A difference whose interval contains 0 is reported as "no significant
-difference"; a number is never printed without its interval and sample size.
+paired resampling - descriptions. Verdicts come from seed-level tests under the declared
+endpoints (ict.report.verdicts, ict.evidence.verdict), printed before any result. Runs without
+per-problem results fall back to t / Welch t intervals clipped to the metric's range; a number is
+never printed without its interval and sample size.
 """
 
 from __future__ import annotations
@@ -15,34 +16,41 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ict.errors import DataError
 from ict.eval.metrics import pass_at_k_per_problem
-from ict.files import read_jsonl, write_atomic
-from ict.report.document import Document
-from ict.report.exploration import write_section as write_exploration
-from ict.report.hierarchical import (
-    RunUnits,
-    bootstrap_difference,
-    bootstrap_mean,
-    clipped,
-    run_units,
-)
-from ict.report.intervals import (
+from ict.evidence.endpoints import Endpoints, declare
+from ict.evidence.hierarchical import RunUnits, bootstrap_difference, bootstrap_mean, run_units
+from ict.evidence.intervals import (
     Interval,
+    clipped,
     format_interval,
     paired_difference,
     t_interval,
-    verdict,
     welch_difference,
 )
+from ict.evidence.verdict import Judgement
+from ict.files import read_jsonl, write_atomic
+from ict.report.document import Document
+from ict.report.exploration import write_section as write_exploration
+from ict.report.health import write_health_section, write_loss_mode_section
 from ict.report.plots import SMOOTHING_TEXT, plot_methods
 from ict.report.positions import write_section
 from ict.report.runs import Run, flat_config, load_run
 from ict.report.selection_overlap import POSITION_BINS, overlap_study, plot_overlap
+from ict.report.verdicts import (
+    VERDICT_HEADER,
+    difference_text,
+    endpoints_paragraphs,
+    evaluate,
+    judgement_json,
+    primary_rows,
+    verdict_cells,
+)
 
 LAST_STEPS = 5  # training reward summarised over the last steps of each run
 
@@ -211,19 +219,63 @@ def per_seed_text(units: dict, values: dict, stored: dict, confidence: float) ->
     return "; ".join(parts)
 
 
-def verdict_words(diff: Interval) -> str:
-    """verdict(), saying when one seed makes it a statement about evaluation noise only."""
-    word = verdict(diff)
-    if diff.defined and diff.n == 1 and word in ("higher", "lower"):
-        return f"{word} (1 seed: over problems only)"
-    return word
+@dataclass
+class MethodResult:
+    """One method's numbers at one report key: `values` {seed: value}; `mean` (interval over
+    seeds and units, a description); `per_seed` (text: each seed's own interval) and
+    `per_seed_raw` {seed: [mean, low, high]}; `difference` to the baseline (bootstrap or t
+    interval, a description; None for the baseline itself)."""
+
+    values: dict
+    mean: Interval
+    per_seed: str
+    per_seed_raw: dict
+    difference: Interval | None = None
+
+
+def metric_results(
+    groups: dict[str, list[Run]], key: str, baseline: str, confidence: float
+) -> dict[str, MethodResult]:
+    """MethodResult of every method with values at `key`, from the run directories."""
+    values_by = {m: final_values(runs, key) for m, runs in groups.items()}
+    units_by = {
+        m: {seed_key(r): unit_values(r, key) for r in runs if seed_key(r) in values_by[m]}
+        for m, runs in groups.items()
+    }
+    bounds = value_bounds(key, [v for vs in values_by.values() for v in vs.values()])
+    base, base_units = values_by.get(baseline, {}), units_by.get(baseline, {})
+    out = {}
+    for method in groups:
+        values, units = values_by[method], units_by[method]
+        if not values:
+            continue
+        stored = {seed_key(r): stored_interval(r, key) for r in groups[method]}
+        diff = None
+        if method != baseline and base:
+            diff = difference_interval(units, base_units, values, base, bounds, confidence)
+        out[method] = MethodResult(
+            values,
+            method_interval(units, values, bounds, confidence),
+            per_seed_text(units, values, stored, confidence),
+            {
+                str(s): _triple(bootstrap_mean([u], confidence))
+                for s, u in units.items()
+                if u is not None
+            },
+            diff,
+        )
+    return out
 
 
 def results_table(
-    groups: dict[str, list[Run]], key: str, baseline: str, confidence: float
+    results: dict[str, MethodResult],
+    key: str,
+    baseline: str,
+    confidence: float,
+    judgement: Judgement,
 ) -> tuple[list[str], list[list[str]], dict]:
-    """Header, rows and raw numbers for one metric: mean [CI], per-seed [CI over units],
-    difference to the baseline [CI] and its verdict."""
+    """Header, rows and report.json numbers of one key: mean [CI], per-seed [CI over units],
+    difference to the baseline [CI] (descriptions), then the seed-level test and verdict."""
     pct = int(round(confidence * 100))
     units_name = f"the last {LAST_STEPS} steps" if key == "reward/mean" else "problems"
     header = [
@@ -232,64 +284,34 @@ def results_table(
         f"mean [{pct}% CI]",
         f"per seed [{pct}% CI over {units_name}]",
         f"difference to {baseline} [{pct}% CI]",
-        "verdict",
+        *VERDICT_HEADER,
     ]
     rows, raw = [], {}
-    values_by = {m: final_values(runs, key) for m, runs in groups.items()}
-    units_by = {
-        m: {seed_key(r): unit_values(r, key) for r in runs if seed_key(r) in values_by[m]}
-        for m, runs in groups.items()
-    }
-    bounds = value_bounds(key, [v for vs in values_by.values() for v in vs.values()])
-    base = values_by.get(baseline, {})
-    base_units = units_by.get(baseline, {})
-    for method in groups:
-        values, units = values_by[method], units_by[method]
-        if not values:
-            continue
-        iv = method_interval(units, values, bounds, confidence)
+    for method, r in results.items():
         entry = {
-            "values": values,
-            "mean": iv.mean,
-            "low": iv.low,
-            "high": iv.high,
-            "n": iv.n,
-            "method": iv.method,
-            "per_seed": {
-                str(s): _triple(bootstrap_mean([u], confidence))
-                for s, u in units.items()
-                if u is not None
-            },
+            "values": r.values,
+            "mean": r.mean.mean,
+            "low": r.mean.low,
+            "high": r.mean.high,
+            "n": r.mean.n,
+            "method": r.mean.method,
+            "per_seed": r.per_seed_raw,
         }
-        if method == baseline or not base:
-            diff_text, word = "(baseline)" if method == baseline else "n/a (no baseline runs)", ""
+        v = judgement.get(method, baseline, key)
+        if method == baseline:
+            diff_text, cells = "(baseline)", verdict_cells(None)
+        elif baseline not in results:
+            diff_text, cells = "n/a (no baseline runs)", verdict_cells(None)
         else:
-            diff = difference_interval(units, base_units, values, base, bounds, confidence)
-            word = verdict_words(diff)
-            diff_text = f"{format_interval(diff, signed=True)} ({diff.method})"
+            diff_text, cells = difference_text(r.difference, v), verdict_cells(v)
+            d = r.difference
             entry["difference"] = {
-                "mean": diff.mean,
-                "low": diff.low,
-                "high": diff.high,
-                "n": diff.n,
-                "method": diff.method,
-                "verdict": word,
-            }
+                **({"mean": d.mean, "low": d.low, "high": d.high, "n": d.n, "method": d.method} if d else {}),
+                **(v.as_dict() if v else {}),
+            }  # fmt: skip
         rows.append(
-            [
-                method,
-                str(iv.n),
-                f"{format_interval(iv)} ({iv.method})",
-                per_seed_text(
-                    units,
-                    values,
-                    {seed_key(r): stored_interval(r, key) for r in groups[method]},
-                    confidence,
-                ),
-                diff_text,
-                word,
-            ]
-        )
+            [method, str(r.mean.n), f"{format_interval(r.mean)} ({r.mean.method})", r.per_seed, diff_text, *cells]
+        )  # fmt: skip
         raw[method] = entry
     return header, rows, raw
 
@@ -329,30 +351,31 @@ def settings_tables(runs: Sequence[Run]) -> tuple[dict, list[str], list[list[str
 
 
 INTERVAL_METHOD = (
-    "hierarchical percentile bootstrap over seeds and problems (paired with the baseline); "
-    "clipped t when per-problem results are missing"
+    "hierarchical percentile bootstrap over seeds and problems (paired with the baseline), a "
+    "description; clipped t when per-problem results are missing. Verdicts: seed-level paired t "
+    "under the declared endpoints (report.json 'verdicts')"
 )
 
 
 def interval_method_text(baseline: str, pct: int) -> list[str]:
-    """The report's statement of how every interval is computed, and why."""
+    """The report's statement of how every interval is computed and what it is for."""
     return [
-        f"**Intervals** ({pct}%, two-sided): **hierarchical bootstrap** - each resample draws the "
-        "seeds with replacement and, within them, the held-out problems with replacement (the same "
-        "problems for every seed and method, as every cell is evaluated on the same problems); the "
-        "interval is the percentile interval of the resampled mean of per-problem pass@k (unbiased "
-        f"estimator). Differences to **{baseline}** use the same resamples for both methods "
-        "(**paired** seeds and problems). Why: pass@k and rewards are bounded means and there are few "
-        "seeds, so a Student-t interval over seeds can leave [0, 1] or collapse to zero width; a "
-        "bootstrap of observed values never leaves the possible range ([0, 1], differences [-1, 1]) "
-        "and uses the problem-level spread each run carries. With one seed the interval covers "
-        "evaluation noise over problems only; with 2-3 seeds the seed level has few distinct "
-        "resamples and understates seed-to-seed spread: read intervals before means.",
+        f"**Intervals** ({pct}%, two-sided) describe; they do not decide. **Hierarchical "
+        "bootstrap**: each resample draws the seeds with replacement and, within them, the "
+        "held-out problems with replacement (the same problems for every seed and method, as every "
+        "cell is evaluated on the same problems); the interval is the percentile interval of the "
+        "resampled mean of per-problem pass@k (unbiased estimator). Differences to "
+        f"**{baseline}** use the same resamples for both methods (**paired** seeds and problems). "
+        "It stays inside the possible range ([0, 1], differences [-1, 1]), but with few seeds it "
+        "is too narrow: its coverage, measured on simulated null data (docs/compare.md), is far "
+        "below the nominal level at 2-5 seeds. With one seed it covers evaluation noise over "
+        "problems only.",
         "**Per seed**: each run's own percentile bootstrap interval over its problems. The training "
         f"reward (mean of the last {LAST_STEPS} logged steps) is treated the same way with those "
-        "steps as the units. A difference whose interval contains 0 is reported as *no significant "
-        "difference*. Runs without per-problem results (older final_eval.json, other engines) fall "
-        "back to a Student-t / Welch interval clipped to the possible range, and the table says so.",
+        "steps as the units. Runs without per-problem results (older final_eval.json, other "
+        "engines) fall back to a Student-t / Welch interval clipped to the possible range, and "
+        "the table says so. **Verdicts** come from the seed-level tests under the declared "
+        "endpoints below, never from an interval.",
     ]
 
 
@@ -385,31 +408,52 @@ def build_report(
     baseline: str = "grpo",
     confidence: float = 0.95,
     notes: Sequence[str] = (),
+    endpoints: Endpoints | None = None,
 ) -> Path:
     """Write OUT_DIR/report.md, report.html (self-contained), report.json and plots/*.png.
 
-    The sections, in order: the runs and how intervals are made, final results, entropy health,
-    exploration (pass@k against k, pass@1 / pass@n / H / H2 against step: ict.report.exploration),
-    curves, the ICT vs 20-Entropy overlap, where picks fall, settings. Returns the path of
-    report.md. Raises DataError when no run directory can be read."""
+    The sections, in order: the runs and how intervals are made, the declared endpoints (before
+    any result), final results with their verdicts, entropy health, loss-mode token rates,
+    exploration (pass@k against k, pass@1 / pass@n / H / H2 against step:
+    ict.report.exploration), curves, the ICT vs 20-Entropy overlap, where picks fall, settings.
+    `endpoints`: the declared primary comparisons, alpha and margin (None: none declared, every
+    comparison exploratory). Returns the path of report.md. Raises DataError when no run
+    directory can be read."""
     if not run_dirs:
         raise DataError("no run directories given; pass --runs DIR [DIR ...] or run a grid first")
+    endpoints = endpoints if endpoints is not None else declare()
     runs = [load_run(d) for d in run_dirs]
     groups = group_runs(runs)
     out = Path(out_dir)
     plots = out / "plots"
     plots.mkdir(parents=True, exist_ok=True)
     doc = Document(title)
+    keys = [*final_eval_keys(runs), "reward/mean"]
+    results = {key: metric_results(groups, key, baseline, confidence) for key in keys}
+    results = {key: r for key, r in results.items() if r}
+    judgement = evaluate(
+        {key: {m: r.values for m, r in by.items()} for key, by in results.items()},
+        baseline,
+        endpoints,
+    )
     raw: dict = {
         "confidence": confidence,
         "interval": INTERVAL_METHOD,
         "baseline": baseline,
+        "endpoints": endpoints.as_dict(),
         "metrics": {},
     }
     _runs_section(doc, runs, groups, notes, baseline, confidence)
-    _results_section(doc, runs, groups, baseline, confidence, raw)
-    raw["health_flags"] = _health_section(doc, runs, groups)
-    raw["exploration"] = write_exploration(doc, runs, groups, baseline, confidence, plots)
+    write_endpoints_section(doc, judgement)
+    _results_section(doc, runs, results, baseline, confidence, judgement, raw)
+    raw["verdicts"] = judgement_json(judgement)
+    raw["health"] = write_health_section(doc, runs, groups)
+    loss_modes = write_loss_mode_section(doc, groups)
+    if loss_modes is not None:
+        raw["loss_modes"] = loss_modes
+    raw["exploration"] = write_exploration(
+        doc, runs, groups, baseline, confidence, plots, judgement
+    )
     logged = sorted({k for r in runs for row in r.metrics for k in row if pass_key(k)})
     _curves_section(doc, groups, logged, plots)  # the periodic evaluation's keys
     overlap = _overlap_section(doc, runs, plots)
@@ -444,23 +488,29 @@ def _runs_section(doc, runs, groups, notes, baseline, confidence) -> None:
         doc.para(paragraph)
 
 
-def _results_section(doc, runs, groups, baseline, confidence, raw) -> list[str]:
-    """Held-out pass@k tables (and the training reward); fills raw["metrics"]. Returns the
-    eval/<benchmark>/pass@k keys found."""
-    doc.heading("Final results")
-    eval_keys = final_eval_keys(runs)
-    eval_settings = evaluation_settings_table(runs)
-    if eval_settings is not None:
-        doc.para("Evaluation settings (the same held-out problems and samples for every run):")
-        doc.table(*eval_settings)
-    if not eval_keys:
-        doc.para(
-            "No held-out evaluation (eval/<benchmark>/pass@k) in these runs; only training metrics below."
-        )
-    for key in [*eval_keys, "reward/mean"]:
-        header, rows, numbers = results_table(groups, key, baseline, confidence)
-        if not rows:
-            continue
+def write_endpoints_section(doc, judgement: Judgement) -> None:
+    """The "Declared endpoints" section: what decides a verdict, before any result."""
+    doc.heading("Declared endpoints")
+    for paragraph in endpoints_paragraphs(judgement.endpoints, judgement):
+        doc.para(paragraph)
+
+
+def write_results(
+    doc,
+    results: dict[str, dict[str, MethodResult]],
+    baseline: str,
+    confidence: float,
+    judgement: Judgement,
+) -> dict:
+    """The primary comparisons' table, then one table per key (held-out pass@k, the training
+    reward) with its verdicts; returns report.json's "metrics"."""
+    values = {key: {m: r.values for m, r in by.items()} for key, by in results.items()}
+    if judgement.endpoints.primary:
+        doc.heading("Primary comparisons", 3)
+        doc.table(*primary_rows(judgement, values, confidence))
+    metrics = {}
+    for key, by_method in results.items():
+        header, rows, numbers = results_table(by_method, key, baseline, confidence, judgement)
         label = (
             f"held-out {key[5:]}"
             if key.startswith("eval/")
@@ -468,8 +518,22 @@ def _results_section(doc, runs, groups, baseline, confidence, raw) -> list[str]:
         )
         doc.heading(label, 3)
         doc.table(header, rows)
-        raw["metrics"][key] = numbers
-    return eval_keys
+        metrics[key] = numbers
+    return metrics
+
+
+def _results_section(doc, runs, results, baseline, confidence, judgement, raw) -> None:
+    """Held-out pass@k tables (and the training reward); fills raw["metrics"]."""
+    doc.heading("Final results")
+    eval_settings = evaluation_settings_table(runs)
+    if eval_settings is not None:
+        doc.para("Evaluation settings (the same held-out problems and samples for every run):")
+        doc.table(*eval_settings)
+    if not any(key.startswith("eval/") for key in results):
+        doc.para(
+            "No held-out evaluation (eval/<benchmark>/pass@k) in these runs; only training metrics below."
+        )
+    raw["metrics"] = write_results(doc, results, baseline, confidence, judgement)
 
 
 def final_eval_keys(runs: Sequence[Run]) -> list[str]:
@@ -480,27 +544,6 @@ def final_eval_keys(runs: Sequence[Run]) -> list[str]:
     if final:
         return sorted(final, key=pass_key)  # by benchmark, then k as a number (1, 2, 4, ... 64)
     return sorted({k for r in runs for k in r.keys() if pass_key(k)}, key=pass_key)
-
-
-def _health_section(doc, runs, groups) -> list[list[str]]:
-    """The runs that raised an entropy collapse or explosion flag; returns their rows."""
-    doc.heading("Entropy health")
-    flag_rows = []
-    for method, rs in groups.items():
-        for r in rs:
-            c, e = r.flag("health/entropy_collapse"), r.flag("health/entropy_explosion")
-            if c or e:
-                flag_rows.append(
-                    [method, str(r.seed), "COLLAPSE" if c else "-", "EXPLOSION" if e else "-"]
-                )
-    if flag_rows:
-        doc.para(
-            f"**Warning**: {len(flag_rows)} of {len(runs)} runs raised an entropy-health flag."
-        )
-        doc.table(["method", "seed", "collapse", "explosion"], flag_rows)
-    else:
-        doc.para(f"No entropy collapse or explosion flag in any of the {len(runs)} runs.")
-    return flag_rows
 
 
 def _curves_section(doc, groups, eval_keys, plots) -> None:

@@ -5,8 +5,10 @@ Sources in each run directory (all optional; a part without its data is left out
 says so):
 - final_eval.json `per_problem` (the grid's final evaluation): pass@k of each problem for
   k = 1, 2, 4, ... and n (`ict.eval.metrics.curve_ks`), mean over seeds with the hierarchical
-  bootstrap of ict.report.hierarchical (seeds, then the shared problems), the difference to the
-  baseline paired by seed and problem;
+  bootstrap of ict.evidence.hierarchical (seeds, then the shared problems), the difference to the
+  baseline paired by seed and problem (a description); the verdict at each k is the report's
+  seed-level verdict for that key (ict.report.verdicts), or an exploratory one for a k the final
+  results do not list;
 - the grid's start point (OUT/start_eval.json, or OUT/warm_start.json's "eval", for runs in
   OUT/runs/<cell>): the before-RL reference line, with a bootstrap over problems;
 - eval_steps/step_<step>.json (the trainer's periodic evaluation, ict.train.heldout),
@@ -16,8 +18,8 @@ says so):
   ENTROPY_WINDOW logged steps ending at the evaluated step (the first ones for step 0: step 1's
   statistics are those of the start policy's own samples), bootstrapped over seeds and those steps.
 
-Collapse criterion (issue 22): a method's mean entropy over its last ENTROPY_WINDOW logged steps
-(mean over seeds) is below COLLAPSE_FRACTION of its mean over the first ENTROPY_WINDOW steps.
+Collapse criterion: ict.evidence.health's, on each method's mean over seeds of the window means
+(and how many of its seeds meet it on their own).
 """
 
 from __future__ import annotations
@@ -26,17 +28,22 @@ import json
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ict.eval.metrics import curve_ks, pass_at_k_per_problem
+from ict.evidence.endpoints import Endpoints
+from ict.evidence.health import HealthCriterion
+from ict.evidence.hierarchical import RunUnits, bootstrap_difference, bootstrap_mean, run_units
+from ict.evidence.intervals import Interval, format_interval
+from ict.evidence.seed_tests import seed_test
+from ict.evidence.verdict import Judgement, Verdict, judge
 from ict.files import read_json
-from ict.report.hierarchical import RunUnits, bootstrap_difference, bootstrap_mean, run_units
-from ict.report.intervals import Interval, format_interval, verdict
 from ict.report.runs import Run
+from ict.report.verdicts import difference_text, verdict_cells
 
 ENTROPY_WINDOW = 5  # logged steps averaged for H / H2 at an evaluated step
-COLLAPSE_FRACTION = 0.2  # the issue's collapse criterion: entropy below a fifth of its start
+HEALTH = HealthCriterion()  # the collapse criterion of the method-level sentence
 ENTROPY_KEYS = {"entropy": "valid/entropy", "renyi2": "valid/renyi2"}
 STEP_FILES = (
     "eval_steps"  # ict.train.heldout.STEP_EVAL_DIR (not imported: the report needs no torch)
@@ -72,13 +79,19 @@ def start_reference(runs: Sequence[Run]) -> dict | None:
 @dataclass
 class KCurves:
     """One benchmark's pass@k against k: `ks` [K]; per method {k: Interval} (mean over seeds) and
-    its difference to the baseline; `reference`: {k: Interval} of the start model (or None)."""
+    its difference to the baseline (descriptions); `values`: per method {k: {seed: pass@k}}
+    (the seed-level tests' input); `reference`: {k: Interval} of the start model (or None)."""
 
     benchmark: str
     ks: list[int]
     methods: dict[str, dict[int, Interval]]
     differences: dict[str, dict[int, Interval]]
     reference: dict[int, Interval] | None
+    values: dict[str, dict[int, dict]] = field(default_factory=dict)
+
+    def key(self, k: int) -> str:
+        """The report key of pass@k on this benchmark."""
+        return f"eval/{self.benchmark}/pass@{k}"
 
 
 def final_benchmarks(runs: Sequence[Run]) -> list[str]:
@@ -109,9 +122,12 @@ def k_curves(
     if not sizes:
         return None
     ks = curve_ks(min(sizes))
-    methods, differences = {}, {}
+    methods, differences, values = {}, {}, {}
     for method, bs in blocks.items():
         methods[method] = {k: bootstrap_mean(_units(bs, k), confidence) for k in ks}
+        values[method] = {
+            k: {s: u.mean for s, u in zip(bs, _units(bs, k), strict=True)} for k in ks
+        }
         if method != baseline and baseline in blocks:
             differences[method] = {
                 k: bootstrap_difference(
@@ -124,7 +140,7 @@ def k_curves(
     ref = None
     if ref_block and ref_block.get("n") and min(ref_block["n"]) >= ks[-1]:
         ref = {k: bootstrap_mean([units_at_k(ref_block, k)], confidence) for k in ks}
-    return KCurves(benchmark, ks, methods, differences, ref)
+    return KCurves(benchmark, ks, methods, differences, ref, values)
 
 
 def _block(run: Run, benchmark: str) -> dict | None:
@@ -229,7 +245,8 @@ def _per_step(by_seed: dict, count: int, confidence: float) -> list[Interval]:
 @dataclass
 class Change:
     """One method's first-to-last change: pass@1 and pass@n differences (paired over seeds and
-    problems) between `first` and `last` evaluated step, and the entropy start / end."""
+    problems: descriptions) between `first` and `last` evaluated step with their seed-level
+    verdicts (exploratory), and the entropy over the first and last health windows."""
 
     first: int | None
     last: int | None
@@ -239,6 +256,9 @@ class Change:
     entropy_end: Interval
     seeds_below: int
     seeds: int
+    window: int = HEALTH.window
+    pass1_verdict: Verdict | None = None
+    passn_verdict: Verdict | None = None
 
     @property
     def ratio(self) -> float:
@@ -249,21 +269,35 @@ class Change:
 
     @property
     def collapsed(self) -> bool:
-        return math.isfinite(self.ratio) and self.ratio < COLLAPSE_FRACTION
+        return math.isfinite(self.ratio) and self.ratio < HEALTH.collapse_fraction
 
 
-def change(runs: Sequence[Run], curves: StepCurves | None, confidence: float) -> Change:
-    """The method's Change from its StepCurves (first vs last evaluated step) and its runs' H."""
+def change(
+    runs: Sequence[Run], curves: StepCurves | None, confidence: float, endpoints: Endpoints
+) -> Change:
+    """The method's Change from its StepCurves (first vs last evaluated step) and its runs' H;
+    the pass@1 / pass@n changes get exploratory seed-level verdicts at the report's alpha."""
     pass1 = passn = None
     first = last = None
+    verdicts: dict[str, Verdict | None] = {"pass@1": None, "pass@n": None}
     if curves is not None and len(curves.steps) >= 2:
         first, last = curves.steps[0], curves.steps[-1]
         pass1, passn = (
             _first_last(curves.units[name], confidence) for name in ("pass@1", "pass@n")
         )
-    start = [u for u in (_entropy_window(r, first=True) for r in runs) if u is not None]
-    end = [u for u in (_entropy_window(r, first=False) for r in runs) if u is not None]
-    below = sum(e.mean < COLLAPSE_FRACTION * s.mean for s, e in zip(start, end, strict=False))
+        verdicts = {
+            name: _first_last_verdict(curves.units[name], name, endpoints)
+            for name in ("pass@1", "pass@n")
+        }
+    window = min(
+        HEALTH.window,
+        min((len(r.series(ENTROPY_KEYS["entropy"])[1]) for r in runs), default=0) // 2,
+    )
+    start = [u for u in (_entropy_window(r, window, first=True) for r in runs) if u is not None]
+    end = [u for u in (_entropy_window(r, window, first=False) for r in runs) if u is not None]
+    below = sum(
+        e.mean < HEALTH.collapse_fraction * s.mean for s, e in zip(start, end, strict=False)
+    )
     return Change(
         first,
         last,
@@ -273,6 +307,9 @@ def change(runs: Sequence[Run], curves: StepCurves | None, confidence: float) ->
         bootstrap_mean(end, confidence),
         int(below),
         len(start),
+        window,
+        verdicts["pass@1"],
+        verdicts["pass@n"],
     )
 
 
@@ -283,44 +320,63 @@ def _first_last(by_seed: dict, confidence: float) -> Interval | None:
     return bootstrap_difference(last, first, confidence) if last else None
 
 
-def _entropy_window(run: Run, *, first: bool) -> RunUnits | None:
-    """valid/entropy over the first (or last) ENTROPY_WINDOW logged steps."""
-    steps, values = run.series(ENTROPY_KEYS["entropy"])
-    if not values:
+def _first_last_verdict(by_seed: dict, name: str, endpoints: Endpoints) -> Verdict | None:
+    """The exploratory seed-level verdict on last - first (one number per seed and step)."""
+    last = {s: u[-1].mean for s, u in by_seed.items() if u[0] is not None and u[-1] is not None}
+    if not last:
         return None
-    part = slice(0, ENTROPY_WINDOW) if first else slice(-ENTROPY_WINDOW, None)
+    first = {s: by_seed[s][0].mean for s in last}
+    key = ("last step", "first step", name)
+    exploratory = Endpoints(alpha=endpoints.alpha, margin=endpoints.margin)
+    return judge({key: seed_test(last, first)}, exploratory).verdicts[key]
+
+
+def _entropy_window(run: Run, window: int, *, first: bool) -> RunUnits | None:
+    """valid/entropy over the first (or last) `window` logged steps."""
+    steps, values = run.series(ENTROPY_KEYS["entropy"])
+    if not values or window < 1:
+        return None
+    part = slice(0, window) if first else slice(-window, None)
     return run_units(values[part], ids=steps[part])
 
 
 # ---- text ------------------------------------------------------------------------------------------
 def change_sentence(method: str, c: Change, n: int | None) -> str:
-    """'**grpo** (3 seeds): pass@1 from step 0 to 300 +0.120 [+0.080, +0.160] (higher); pass@64
-    ...; mean entropy 0.812 -> 0.102 nats (0.13 of its start: below a fifth; 3 of 3 seeds).'"""
+    """'**grpo** (3 seeds): pass@1 from step 0 to 300 +0.120 [+0.080, +0.160] (p 0.012:
+    higher, exploratory); pass@64 ...; mean entropy 0.812 -> 0.102 nats (last-10 mean H 0.13x
+    first-10: collapse < 0.2x; 3 of 3 seeds below).'"""
     parts = [f"**{method}** ({c.seeds} seed{'s' * (c.seeds != 1)})"]
     if c.pass1 is not None:
         parts.append(
-            f"pass@1 from step {c.first} to {c.last} {_diff_text(c.pass1)}; "
-            f"pass@{n} {_diff_text(c.passn)}"
+            f"pass@1 from step {c.first} to {c.last} {_diff_text(c.pass1, c.pass1_verdict)}; "
+            f"pass@{n} {_diff_text(c.passn, c.passn_verdict)}"
         )
     else:
         parts.append("no two evaluated steps with per-problem results")
     if math.isfinite(c.ratio):
-        word = "below a fifth" if c.collapsed else "not below a fifth"
+        word = "collapse" if c.collapsed else "no collapse"
         parts.append(
             f"mean entropy {c.entropy_start.mean:.3f} -> {c.entropy_end.mean:.3f} nats "
-            f"({c.ratio:.2f} of its start: {word}; {c.seeds_below} of {c.seeds} seeds below)"
+            f"(last-{c.window} mean H {c.ratio:.2f}x first-{c.window}: {word}, criterion "
+            f"< {HEALTH.collapse_fraction:g}x; {c.seeds_below} of {c.seeds} seeds below)"
         )
     return parts[0] + ": " + "; ".join(parts[1:]) + "."
 
 
-def _diff_text(iv: Interval | None) -> str:
-    """'+0.120 [+0.080, +0.160] (higher)'; one seed: the verdict says it covers problems only."""
+def _diff_text(iv: Interval | None, v: Verdict | None) -> str:
+    """'+0.120 [+0.080, +0.160]; p 0.012; 0.031; MDE 0.090; higher (exploratory)': the interval
+    (a description), the seed-level p (paired t; sign flip), Holm's p for a primary comparison,
+    the MDE and the verdict; 'identical on every seed; equivalent (exploratory)'."""
     if iv is None:
         return "n/a"
-    word = verdict(iv)
-    if iv.n == 1 and word in ("higher", "lower"):
-        word += ", 1 seed: over problems only"
-    return f"{format_interval(iv, signed=True)} ({word})"
+    text = difference_text(iv, v).replace(f" ({iv.method})", "")
+    if v is None:
+        return f"{text}; no seed-level test"
+    if v.test.identical:
+        return f"{text}; {v.label}"
+    p, holm, mde, word = verdict_cells(v)
+    holm = f" (Holm {holm})" if v.primary else ""
+    return f"{text}; p {p}{holm}; MDE {mde}; {word}"
 
 
 def _cell(iv: Interval | None) -> str:
@@ -338,31 +394,65 @@ def _stem(text: str) -> str:
 
 
 # ---- the report section ------------------------------------------------------------------------------
-def write_section(doc, runs, groups, baseline: str, confidence: float, plots: Path) -> dict:
+EXPLORATION_TEXT = (
+    "Does a method raise pass@1 at the cost of pass@k for large k (narrower exploration)? "
+    "Intervals ({pct}%, descriptions): hierarchical bootstrap over seeds and the shared held-out "
+    "problems (pass@k: the unbiased estimator per problem), differences paired by seed and "
+    "problem. Verdicts: the seed-level tests of the final results at the same key (primary where "
+    "declared), exploratory elsewhere. Entropies are in nats."
+)
+
+
+def write_section(
+    doc, runs, groups, baseline: str, confidence: float, plots: Path, judgement: Judgement
+) -> dict:
     """Add the "Exploration" section to `doc` (ict.report.document.Document); plots into `plots`.
-    Returns its numbers for report.json: {"pass_at_k": {bench: ...}, "steps": {method: ...},
-    "change": {method: ...}}."""
+    `judgement`: the report's verdicts (ict.report.verdicts.evaluate). Returns its numbers for
+    report.json: {"pass_at_k": {bench: ...}, "steps": {method: ...}, "change": {method: ...}}."""
     pct = int(round(confidence * 100))
     doc.heading("Exploration")
-    doc.para(
-        "Does a method raise pass@1 at the cost of pass@k for large k (narrower exploration)? "
-        f"Intervals: {pct}% hierarchical bootstrap over seeds and the shared held-out problems "
-        "(pass@k: the unbiased estimator per problem), differences paired by seed and problem; "
-        "an interval that contains 0 reads *no significant difference*. Entropies are in nats."
-    )
+    doc.para(EXPLORATION_TEXT.format(pct=pct))
     raw: dict = {"pass_at_k": {}, "steps": {}, "change": {}}
     reference = start_reference(runs)
     for bench in final_benchmarks(runs):
         curves = k_curves(groups, bench, baseline, confidence, reference)
         if curves is not None:
-            raw["pass_at_k"][bench] = _k_section(doc, curves, baseline, pct, plots)
+            verdicts = k_verdicts(curves, baseline, judgement)
+            raw["pass_at_k"][bench] = _k_section(doc, curves, verdicts, baseline, pct, plots)
     if not raw["pass_at_k"]:
         doc.para("No final evaluation with per-problem results (final_eval.json): no pass@k curve.")
-    _steps_section(doc, groups, confidence, plots, raw)
+    _steps_section(doc, groups, confidence, plots, raw, judgement.endpoints)
     return raw
 
 
-def _k_section(doc, curves: KCurves, baseline: str, pct: int, plots: Path) -> dict:
+def k_verdicts(
+    curves: KCurves, baseline: str, judgement: Judgement
+) -> dict[str, dict[int, Verdict]]:
+    """{method: {k: Verdict}} of each difference to the baseline: the report's verdict at the same
+    key, else an exploratory one from the per-seed pass@k (a k the final results do not list)."""
+    out: dict[str, dict[int, Verdict]] = {}
+    extra = Endpoints(alpha=judgement.endpoints.alpha, margin=judgement.endpoints.margin)
+    for method in curves.differences:
+        out[method] = {}
+        for k in curves.ks:
+            key = (method, baseline, curves.key(k))
+            v = judgement.get(*key)
+            if v is None:
+                test = seed_test(curves.values[method][k], curves.values[baseline][k])
+                v = judge({key: test}, extra).verdicts[key]
+            out[method][k] = v
+    return out
+
+
+def difference_table(differences: dict, verdicts: dict, ks) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the differences to the baseline at each k, each with its verdict."""
+    rows = [
+        [str(k), *(_diff_text(d[k], verdicts[m][k]) for m, d in differences.items())] for k in ks
+    ]
+    return ["k", *differences], rows
+
+
+def _k_section(doc, curves: KCurves, verdicts: dict, baseline: str, pct: int, plots: Path) -> dict:
     """The pass@k-against-k tables and plots of one benchmark; returns their numbers."""
     doc.heading(f"pass@k against k: {curves.benchmark}", 3)
     ref = curves.reference
@@ -382,22 +472,29 @@ def _k_section(doc, curves: KCurves, baseline: str, pct: int, plots: Path) -> di
     for image, caption in path:
         doc.image(image, caption)
     if curves.differences:
-        doc.para(f"Difference to **{baseline}** at each k [{pct}% CI, paired]:")
-        doc.table(
-            ["k", *curves.differences],
-            [[str(k), *(_diff_text(d[k]) for d in curves.differences.values())] for k in curves.ks],
-        )
+        doc.para(DIFFERENCE_PARA.format(baseline=baseline, pct=pct))
+        doc.table(*difference_table(curves.differences, verdicts, curves.ks))
     return {
         "ks": curves.ks,
         "methods": {
             m: {str(k): _triple(iv) for k, iv in v.items()} for m, v in curves.methods.items()
         },
         "reference": {str(k): _triple(iv) for k, iv in ref.items()} if ref else None,
+        "values": {
+            m: {str(k): {str(s): x for s, x in by_seed.items()} for k, by_seed in v.items()}
+            for m, v in curves.values.items()
+        },
         "difference": {
-            m: {str(k): (_triple(iv) or {}) | {"verdict": verdict(iv)} for k, iv in v.items()}
+            m: {str(k): (_triple(iv) or {}) | verdicts[m][k].as_dict() for k, iv in v.items()}
             for m, v in curves.differences.items()
         },
     }
+
+
+DIFFERENCE_PARA = (
+    "Difference to **{baseline}** at each k [{pct}% CI, paired; a description] with the "
+    "seed-level p (paired t; sign flip), the MDE at 80% power and the verdict:"
+)
 
 
 def _k_curve(ks, by_k: dict[int, Interval]):
@@ -428,7 +525,9 @@ def plots_k(band: dict, curves: KCurves, plots: Path, baseline: str) -> list[tup
     return out
 
 
-def _steps_section(doc, groups, confidence: float, plots: Path, raw: dict) -> None:
+def _steps_section(
+    doc, groups, confidence: float, plots: Path, raw: dict, endpoints: Endpoints
+) -> None:
     """pass@1 / pass@n / H / H2 against the training step: a figure, a table, one sentence per
     method (first-to-last change and the collapse criterion); fills raw["steps"], raw["change"]."""
     doc.heading("pass@1, pass@n and entropy against the training step", 3)
@@ -448,21 +547,29 @@ def _steps_section(doc, groups, confidence: float, plots: Path, raw: dict) -> No
             | {name: [_triple(iv) for iv in ivs] for name, ivs in c.values.items()}
             for m, c in curves.items()
         }
-    doc.para(
-        f"Change from the first to the last evaluated step (paired by seed and problem) and the "
-        f"collapse criterion: mean entropy over the last {ENTROPY_WINDOW} logged steps below "
-        f"{COLLAPSE_FRACTION:g} of its mean over the first {ENTROPY_WINDOW} (mean over seeds)."
-    )
+    doc.para(CHANGE_PARA)
     for method, runs in groups.items():
-        c = change(runs, curves.get(method), confidence)
+        c = change(runs, curves.get(method), confidence, endpoints)
         doc.para(change_sentence(method, c, curves[method].n if method in curves else None))
         raw["change"][method] = {
             "first_step": c.first, "last_step": c.last,
             "pass@1": _triple(c.pass1), "pass@n": _triple(c.passn),
+            "pass@1_verdict": c.pass1_verdict.as_dict() if c.pass1_verdict else None,
+            "pass@n_verdict": c.passn_verdict.as_dict() if c.passn_verdict else None,
             "entropy_start": _triple(c.entropy_start), "entropy_end": _triple(c.entropy_end),
+            "entropy_window": c.window,
             "entropy_ratio": c.ratio if math.isfinite(c.ratio) else None,
             "collapsed": c.collapsed, "seeds_below": c.seeds_below, "seeds": c.seeds,
         }  # fmt: skip
+
+
+CHANGE_PARA = (
+    "Change from the first to the last evaluated step (interval paired by seed and problem, a "
+    "description; p: the seed-level paired t of last minus first, exploratory) and the collapse "
+    f"criterion of ict.evidence.health: the mean over seeds of the last-W steps' mean entropy "
+    f"below {HEALTH.collapse_fraction:g}x its first-W mean (W = {HEALTH.window}, at most half "
+    "the logged steps)."
+)
 
 
 def _steps_plot_and_table(doc, curves: dict[str, StepCurves], n_text: str, plots: Path) -> None:

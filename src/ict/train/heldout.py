@@ -5,7 +5,7 @@ problems of its own task (reasoning-gym: disjoint seeds; datasets: their eval sp
 `eval_num_samples` samples each, before the first step and after the last, with the rollout's
 temperature, top-p, stop strings and response budget, and one sampling seed for both. The
 difference is paired by problem; intervals come from a bootstrap over problems
-(`ict.report.hierarchical`, 2000 resamples), so they stay inside [0, 1] (a level) and [-1, 1]
+(`ict.evidence.hierarchical`, 2000 resamples), so they stay inside [0, 1] (a level) and [-1, 1]
 (the difference).
 
 Files in the run directory: heldout_before.json and heldout_after.json ({"benchmark",
@@ -127,7 +127,7 @@ def compare_before_after(before: dict, after: dict, *, seed: int = 0) -> dict:
     Returns {"before": {"mean", "low", "high"}, "after": {...}, "difference": {...},
     "problems": int, "samples_per_problem": int, "method": str}.
     """
-    from ict.report.hierarchical import bootstrap_difference, bootstrap_mean, run_units
+    from ict.evidence.hierarchical import bootstrap_difference, bootstrap_mean, run_units
 
     ids_b, p_b = per_problem_pass1(before)
     ids_a, p_a = per_problem_pass1(after)

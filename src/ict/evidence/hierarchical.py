@@ -14,7 +14,9 @@ draws its own units. Differences to a baseline pair the seeds when both methods 
 set (one seed draw for both), else draw each method's seeds on their own.
 
 Caveat stated in the report: with 1 seed the interval covers evaluation noise only (problems), and
-with 2-3 seeds the seed level has few distinct resamples and understates seed-to-seed spread.
+with few seeds the seed level has few distinct resamples and understates seed-to-seed spread (the
+null simulation in tests/evidence measures its coverage; docs/compare.md quotes it). The report
+uses it as a description; verdicts come from the seed-level tests (ict.evidence.verdict).
 Deterministic for a given `seed`.
 """
 
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ict.errors import ConfigError
-from ict.report.intervals import Interval
+from ict.evidence.intervals import Interval
 
 DEFAULT_RESAMPLES = 4000
 
@@ -157,17 +159,3 @@ def bootstrap_difference(
         stats = sa - sb
         method = "unpaired " + _method(max(len(a_keys), len(b_keys)))
     return _interval(point, stats, n, confidence, method)
-
-
-def clipped(iv: Interval, low: float, high: float) -> Interval:
-    """`iv` with its bounds clipped to [low, high] (fallback for results without per-unit data)."""
-    if not iv.defined:
-        return iv
-    return Interval(
-        iv.mean,
-        min(max(iv.low, low), high),
-        max(min(iv.high, high), low),
-        iv.n,
-        f"{iv.method}, clipped to [{low:g}, {high:g}]",
-        iv.confidence,
-    )

@@ -2,48 +2,17 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 from scipy import stats
 
 from ict.errors import ConfigError
-from ict.report.intervals import (
+from ict.evidence.intervals import (
     Interval,
-    betainc,
-    bootstrap_interval,
+    clipped,
     format_interval,
     paired_difference,
-    t_cdf,
     t_interval,
-    t_ppf,
-    verdict,
     welch_difference,
 )
-
-
-@pytest.mark.parametrize("df", [1, 2, 3, 4.5, 10, 30, 200])
-@pytest.mark.parametrize("q", [0.5, 0.9, 0.975, 0.995, 0.025])
-def test_t_ppf_matches_scipy(df, q):
-    assert t_ppf(q, df) == pytest.approx(stats.t.ppf(q, df), rel=1e-8, abs=1e-10)
-
-
-def test_t_ppf_known_table_values():
-    # textbook table: t_{0.975, 2} = 4.303, t_{0.975, 9} = 2.262, t_{0.975, inf} -> 1.960
-    assert t_ppf(0.975, 2) == pytest.approx(4.3027, abs=1e-4)
-    assert t_ppf(0.975, 9) == pytest.approx(2.2622, abs=1e-4)
-    assert t_ppf(0.975, 1e6) == pytest.approx(1.95996, abs=1e-4)
-
-
-@given(st.floats(0.1, 50), st.floats(0.1, 50), st.floats(0, 1))
-def test_betainc_matches_scipy(a, b, x):
-    from scipy.special import betainc as ref
-
-    assert betainc(a, b, x) == pytest.approx(ref(a, b, x), abs=1e-9)
-
-
-@given(st.floats(-20, 20), st.floats(0.5, 100))
-def test_t_cdf_matches_scipy(t, df):
-    assert t_cdf(t, df) == pytest.approx(stats.t.cdf(t, df), abs=1e-9)
 
 
 def test_t_interval_matches_scipy():
@@ -65,7 +34,7 @@ def test_one_value_gives_no_interval_and_says_so():
     iv = t_interval([0.5])
     assert iv.mean == 0.5 and not iv.defined
     assert "no interval" in format_interval(iv)
-    assert verdict(paired_difference([0.5], [0.4])) == "no interval (needs >= 2 seeds)"
+    assert not paired_difference([0.5], [0.4]).defined
 
 
 def test_paired_difference_uses_pairs():
@@ -73,7 +42,7 @@ def test_paired_difference_uses_pairs():
     iv = paired_difference(a, b)
     ref = stats.ttest_rel(a, b).confidence_interval(0.95)
     assert iv.low == pytest.approx(ref.low) and iv.high == pytest.approx(ref.high)
-    assert iv.method == "paired t" and verdict(iv) == "higher"
+    assert iv.method == "paired t" and iv.low > 0
 
 
 def test_welch_difference_matches_scipy():
@@ -83,19 +52,9 @@ def test_welch_difference_matches_scipy():
     assert iv.low == pytest.approx(ref.low) and iv.high == pytest.approx(ref.high)
 
 
-def test_overlapping_difference_is_not_significant():
+def test_overlapping_difference_contains_zero():
     iv = paired_difference([0.5, 0.4, 0.6], [0.45, 0.5, 0.5])
-    assert iv.contains(0.0) and verdict(iv) == "no significant difference"
-
-
-def test_bootstrap_covers_mean_and_is_seeded():
-    rng = np.random.default_rng(0)
-    x = rng.normal(1.0, 1.0, 50)
-    a, b = bootstrap_interval(x, seed=1), bootstrap_interval(x, seed=1)
-    assert a == b and a.low < x.mean() < a.high
-    # close to the t interval for n = 50 normal data
-    t = t_interval(x)
-    assert a.half_width == pytest.approx(t.half_width, rel=0.2)
+    assert iv.contains(0.0)
 
 
 def test_bad_confidence_is_a_config_error():
@@ -106,3 +65,9 @@ def test_bad_confidence_is_a_config_error():
 def test_format_signed():
     iv = Interval(0.031, -0.01, 0.072, 3, "paired t")
     assert format_interval(iv, signed=True) == "+0.031 [-0.010, +0.072]"
+
+
+def test_clipped_keeps_the_mean_and_names_the_clip():
+    iv = clipped(Interval(0.57, 0.125, 1.015, 2, "t"), 0.0, 1.0)
+    assert (iv.mean, iv.low, iv.high) == (0.57, 0.125, 1.0)
+    assert iv.method == "t, clipped to [0, 1]"

@@ -4,13 +4,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ict.errors import ConfigError
-from ict.report.hierarchical import (
-    bootstrap_difference,
-    bootstrap_mean,
-    clipped,
-    run_units,
-)
-from ict.report.intervals import Interval, t_interval
+from ict.evidence.hierarchical import bootstrap_difference, bootstrap_mean, run_units
+from ict.evidence.intervals import t_interval
 
 
 def runs_of(*rows, ids=True):
@@ -108,9 +103,3 @@ def test_bad_inputs_are_config_errors():
     with pytest.raises(ConfigError, match="confidence"):
         bootstrap_mean(runs_of([0.5]), confidence=95)
     assert not bootstrap_mean([]).defined
-
-
-def test_clipped_keeps_the_mean_and_names_the_clip():
-    iv = clipped(Interval(0.57, 0.125, 1.015, 2, "t"), 0.0, 1.0)
-    assert (iv.mean, iv.low, iv.high) == (0.57, 0.125, 1.0)
-    assert iv.method == "t, clipped to [0, 1]"

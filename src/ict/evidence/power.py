@@ -1,0 +1,54 @@
+"""Power and minimum detectable effect (MDE) of a two-sided t test.
+
+With df degrees of freedom and critical value c = t_{1 - alpha/2, df}, a true difference delta
+gives the noncentral t statistic with noncentrality ncp = delta / se, and
+power(ncp) = P(T' > c) + P(T' < -c). The MDE at a given power is the delta whose ncp reaches that
+power, times the standard error: mde = ncp* x se (for the paired test se = sd(d) / sqrt(n), so
+the MDE follows the observed SD of the per-seed differences and the number of seeds).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ict.errors import ConfigError
+from ict.evidence.distributions import nct_cdf, t_ppf
+
+POWER = 0.8
+
+
+def t_test_power(ncp: float, df: float, alpha: float) -> float:
+    """Power of the two-sided t test at level `alpha` with `df` degrees of freedom when the true
+    noncentrality is `ncp` (difference / standard error)."""
+    c = t_ppf(1.0 - alpha / 2.0, df)
+    return 1.0 - nct_cdf(c, df, ncp) + nct_cdf(-c, df, ncp)
+
+
+def detectable_ncp(df: float, alpha: float, power: float = POWER) -> float:
+    """The noncentrality at which the two-sided t test reaches `power` (bisection to 1e-9)."""
+    if not (0.0 < alpha < 1.0 and alpha < power < 1.0 and df >= 1):
+        raise ConfigError(
+            f"detectable_ncp needs 0 < alpha < power < 1 and df >= 1, got alpha={alpha}, "
+            f"power={power}, df={df}"
+        )
+    lo, hi = 0.0, 1.0
+    while t_test_power(hi, df, alpha) < power:
+        lo, hi = hi, 2.0 * hi
+    while hi - lo > 1e-9 * max(1.0, hi):
+        mid = 0.5 * (lo + hi)
+        if t_test_power(mid, df, alpha) < power:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def minimum_detectable_effect(se: float, df: float, alpha: float, power: float = POWER) -> float:
+    """The true difference the two-sided t test detects with probability `power` at level `alpha`
+    given the standard error `se` (same units as the difference); NaN when se or df is
+    undefined, 0 when se is 0."""
+    if not (math.isfinite(se) and math.isfinite(df)) or df < 1:
+        return math.nan
+    if se == 0.0:
+        return 0.0
+    return detectable_ncp(df, alpha, power) * se

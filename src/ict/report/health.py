@@ -1,0 +1,172 @@
+"""The comparison report's training-health sections: entropy health over windows, and the token
+rates of the loss modes (Clip-Cov, KL-Cov).
+
+Entropy health: each run is judged by ict.evidence.health.judge_health on its logged
+`valid/entropy` (and `format_rate`) series with the criterion of its own config.yaml
+(health_window, collapse_fraction, explosion_multiple, format_drop_fraction; the defaults of
+ict.evidence.health when absent). Per-step health flags an older trainer logged
+(`health/entropy_collapse` rows) are counted but are not verdicts.
+
+Loss-mode rates: from metrics.jsonl's `loss_mode/changed_tokens`, `loss_mode/changed_rate` and
+`loss_mode/nominal_rate` (absent in older runs: the section says so). Clip-Cov and KL-Cov touch
+max(1, floor(r |M|)) tokens of a mini-batch; when the realised rate is at least FLOOR_DOMINATES
+times the nominal r, the floor of one token decides the rate, and the report says so.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from ict.evidence.health import HealthCriterion, HealthJudgement, judge_health
+from ict.report.runs import Run, flat_config
+
+FLOOR_DOMINATES = 2.0  # realised / nominal rate at which the one-token floor decides the rate
+LOSS_MODE_KEYS = ("loss_mode/changed_tokens", "loss_mode/changed_rate", "loss_mode/nominal_rate")
+_CRITERION_FIELDS = ("window", "collapse_fraction", "explosion_multiple", "format_drop_fraction")
+_CONFIG_NAMES = {"window": "health_window"}  # HealthCriterion field -> TrainConfig field
+
+
+def run_criterion(run: Run) -> HealthCriterion:
+    """The health criterion a run was trained with (its config.yaml), else the defaults."""
+    flat = flat_config(run.config)
+    given = {}
+    for name in _CRITERION_FIELDS:
+        value = flat.get(_CONFIG_NAMES.get(name, name))
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            given[name] = int(value) if name == "window" else float(value)
+    return HealthCriterion(**given)
+
+
+def run_health(run: Run) -> HealthJudgement | None:
+    """The window judgement of one run (None when it logged fewer than 2 entropies)."""
+    _, entropy = run.series("valid/entropy")
+    _, formats = run.series("format_rate")
+    return judge_health(entropy, formats or None, run_criterion(run))
+
+
+def _step_flags(run: Run) -> int:
+    """Steps at which an older trainer logged a per-step health flag."""
+    keys = ("health/entropy_collapse", "health/entropy_explosion")
+    return sum(any(row.get(k) is True for k in keys) for row in run.metrics)
+
+
+def write_health_section(doc, runs: Sequence[Run], groups: dict[str, list[Run]]) -> dict:
+    """The "Entropy health" section; returns {"runs": [...], "flagged": n, "step_flags": n}."""
+    doc.heading("Entropy health")
+    rows, flagged, judged, records = [], 0, 0, []
+    blips = sum(_step_flags(r) > 0 for r in runs)
+    for method, rs in groups.items():
+        found = [(r, run_health(r)) for r in rs]
+        records += [
+            {"method": method, "seed": r.seed, **(j.as_dict() if j else {})} for r, j in found
+        ]
+        found = [(r, j) for r, j in found if j is not None]
+        if not found:
+            continue
+        judged += len(found)
+        flags = [f"{r.seed}: {_flag(j)}" for r, j in found if j.collapse or j.explosion]
+        flagged += len(flags)
+        ratios = "; ".join(f"s{r.seed} {j.ratio:.2f}x" for r, j in found)
+        criteria = sorted({j.criterion_text for _, j in found})
+        rows.append(
+            [method, str(len(found)), "; ".join(flags) or "-", ratios, " / ".join(criteria)]
+        )
+    if not judged:
+        doc.para("No run logged `valid/entropy`: no entropy-health judgement.")
+    else:
+        doc.para(
+            "Judged over windows, not steps: the mean entropy of the last W logged steps against "
+            "the first W (W shrinks to half the steps for short runs), each run by its own "
+            f"config's criterion. {flagged} of {judged} runs flagged."
+        )
+        doc.table(
+            ["method", "runs", "flags (seed: flag)", "last-W / first-W mean H", "criterion"], rows
+        )
+    if blips:
+        doc.para(
+            f"{blips} run{'s' * (blips != 1)} logged per-step health flags (an older trainer: one "
+            "step below a fraction of a 3-step baseline). A per-step dip is a warning in the "
+            "training log, not a verdict; they are not counted above."
+        )
+    return {"runs": records, "flagged": flagged, "judged": judged, "runs_with_step_flags": blips}
+
+
+def _flag(j: HealthJudgement) -> str:
+    return "COLLAPSE" if j.collapse else "EXPLOSION"
+
+
+def _loss_mode_methods(groups: dict[str, list[Run]]) -> list[str]:
+    """Methods with a loss mode other than vanilla (ict.methods), or that logged its keys."""
+    from ict.methods import METHODS
+
+    out = []
+    for method, rs in groups.items():
+        spec = METHODS.get(method)
+        mode = getattr(spec, "loss_mode", None)
+        logged = any(LOSS_MODE_KEYS[1] in r.keys() for r in rs)
+        if (mode and mode != "vanilla") or logged:
+            out.append(method)
+    return out
+
+
+def write_loss_mode_section(doc, groups: dict[str, list[Run]]) -> dict | None:
+    """Realised vs nominal token rates of the loss modes; None when no method has one."""
+    methods = _loss_mode_methods(groups)
+    if not methods:
+        return None
+    doc.heading("Loss modes: realised token rates")
+    rows, raw, missing = [], {}, []
+    for method in methods:
+        per_run = []
+        for r in groups[method]:
+            series = {k: r.series(k)[1] for k in LOSS_MODE_KEYS}
+            if series["loss_mode/changed_rate"]:
+                per_run.append({k: float(np.mean(v)) if v else math.nan for k, v in series.items()})
+        if not per_run:
+            missing.append(method)
+            continue
+        realised = float(np.mean([p["loss_mode/changed_rate"] for p in per_run]))
+        nominal = float(np.nanmean([p["loss_mode/nominal_rate"] for p in per_run]))
+        tokens = float(np.nanmean([p["loss_mode/changed_tokens"] for p in per_run]))
+        ratio = realised / nominal if nominal > 0 else math.nan
+        floor = math.isfinite(ratio) and ratio >= FLOOR_DOMINATES
+        note = (
+            f"the floor of one token dominates (realised >= {FLOOR_DOMINATES:g}x nominal)"
+            if floor
+            else ""
+        )
+        rows.append(
+            [
+                method,
+                str(len(per_run)),
+                f"{tokens:.2f}",
+                f"{realised:.4f}",
+                f"{nominal:.4f}",
+                f"{ratio:.2f}x",
+                note,
+            ]
+        )
+        raw[method] = {
+            "runs": len(per_run), "changed_tokens": tokens, "changed_rate": realised,
+            "nominal_rate": nominal, "ratio": ratio, "floor_dominates": floor,
+        }  # fmt: skip
+    if rows:
+        doc.para(
+            "Mean over logged steps and seeds of the tokens each loss mode changed per step and "
+            "their share of the valid tokens, against the method's nominal rate r (it touches "
+            "max(1, floor(r |M|)) tokens of a mini-batch of |M| valid tokens)."
+        )
+        doc.table(
+            ["method", "runs", "changed tokens / step", "realised rate", "nominal rate", "realised / nominal", "note"],
+            rows,
+        )  # fmt: skip
+    if missing:
+        doc.para(
+            "Not logged by these runs (older run directories, before `loss_mode/changed_rate`): "
+            + ", ".join(f"**{m}**" for m in missing)
+            + ". How many tokens their loss mode changed is unknown here."
+        )
+    return {"methods": raw, "not_logged": missing}

@@ -1,0 +1,190 @@
+"""The comparison report's verdicts: which comparisons are made, their seed-level tests, their text.
+
+Comparisons: every method against the baseline on every report key (held-out pass@k of each
+benchmark, the training reward), plus every declared primary comparison (ict.evidence.endpoints)
+whose two methods ran. Each is tested over seeds (ict.evidence.seed_tests) from one number per
+(method, seed) and judged by ict.evidence.verdict: higher / lower / equivalent / inconclusive,
+primary (Holm over the declared family) or exploratory. Works the same on a live report (numbers
+from the run directories) and on a re-render (numbers from a report.json).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from ict.evidence.endpoints import Endpoints
+from ict.evidence.intervals import Interval, clipped, format_interval, paired_difference
+from ict.evidence.seed_tests import seed_test
+from ict.evidence.verdict import Judgement, Key, Verdict, judge
+
+# {report key: {method: {seed: value}}}
+Values = Mapping[str, Mapping[str, Mapping]]
+
+VERDICT_HEADER = ["seed-level p (paired t; sign flip)", "Holm p", "MDE (80% power)", "verdict"]
+IDENTICAL_RUNS = "identical runs: equal on every seed and metric (no token changed)"
+
+
+def comparison_keys(values: Values, baseline: str, endpoints: Endpoints) -> list[Key]:
+    """(a, b, key) for every method against `baseline` and every declared primary comparison
+    whose methods both have values at `key`, in report order."""
+    keys: list[Key] = []
+    for key, by_method in values.items():
+        if baseline in by_method:
+            keys += [(m, baseline, key) for m in by_method if m != baseline]
+        for e in endpoints.primary:
+            k = (e.a, e.b, key)
+            if e.a in by_method and e.b in by_method and e.matches(*k) and k not in keys:
+                keys.append(k)
+    return keys
+
+
+def identical_runs(values: Values, a: str, b: str) -> bool:
+    """True when `a` and `b` have the same seeds and equal values on every key they share."""
+    shared = [v for v in values.values() if a in v and b in v]
+    return bool(shared) and all(
+        set(v[a]) == set(v[b]) and all(v[a][s] == v[b][s] for s in v[a]) for v in shared
+    )
+
+
+def evaluate(values: Values, baseline: str, endpoints: Endpoints) -> Judgement:
+    """Seed-level tests and verdicts of every comparison (comparison_keys); a comparison between
+    identical runs says so in its note."""
+    tests = {
+        (a, b, key): seed_test(values[key][a], values[key][b])
+        for a, b, key in comparison_keys(values, baseline, endpoints)
+    }
+    judgement = judge(tests, endpoints)
+    for k, v in judgement.verdicts.items():
+        if v.test.identical and identical_runs(values, k[0], k[1]):
+            judgement.verdicts[k] = _with_note(v, IDENTICAL_RUNS)
+    return judgement
+
+
+def _with_note(v: Verdict, note: str) -> Verdict:
+    from dataclasses import replace
+
+    return replace(v, note=note)
+
+
+# ---- text ------------------------------------------------------------------------------------
+def p_text(p: float | None) -> str:
+    """'0.069', '<0.001', 'n/a'."""
+    if p is None or not math.isfinite(p):
+        return "n/a"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def verdict_cells(v: Verdict | None) -> list[str]:
+    """The four VERDICT_HEADER cells of one comparison."""
+    if v is None:
+        return ["", "", "", ""]
+    t = v.test
+    if not t.tested:
+        p = "n/a (1 seed)" if not t.identical else "n/a"
+    else:
+        flip = f"; {p_text(t.p_sign_flip)}" if t.p_sign_flip is not None else " (Welch)"
+        p = p_text(t.p) + flip
+    holm = p_text(v.p_holm) if v.primary else "- (exploratory)"
+    mde = "n/a" if not math.isfinite(v.mde) else f"{v.mde:.3f}"
+    word = f"**{v.label}**" if v.primary else v.label
+    note = f"; {v.note}" if v.note else ""
+    return [p, holm, mde, word + note]
+
+
+def difference_text(diff: Interval | None, v: Verdict | None) -> str:
+    """The bootstrap difference as a description; identical arms say so instead of +0.000 [...]."""
+    if v is not None and v.test.identical:
+        return "identical on every seed"
+    if diff is None:
+        return "n/a"
+    return f"{format_interval(diff, signed=True)} ({diff.method})"
+
+
+def seed_interval(values: Mapping, baseline: Mapping, confidence: float) -> Interval:
+    """The paired t interval over shared seeds (the seed-level test's own interval), clipped to
+    the possible range of a difference of two [0, 1] means."""
+    shared = sorted(set(values) & set(baseline), key=str)
+    iv = paired_difference([values[s] for s in shared], [baseline[s] for s in shared], confidence)
+    return clipped(iv, -1.0, 1.0)
+
+
+def endpoints_paragraphs(endpoints: Endpoints, judgement: Judgement | None = None) -> list[str]:
+    """The declaration, printed before any result: alpha, margin, primary comparisons, family."""
+    e = endpoints
+    if e.primary:
+        listed = "; ".join(f"**{p.text}**" for p in e.primary)
+        primary = f"Primary comparisons ({e.source}): {listed}."
+    else:
+        primary = f"Primary comparisons: none ({e.source})."
+    lines = [
+        primary,
+        f"alpha = {e.alpha:g} (two-sided); equivalence margin = {e.margin:g} (absolute, in the "
+        "metric's units: pass@k or reward).",
+    ]
+    if judgement is not None and e.primary:
+        m = judgement.family_size
+        text = (
+            f"Holm's adjustment runs over the {m} primary comparison{'s' * (m != 1)} these runs "
+            "allow"
+        )
+        if judgement.missing:
+            text += (
+                f" ({len(judgement.missing)} declared but not run, counted with p = 1: "
+                + ", ".join(f"`{s}`" for s in judgement.missing)
+                + ")"
+            )
+        lines.append(text + ".")
+    lines += list(e.notes)
+    lines.append(
+        "**Verdict rule**: *higher* / *lower* only when the seed-level test (paired t over seeds, "
+        "n - 1 degrees of freedom; Welch t when the seed sets differ) passes at alpha - after "
+        "Holm over the primary family for a primary comparison; *equivalent* only when TOST "
+        "against the margin passes at alpha (or the arms are identical on every seed); "
+        "otherwise *inconclusive*. Comparisons not declared primary are **exploratory**: their "
+        "own unadjusted p and verdict, a hypothesis for the next study, not a finding. MDE: the "
+        "true difference the test would detect with 80% power at the level it faces (primary: "
+        "alpha / m, Holm's strictest step; exploratory: alpha), from the observed SD of the "
+        "per-seed differences and the number of seeds. The exact sign-flip p is printed beside "
+        "the t test's; its smallest possible value is 2^(1-n), so it cannot pass 0.05 below 6 "
+        "seeds."
+    )
+    return lines
+
+
+def primary_rows(
+    judgement: Judgement, values: Values, confidence: float
+) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the primary comparisons (declared ones not run included)."""
+    pct = int(round(confidence * 100))
+    header = [
+        "comparison", "key", "seeds", f"difference [{pct}% t interval over seeds]",
+        "p (paired t; sign flip)", "Holm p", "TOST p", "MDE (80% power)", "verdict",
+    ]  # fmt: skip
+    rows = []
+    for a, b, key in judgement.family:
+        v = judgement.verdicts[(a, b, key)]
+        t = v.test
+        if t.identical:
+            diff = "identical on every seed"
+        elif t.design == "paired t":
+            diff = format_interval(
+                seed_interval(values[key][a], values[key][b], confidence), signed=True
+            )
+        else:
+            diff = f"{t.mean:+.3f}" if math.isfinite(t.mean) else "n/a"
+        p, holm, mde, word = verdict_cells(v)
+        rows.append([f"{a} - {b}", key, str(t.n), diff, p, holm, p_text(v.p_tost), mde, word])
+    for spec in judgement.missing:
+        rows.append([spec, "", "0", "not run", "n/a", "counted as 1", "n/a", "n/a", "not run"])
+    return header, rows
+
+
+def judgement_json(judgement: Judgement) -> dict:
+    """report.json's "verdicts": the declaration, the family and every comparison."""
+    return {
+        "endpoints": judgement.endpoints.as_dict(),
+        "family_size": judgement.family_size,
+        "missing": judgement.missing,
+        "comparisons": [v.as_dict() for v in judgement.verdicts.values()],
+    }
