@@ -58,7 +58,7 @@ def test_truncate_jsonl_keeps_steps_up_to_checkpoint_and_drops_torn_line(tmp_pat
     assert rows[1]["x"] is None  # NaN is written as null
 
 
-def test_entropy_health_flags():
+def test_entropy_health_is_judged_over_windows_and_a_blip_only_warns(caplog):
     health = EntropyHealth(
         window=2, collapse_fraction=0.5, explosion_multiple=2.0, format_drop_fraction=0.5
     )
@@ -67,18 +67,28 @@ def test_entropy_health_flags():
         "health/entropy_explosion": False,
     }
     health.update(2, 1.0, 0.8)
-    assert health.update(3, 0.6, 0.8)["health/entropy_collapse"] is False
-    assert health.update(4, 0.4, 0.8)["health/entropy_collapse"] is True
-    assert health.update(5, 2.5, 0.8)["health/entropy_explosion"] is True
-    assert health.update(6, 1.0, 0.3)["health/entropy_explosion"] is True  # format rate fell
-    assert health.update(7, 1.0, 0.8) == {
-        "health/entropy_collapse": False,
-        "health/entropy_explosion": False,
-    }
-    assert health.ever_collapsed and health.ever_exploded
+    with caplog.at_level("WARNING", logger="ict.train"):
+        out = health.update(3, 0.3, 0.8)  # one step at 0.3x the first window: a blip
+    assert "not a verdict" in caplog.text
+    # no verdict from one step: the rows carry a judgement once two whole windows exist
+    assert out == {"health/entropy_collapse": False, "health/entropy_explosion": False}
+    health.update(4, 1.0, 0.8)
+    assert health.update(5, 1.0, 0.8)["health/entropy_collapse"] is False  # recovered
+    for step in range(6, 10):
+        out = health.update(step, 0.4, 0.8)  # the last two steps' mean 0.4 < 0.5 x 1.0
+    assert out["health/entropy_collapse"] is True and out["health/entropy_ratio"] == 0.4
+    summary = health.summary()
+    assert summary["entropy_collapse"] and not summary["entropy_explosion"]
+    assert summary["criterion"] == (
+        "last-2 mean H 0.40x first-2 (collapse < 0.5x, explosion > 2x); "
+        "format rate 1.00x (explosion < 0.5x)"
+    )
+    for step in range(10, 12):
+        out = health.update(step, 1.0, 0.3)  # the format rate falls to 0.375x: explosion
+    assert out["health/entropy_explosion"] is True
     clone = EntropyHealth(window=2)
     clone.load_state_dict(health.state_dict())
-    assert clone.entropies == [1.0, 1.0] and clone.ever_collapsed
+    assert clone.entropies == health.entropies and clone.formats == health.formats
 
 
 def test_report_to_without_the_package_is_a_clear_config_error(monkeypatch, tmp_path):

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ict.errors import ConfigError
+from ict.evidence.health import HealthCriterion
 from ict.methods.options import METHOD_FIELDS, MethodOptions, validate_method_options
 from ict.precision import CHOICES as PRECISION_CHOICES
 
@@ -36,6 +37,8 @@ METHOD_CHOICE_FIELDS = (
     "reference", "scope", "granularity", "loss_agg", "normalize_by", "loss_mode",
 )  # fmt: skip
 REPORT_TO = ("none", "tensorboard", "wandb")
+
+HEALTH = HealthCriterion()  # the entropy-health defaults (ict.evidence.health)
 
 
 def registry_choices() -> dict[str, tuple[str, ...]]:
@@ -213,15 +216,23 @@ class TrainConfig(MethodOptions):
     plots: bool = _f(True, "run", "write PNG plots at the end (ict.report)")
     progress: bool = _f(True, "run", "show a progress bar")
     # health
-    health_window: int = _f(3, "health", "first steps whose mean entropy is the baseline")
+    health_window: int = _f(
+        HEALTH.window, "health", "steps per window: the last W steps' mean against the first W's"
+    )
     collapse_fraction: float = _f(
-        0.3, "health", "entropy collapse: valid/entropy below this fraction of the baseline"
+        HEALTH.collapse_fraction,
+        "health",
+        "entropy collapse: last-window mean valid/entropy below this fraction of the first's",
     )
     explosion_multiple: float = _f(
-        3.0, "health", "entropy explosion: valid/entropy above this multiple of the baseline"
+        HEALTH.explosion_multiple,
+        "health",
+        "entropy explosion: last-window mean valid/entropy above this multiple of the first's",
     )
     format_drop_fraction: float = _f(
-        0.5, "health", "explosion also when format_rate falls below this fraction of its baseline"
+        HEALTH.format_drop_fraction,
+        "health",
+        "explosion also when the last window's format_rate is below this fraction of the first's",
     )
 
     def __post_init__(self) -> None:

@@ -1,4 +1,5 @@
-"""Run outputs: metrics.jsonl / samples.jsonl writers, optional TensorBoard / W&B, entropy health.
+"""Run outputs: metrics.jsonl / samples.jsonl writers, optional TensorBoard / W&B, entropy health
+(judged over windows by ict.evidence.health).
 
 metrics.jsonl has one JSON object per step, flushed each step; on resume the lines after the
 checkpoint's step are dropped so that the resumed file matches an uninterrupted run.
@@ -12,7 +13,10 @@ import os
 from pathlib import Path
 
 from ict.errors import ConfigError
+from ict.evidence.health import HealthCriterion, HealthJudgement, judge_health
 from ict.files import JsonlWriter, truncate_jsonl
+
+HEALTH = HealthCriterion()  # the defaults (ict.evidence.health)
 
 __all__ = ["EntropyHealth", "ExternalLogger", "JsonlWriter", "truncate_jsonl"]
 
@@ -61,75 +65,76 @@ class ExternalLogger:
 
 
 class EntropyHealth:
-    """Entropy collapse / explosion flags (METHOD.md): compare with the first steps' mean entropy.
-
-    collapse: valid/entropy < collapse_fraction * baseline.
-    explosion: valid/entropy > explosion_multiple * baseline, or format_rate below
-    format_drop_fraction * its baseline. The baseline is the mean over the first `window` steps.
-    """
+    """Entropy collapse / explosion over windows (ict.evidence.health, METHOD.md): the verdict
+    compares the mean `valid/entropy` (and `format_rate`) of the last `window` steps with the
+    first `window`. A single step beyond the thresholds (against the first window's mean) is a
+    blip: a warning in the log, never a verdict."""
 
     def __init__(
         self,
-        window: int = 3,
-        collapse_fraction: float = 0.3,
-        explosion_multiple: float = 3.0,
-        format_drop_fraction: float = 0.5,
+        window: int = HEALTH.window,
+        collapse_fraction: float = HEALTH.collapse_fraction,
+        explosion_multiple: float = HEALTH.explosion_multiple,
+        format_drop_fraction: float = HEALTH.format_drop_fraction,
     ):
-        self.window, self.collapse_fraction = window, collapse_fraction
-        self.explosion_multiple, self.format_drop_fraction = (
-            explosion_multiple,
-            format_drop_fraction,
+        self.criterion = HealthCriterion(
+            window, collapse_fraction, explosion_multiple, format_drop_fraction
         )
         self.entropies: list[float] = []
         self.formats: list[float] = []
-        self.ever_collapsed = self.ever_exploded = False
+        self._in_blip = False
 
     def state_dict(self) -> dict:
-        return {
-            "entropies": self.entropies,
-            "formats": self.formats,
-            "ever_collapsed": self.ever_collapsed,
-            "ever_exploded": self.ever_exploded,
-        }
+        return {"entropies": self.entropies, "formats": self.formats}
 
     def load_state_dict(self, state: dict) -> None:
         self.entropies, self.formats = list(state["entropies"]), list(state["formats"])
-        self.ever_collapsed, self.ever_exploded = state["ever_collapsed"], state["ever_exploded"]
+
+    def judgement(self) -> HealthJudgement | None:
+        """The window judgement of the steps so far (None before 2 steps)."""
+        return judge_health(self.entropies, self.formats or None, self.criterion)
 
     def update(self, step: int, entropy: float, format_rate: float | None) -> dict:
-        """Record one step; return {"health/entropy_collapse": bool, "health/entropy_explosion": bool}."""
-        if len(self.entropies) < self.window:
-            self.entropies.append(entropy)
-            if format_rate is not None:
-                self.formats.append(format_rate)
+        """Record one step; return the window judgement so far: {"health/entropy_collapse",
+        "health/entropy_explosion" (bools), "health/entropy_ratio" (last-W / first-W mean H)},
+        the flags False until two whole windows are logged (summary() judges short runs with
+        shrunk windows). Logs a warning when this one step leaves the bounds."""
+        self.entropies.append(float(entropy))
+        if format_rate is not None:
+            self.formats.append(float(format_rate))
+        self._warn_blip(step, float(entropy))
+        j = self.judgement()
+        if j is None or len(self.entropies) < 2 * self.criterion.window:
             return {"health/entropy_collapse": False, "health/entropy_explosion": False}
-        base = sum(self.entropies) / len(self.entropies)
-        collapse = entropy < self.collapse_fraction * base
-        explosion = entropy > self.explosion_multiple * base
-        if format_rate is not None and self.formats:
-            base_format = sum(self.formats) / len(self.formats)
-            explosion = explosion or (
-                base_format > 0 and format_rate < self.format_drop_fraction * base_format
-            )
-        if collapse and not self.ever_collapsed:
-            logger.warning(
-                "step %d: entropy collapse: mean entropy %.4f < %.2f x baseline %.4f",
-                step,
-                entropy,
-                self.collapse_fraction,
-                base,
-            )
-        if explosion and not self.ever_exploded:
-            logger.warning(
-                "step %d: entropy explosion: mean entropy %.4f vs baseline %.4f (format rate %s)",
-                step,
-                entropy,
-                base,
-                format_rate,
-            )
-        self.ever_collapsed |= collapse
-        self.ever_exploded |= explosion
         return {
-            "health/entropy_collapse": bool(collapse),
-            "health/entropy_explosion": bool(explosion),
+            "health/entropy_collapse": j.collapse,
+            "health/entropy_explosion": j.explosion,
+            "health/entropy_ratio": j.ratio,
         }
+
+    def _warn_blip(self, step: int, entropy: float) -> None:
+        """A warning (once per excursion) when one step's entropy leaves the bounds set by the
+        first window's mean; it is not a verdict."""
+        c = self.criterion
+        if len(self.entropies) <= c.window:
+            return
+        base = sum(self.entropies[: c.window]) / c.window
+        out = entropy < c.collapse_fraction * base or entropy > c.explosion_multiple * base
+        if out and not self._in_blip:
+            logger.warning(
+                "step %d: mean entropy %.4f is %.2fx the first-%d-step mean %.4f (one step: a "
+                "warning, not a verdict; collapse and explosion are judged over windows)",
+                step, entropy, entropy / base if base > 0 else float("nan"), c.window, base,
+            )  # fmt: skip
+        self._in_blip = out
+
+    def summary(self) -> dict:
+        """summary.json's "health": the window judgement with its criterion as text."""
+        j = self.judgement()
+        if j is None:
+            return {
+                "entropy_collapse": False,
+                "entropy_explosion": False,
+                "criterion": "fewer than 2 logged steps: not judged",
+            }
+        return j.as_dict()

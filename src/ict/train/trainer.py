@@ -488,10 +488,7 @@ class Trainer:
             "reward_last_steps": avg(window, "reward/mean"),
             "accuracy_first_steps": avg(first, "accuracy"),
             "accuracy_last_steps": avg(window, "accuracy"),
-            "health": {
-                "entropy_collapse": self.health.ever_collapsed,
-                "entropy_explosion": self.health.ever_exploded,
-            },
+            "health": self.health.summary(),
             "paths": {
                 "run_dir": str(self.run_dir),
                 "config": str(self.run_dir / "config.yaml"),
