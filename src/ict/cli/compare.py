@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ict.console import quiet_console
 from ict.errors import ConfigError
+from ict.evidence.endpoints import ALPHA, MARGIN, Endpoints, declare
 
 EXAMPLES = """\
 examples:
@@ -18,6 +19,8 @@ examples:
   ict compare --preset smollm-cot --methods grpo,ict,random_sequence --seeds 2   # SmolLM2 chains
   ict compare --preset toy --methods grpo,ict --seeds 5 --steps 100
   ict compare --runs runs/a runs/b runs/c   # report from existing run directories (any engine)
+  ict compare --runs runs/* --primary ict-grpo@pass@4 --alpha 0.05 --margin 0.03   # with endpoints
+  ict compare --rerender docs/reports/toy --preset toy   # re-render verdicts from a report.json
   ict compare --preset paper --dry-run      # the paper's grid end to end on a tiny model + fixtures
   ict compare --preset paper --model-size 1.5b   # the paper's grid on GPUs (docs/paper.md)
 Rerunning the same command resumes: finished cells are skipped, interrupted ones resume.
@@ -46,10 +49,11 @@ def add_parser(subparsers, summary: str) -> None:
     p.add_argument(
         "--preset",
         choices=list(PRESETS),
-        default="smollm",
+        default=None,
         help="what to train and how long, a preset listed below (default smollm: the embedded "
         "default model; paper: the paper's grid, Qwen2.5-Instruct on GSM8K + MATH, seven "
-        "benchmarks, see docs/paper.md)",
+        "benchmarks, see docs/paper.md); with --runs or --rerender: whose declared endpoints "
+        "to use",
     )
     p.add_argument(
         "--model-size",
@@ -82,6 +86,31 @@ def add_parser(subparsers, summary: str) -> None:
         "--baseline", default="grpo", help="method the others are compared with (default grpo)"
     )
     p.add_argument("--confidence", type=float, default=0.95, help="interval level (default 0.95)")
+    p.add_argument(
+        "--primary",
+        action="append",
+        metavar="A-B@METRIC",
+        help="a declared primary comparison, e.g. ict-grpo@pass@4 or ict-random_sequence@pass@1 "
+        "(repeat the flag for more; METRIC: pass@K, reward or a report key); replaces the "
+        "preset's list; `--primary none` declares none. Without a preset and this flag every "
+        "comparison is exploratory",
+    )
+    p.add_argument(
+        "--alpha",
+        type=float,
+        help=f"level of the seed-level tests (default: the preset's, {ALPHA})",
+    )
+    p.add_argument(
+        "--margin",
+        type=float,
+        help=f"equivalence margin of TOST, absolute pass@k (default: the preset's, {MARGIN})",
+    )
+    p.add_argument(
+        "--rerender",
+        metavar="REPORT_DIR",
+        help="rebuild the verdicts of an existing report from its report.json (per-seed values) "
+        "and rewrite its report.md / report.html / report.json in place; no run directories needed",
+    )
     p.add_argument("--title", help="report title")
     p.add_argument(
         "--verbose",
@@ -101,7 +130,47 @@ def _start_note(result: dict) -> str:
     )
 
 
+def endpoints_from(args, preset=None) -> Endpoints:
+    """The declared endpoints: the preset's (when one is given), with --primary / --alpha /
+    --margin replacing its values; none declared without a preset or flags."""
+    primary = list(preset.primary) if preset is not None else []
+    source = f"declared by preset {preset.name}" if preset is not None else ""
+    if args.primary:
+        given = [p for p in args.primary if p.lower() != "none"]
+        primary, source = given, "declared by --primary" if given else "--primary none"
+    alpha = args.alpha if args.alpha is not None else (preset.alpha if preset else ALPHA)
+    margin = (
+        args.margin
+        if args.margin is not None
+        else (preset.equivalence_margin if preset else MARGIN)
+    )
+    if not primary and not source:
+        source = "none declared: every comparison is exploratory"
+    return declare(primary, alpha=alpha, margin=margin, source=source)
+
+
+def _named_preset(args):
+    """The preset named by --preset (or --quick) for its declared endpoints, None when neither
+    is given (built without its dry run: nothing is written)."""
+    from ict.compare import presets
+
+    name = "quick" if args.quick else args.preset
+    if name is None:
+        return None
+    takes = presets.PRESETS[name].options
+    return presets.get_preset(
+        name, **({"model_size": args.model_size} if "model_size" in takes else {})
+    )
+
+
 def run(args) -> int:
+    if args.rerender:
+        from ict.report.rerender import rerender
+
+        endpoints = endpoints_from(args, _named_preset(args))
+        md = rerender(args.rerender, endpoints)
+        print(f"report: {md} (verdicts re-rendered from report.json)")
+        return 0
     if args.runs:
         return _report_from_runs(args)
 
@@ -138,6 +207,7 @@ def _report_from_runs(args) -> int:
         title=args.title or "ict compare",
         baseline=args.baseline,
         confidence=args.confidence,
+        endpoints=endpoints_from(args, _named_preset(args)),
     )
     print(f"report: {md} and {md.with_suffix('.html')}")
     return 0
@@ -148,7 +218,7 @@ def _preset_and_out(args):
     flags of the same name (--model-size, --dry-run; the grid directory is its work_dir)."""
     from ict.compare import presets
 
-    name = "quick" if args.quick else args.preset
+    name = "quick" if args.quick else (args.preset or "smollm")
     takes = presets.PRESETS[name].options if name in presets.PRESETS else ()
     if args.dry_run and "dry_run" not in takes:
         owners = [n for n, entry in presets.PRESETS.items() if "dry_run" in entry.options]
@@ -188,6 +258,7 @@ def _grid_report(args, preset, out: Path, dirs: list[Path]) -> None:
         baseline=args.baseline,
         confidence=args.confidence,
         notes=_grid_notes(preset, out),
+        endpoints=endpoints_from(args, preset),
     )
     print(f"report: {md} and {md.with_suffix('.html')}")
     if preset.eval.benchmarks:  # the paper's table: P@1 / P@4 per benchmark and their average

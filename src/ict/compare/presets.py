@@ -40,12 +40,21 @@ from pathlib import Path
 
 from ict.compare.warm_start import WarmStart
 from ict.errors import ConfigError
+from ict.evidence.endpoints import ALPHA, MARGIN
 
 # the benchmark fixture files the paper dry run reads (package data: they ship with the wheel)
 FIXTURES_DIR = Path(__file__).resolve().parent / "fixtures" / "benchmarks"
 
 # the baselines, the paper's ICT and this project's earlier batch-mean guess (ict.methods)
 METHODS = ["grpo", "entropy", "stapo", "random", "ict", "ict_batch_mean"]
+
+# The paper's two claims as declared endpoints: ICT above GRPO at pass@4 (its headline metric)
+# and ICT above its own random control (a random 10% of each response with ICT's warm-up and
+# loss) at pass@1. A preset whose grid has no random_sequence declares the first only (no other
+# method stands in for the paper's control: `random` draws 10% of the batch, not of each
+# response); add it with --methods ...,random_sequence --primary ... (docs/compare.md).
+PAPER_CLAIMS = ["ict-grpo@pass@4", "ict-random_sequence@pass@1"]
+ICT_VS_GRPO = PAPER_CLAIMS[:1]
 
 
 @dataclass
@@ -72,6 +81,12 @@ class Preset:
     warm: WarmStart | None = None  # cells start from a supervised warm start on the task
     method_train: dict[str, dict] = field(default_factory=dict)  # per-method TrainConfig overrides
     data_dir: str | None = None  # benchmark files (ICT_DATA_DIR while the grid runs)
+    # declared endpoints (ict.evidence.endpoints), fixed before any cell runs: the comparisons
+    # that carry the claims ("A-B@METRIC"; Holm-adjusted as one family), alpha and the
+    # equivalence margin (absolute pass@k); every other comparison is exploratory
+    primary: list[str] = field(default_factory=list)
+    alpha: float = ALPHA
+    equivalence_margin: float = MARGIN
 
     def cell_train(self, method: str) -> dict:
         """The TrainConfig fields of a `method` cell: shared settings, then the method's own."""
@@ -277,6 +292,7 @@ def paper_preset(
         methods=list(PAPER_METHODS),
         seeds=5,
         method_train={m: dict(o) for m, o in _PAPER_METHOD_TRAIN.items()},
+        primary=list(ICT_VS_GRPO),
     )
 
 
@@ -330,6 +346,7 @@ def _paper_dry_run(work_dir: str | os.PathLike | None) -> Preset:
         seeds=2,
         method_train={m: dict(o) for m, o in _PAPER_METHOD_TRAIN.items()},
         data_dir=str(FIXTURES_DIR),
+        primary=list(ICT_VS_GRPO),
     )
 
 
@@ -381,6 +398,7 @@ def toy_preset() -> Preset:
         EvalSpec(),
         seeds=5,
         warm=WarmStart(),
+        primary=list(ICT_VS_GRPO),
     )
 
 
@@ -401,6 +419,7 @@ def toy_cot_preset() -> Preset:
         methods=list(COT_METHODS),
         seeds=5,
         warm=TOY_COT_WARM,
+        primary=list(PAPER_CLAIMS),
     )
 
 
@@ -422,6 +441,7 @@ def toy_cot_long_preset() -> Preset:
         methods=list(LONG_METHODS),
         seeds=5,
         warm=TOY_COT_WARM,
+        primary=list(PAPER_CLAIMS),
     )
 
 
@@ -438,6 +458,7 @@ def quick_preset() -> Preset:
         EvalSpec(size=50, n=4, ks=(1, 4)),
         seeds=2,
         warm=WarmStart(),
+        primary=list(ICT_VS_GRPO),
     )
 
 
@@ -459,6 +480,7 @@ def smollm_preset() -> Preset:
             log_samples_every=4,
         ),
         EvalSpec(size=32, n=8, ks=(1, 4, 8)),
+        primary=list(ICT_VS_GRPO),
     )
 
 
@@ -476,6 +498,7 @@ def smollm_cot_preset() -> Preset:
         EvalSpec(size=32, n=4, ks=(1, 4), temperature=0.7),
         methods=list(SMOLLM_COT_METHODS),
         seeds=3,
+        primary=list(PAPER_CLAIMS),
     )
 
 

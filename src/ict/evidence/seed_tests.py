@@ -107,7 +107,7 @@ def welch_t_test(a, b) -> SeedTest:
     if a.size < 2 or b.size < 2:
         return SeedTest(
             "none", n, mean, math.nan, math.nan, math.nan, math.nan,
-            reason="fewer than 2 seeds on an arm and no shared seeds: no seed-level test",
+            reason="fewer than 2 seeds on an arm: no seed-level test",
         )  # fmt: skip
     va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
     se = math.sqrt(va + vb)

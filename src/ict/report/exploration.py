@@ -547,7 +547,7 @@ def _steps_section(
             | {name: [_triple(iv) for iv in ivs] for name, ivs in c.values.items()}
             for m, c in curves.items()
         }
-    doc.para(CHANGE_PARA)
+    doc.para(CHANGE_PARA.format(window=CHANGE_WINDOW))
     for method, runs in groups.items():
         c = change(runs, curves.get(method), confidence, endpoints)
         doc.para(change_sentence(method, c, curves[method].n if method in curves else None))
@@ -566,10 +566,10 @@ def _steps_section(
 CHANGE_PARA = (
     "Change from the first to the last evaluated step (interval paired by seed and problem, a "
     "description; p: the seed-level paired t of last minus first, exploratory) and the collapse "
-    f"criterion of ict.evidence.health: the mean over seeds of the last-W steps' mean entropy "
-    f"below {HEALTH.collapse_fraction:g}x its first-W mean (W = {HEALTH.window}, at most half "
-    "the logged steps)."
+    "criterion of ict.evidence.health: the mean over seeds of the last-W steps' mean entropy "
+    f"below {HEALTH.collapse_fraction:g}x its first-W mean ({{window}})."
 )
+CHANGE_WINDOW = f"W = {HEALTH.window}, at most half the logged steps"
 
 
 def _steps_plot_and_table(doc, curves: dict[str, StepCurves], n_text: str, plots: Path) -> None:

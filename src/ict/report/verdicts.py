@@ -21,7 +21,7 @@ from ict.evidence.verdict import Judgement, Key, Verdict, judge
 # {report key: {method: {seed: value}}}
 Values = Mapping[str, Mapping[str, Mapping]]
 
-VERDICT_HEADER = ["seed-level p (paired t; sign flip)", "Holm p", "MDE (80% power)", "verdict"]
+VERDICT_HEADER = ["seed-level p", "Holm p", "MDE (80% power)", "verdict"]
 IDENTICAL_RUNS = "identical runs: equal on every seed and metric (no token changed)"
 
 
@@ -75,6 +75,13 @@ def p_text(p: float | None) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
+def mde_text(mde: float) -> str:
+    """'0.124'; '> 1' when no difference inside [-1, 1] could be detected; 'n/a'."""
+    if not math.isfinite(mde):
+        return "n/a"
+    return "> 1" if mde > 1.0 else f"{mde:.3f}"
+
+
 def verdict_cells(v: Verdict | None) -> list[str]:
     """The four VERDICT_HEADER cells of one comparison."""
     if v is None:
@@ -83,10 +90,10 @@ def verdict_cells(v: Verdict | None) -> list[str]:
     if not t.tested:
         p = "n/a (1 seed)" if not t.identical else "n/a"
     else:
-        flip = f"; {p_text(t.p_sign_flip)}" if t.p_sign_flip is not None else " (Welch)"
+        flip = f" (sign flip {p_text(t.p_sign_flip)})" if t.p_sign_flip is not None else " (Welch)"
         p = p_text(t.p) + flip
     holm = p_text(v.p_holm) if v.primary else "- (exploratory)"
-    mde = "n/a" if not math.isfinite(v.mde) else f"{v.mde:.3f}"
+    mde = mde_text(v.mde)
     word = f"**{v.label}**" if v.primary else v.label
     note = f"; {v.note}" if v.note else ""
     return [p, holm, mde, word + note]
@@ -159,7 +166,7 @@ def primary_rows(
     pct = int(round(confidence * 100))
     header = [
         "comparison", "key", "seeds", f"difference [{pct}% t interval over seeds]",
-        "p (paired t; sign flip)", "Holm p", "TOST p", "MDE (80% power)", "verdict",
+        "seed-level p", "Holm p", "TOST p", "MDE (80% power)", "verdict",
     ]  # fmt: skip
     rows = []
     for a, b, key in judgement.family:

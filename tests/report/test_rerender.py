@@ -1,0 +1,77 @@
+"""`ict compare --rerender`: verdicts rebuilt from report.json equal a live report's."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ict.evidence.endpoints import declare
+from ict.report.comparison import build_report
+from ict.report.rerender import parse_markdown, rerender
+
+from .helpers import write_run
+
+REPORTS = Path(__file__).resolve().parents[2] / "docs" / "reports"
+COMMITTED = sorted(p.parent for p in REPORTS.rglob("report.json"))
+ENDPOINTS = declare(["ict-grpo@pass@4", "ict-random_sequence@pass@1"], source="the test")
+
+
+def section(md: str, start: str, end: str) -> str:
+    return md[md.index(start) : md.index(end)]
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("live")
+    correct = {
+        ("grpo", 0): [4] * 10 + [0] * 10, ("grpo", 1): [4] * 12 + [0] * 8,
+        ("grpo", 2): [3] * 11 + [0] * 9,
+        ("ict", 0): [4] * 14 + [1] * 6, ("ict", 1): [4] * 13 + [0] * 7,
+        ("ict", 2): [2] * 16 + [0] * 4,
+        ("random_sequence", 0): [4] * 12 + [0] * 8, ("random_sequence", 1): [4] * 10 + [0] * 10,
+        ("random_sequence", 2): [4] * 13 + [1] * 7,
+    }  # fmt: skip
+    runs = [write_run(tmp / "runs", m, s, correct=c) for (m, s), c in correct.items()]
+    build_report(runs, tmp / "report", title="live", endpoints=ENDPOINTS)
+    return tmp / "report"
+
+
+def test_rerender_rebuilds_the_live_verdicts_and_tables(live, tmp_path):
+    copy = tmp_path / "report"
+    shutil.copytree(live, copy)
+    md = rerender(copy, ENDPOINTS)
+    before = json.loads((live / "report.json").read_text())
+    after = json.loads((copy / "report.json").read_text())
+    assert after["verdicts"] == before["verdicts"]
+    assert after["rerendered"]["command"].startswith("ict compare --rerender")
+    live_md, new_md = (live / "report.md").read_text(), md.read_text()
+    # the final results (primary table and every key's table) are the live report's, unchanged
+    assert section(new_md, "## Final results", "## Entropy health") == section(
+        live_md, "## Final results", "## Entropy health"
+    )
+    # the exploration's differences at each k carry the same verdicts
+    k = "Difference to **grpo** at each k"
+    table = section(new_md, k, "### pass@1, pass@n")
+    assert table == section(live_md, k, "### pass@1, pass@n")
+    assert "**Re-rendered**" in new_md and new_md.index("## Declared endpoints") < new_md.index(
+        "## Final results"
+    )
+    # a second re-render changes nothing
+    rerender(copy, ENDPOINTS)
+    assert md.read_text() == new_md
+    assert json.loads((copy / "report.json").read_text())["verdicts"] == after["verdicts"]
+    assert (copy / "report.html").read_text().count("data:image/png;base64,") >= 8
+
+
+@pytest.mark.parametrize("report", COMMITTED, ids=lambda p: str(p.relative_to(REPORTS)))
+def test_committed_reports_round_trip_and_carry_seed_level_verdicts(report):
+    md = (report / "report.md").read_text()
+    assert parse_markdown(md, report).markdown(report) == md
+    raw = json.loads((report / "report.json").read_text())
+    assert "no significant difference" not in md
+    assert raw["verdicts"]["comparisons"] and raw["rerendered"]
+    for c in raw["verdicts"]["comparisons"]:
+        assert c["verdict"] in ("higher", "lower", "equivalent", "inconclusive")
+    command = (report / "COMMAND.md").read_text()
+    assert f"ict compare --rerender docs/reports/{report.relative_to(REPORTS)}" in command
