@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
+import sys
 from pathlib import Path
 
 from ict.console import quiet_console
@@ -168,7 +170,8 @@ def run(args) -> int:
         from ict.report.rerender import rerender
 
         endpoints = endpoints_from(args, _named_preset(args))
-        md = rerender(args.rerender, endpoints)
+        command = "ict " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+        md = rerender(args.rerender, endpoints, command=command)
         print(f"report: {md} (verdicts re-rendered from report.json)")
         return 0
     if args.runs:

@@ -10,6 +10,7 @@ the MDE follows the observed SD of the per-seed differences and the number of se
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 from ict.errors import ConfigError
 from ict.evidence.distributions import nct_cdf, t_ppf
@@ -24,8 +25,10 @@ def t_test_power(ncp: float, df: float, alpha: float) -> float:
     return 1.0 - nct_cdf(c, df, ncp) + nct_cdf(-c, df, ncp)
 
 
+@lru_cache(maxsize=1024)
 def detectable_ncp(df: float, alpha: float, power: float = POWER) -> float:
-    """The noncentrality at which the two-sided t test reaches `power` (bisection to 1e-9)."""
+    """The noncentrality at which the two-sided t test reaches `power` (bisection to 1e-9;
+    cached: it depends on df, alpha and power only)."""
     if not (0.0 < alpha < 1.0 and alpha < power < 1.0 and df >= 1):
         raise ConfigError(
             f"detectable_ncp needs 0 < alpha < power < 1 and df >= 1, got alpha={alpha}, "

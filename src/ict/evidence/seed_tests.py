@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import product
 
 import numpy as np
@@ -57,6 +58,14 @@ class SeedTest:
         return self.design != "none"
 
 
+@lru_cache(maxsize=EXACT_SIGN_FLIP_MAX)
+def _all_signs(n: int) -> np.ndarray:
+    """[2^n, n]: every pattern of n signs (read-only, cached)."""
+    signs = np.array(list(product((1.0, -1.0), repeat=n)))
+    signs.flags.writeable = False
+    return signs
+
+
 def sign_flip_p(d, *, seed: int = 0) -> float:
     """Two-sided p of the sign-flip permutation test of mean(d) = 0: the share of sign patterns
     s in {-1, +1}^n with |mean(s * d)| >= |mean(d)| (exact up to EXACT_SIGN_FLIP_MAX values, else
@@ -66,7 +75,7 @@ def sign_flip_p(d, *, seed: int = 0) -> float:
     if n == 0:
         return math.nan
     if n <= EXACT_SIGN_FLIP_MAX:
-        signs = np.array(list(product((1.0, -1.0), repeat=n)))  # [2^n, n]
+        signs = _all_signs(n)
     else:
         rng = np.random.default_rng(seed)
         signs = np.vstack([np.ones(n), rng.choice((-1.0, 1.0), size=(SIGN_FLIP_DRAWS, n))])

@@ -49,11 +49,22 @@ from ict.report.health import write_loss_mode_section
 from ict.report.verdicts import evaluate, judgement_json
 
 RERENDER_NOTE = (
-    "**Re-rendered** from this report's report.json (`ict compare --rerender`): the runs were "
-    "not repeated; the verdicts are rebuilt from the stored per-seed values by the seed-level "
-    "rule below, the intervals are the stored descriptions. The endpoints were declared at "
-    "re-rendering, after these runs were made: the paper's two claims (ICT - GRPO at pass@4, "
-    "ICT - random_sequence at pass@1) where the methods ran, not a choice made from the results."
+    "**Re-rendered** from this report's report.json (`ict compare --rerender`, the command in "
+    'report.json\'s "rerendered"): the runs were not repeated; the verdicts are rebuilt from the '
+    "stored per-seed values by the seed-level rule below, the intervals are the stored "
+    "descriptions. "
+)
+DECLARED_LATE = (
+    "The endpoints were declared at re-rendering, after these runs were made: the paper's two "
+    "claims (ICT - GRPO at pass@4, ICT - random_sequence at pass@1) where their methods ran, not "
+    "a choice made from the results."
+)
+
+
+OLD_RULE = " A difference whose interval contains 0 is reported as *no significant difference*."
+VERDICTS_FROM = (
+    "Intervals describe; **verdicts** come from the seed-level tests under the declared "
+    "endpoints below."
 )
 
 
@@ -176,7 +187,11 @@ def _intro(doc: Document, baseline: str, pct: int) -> None:
     keep, placed = [], False
     for block in doc.blocks[:stop]:
         text = block[1] if block[0] == "p" else ""
-        if text.startswith(("**Intervals**", "**Per seed**", "Intervals:")):
+        if text.startswith("Intervals:"):  # an older report (Student t): keep what it used
+            text = text.replace(OLD_RULE, "")
+            keep.append(("p", text if text.endswith(VERDICTS_FROM) else f"{text} {VERDICTS_FROM}"))
+            continue
+        if text.startswith(("**Intervals**", "**Per seed**")):
             if not placed:
                 keep += [("p", p) for p in interval_method_text(baseline, pct)]
                 placed = True
@@ -187,7 +202,8 @@ def _intro(doc: Document, baseline: str, pct: int) -> None:
 
 def _endpoints(doc: Document, judgement: Judgement) -> None:
     blocks = _blocks(write_endpoints_section, judgement)
-    blocks.insert(1, ("p", RERENDER_NOTE))
+    late = DECLARED_LATE if judgement.endpoints.primary else "No primary comparison is declared."
+    blocks.insert(1, ("p", RERENDER_NOTE + late))
     old = _section(doc, "Declared endpoints")
     if old is not None:
         doc.blocks[old[0] : old[1]] = blocks

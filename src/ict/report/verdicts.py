@@ -144,11 +144,11 @@ def endpoints_paragraphs(endpoints: Endpoints, judgement: Judgement | None = Non
         lines.append(text + ".")
     lines += list(e.notes)
     lines.append(
-        "**Verdict rule**: *higher* / *lower* only when the seed-level test (paired t over seeds, "
+        "**Verdict rule**: **higher** / **lower** only when the seed-level test (paired t over seeds, "
         "n - 1 degrees of freedom; Welch t when the seed sets differ) passes at alpha - after "
-        "Holm over the primary family for a primary comparison; *equivalent* only when TOST "
+        "Holm over the primary family for a primary comparison; **equivalent** only when TOST "
         "against the margin passes at alpha (or the arms are identical on every seed); "
-        "otherwise *inconclusive*. Comparisons not declared primary are **exploratory**: their "
+        "otherwise **inconclusive**. Comparisons not declared primary are **exploratory**: their "
         "own unadjusted p and verdict, a hypothesis for the next study, not a finding. MDE: the "
         "true difference the test would detect with 80% power at the level it faces (primary: "
         "alpha / m, Holm's strictest step; exploratory: alpha), from the observed SD of the "
