@@ -22,9 +22,11 @@ def test_detectable_ncp_matches_scipy(df, alpha):
 
 
 def test_mde_of_the_issue_five_seeds():
-    # 5 seeds, SD of the per-seed differences 0.08: se = 0.08 / sqrt(5); the issue's 0.12-0.15
-    mde = minimum_detectable_effect(0.08 / 5**0.5, 4, 0.05)
-    assert 0.12 < mde < 0.15
+    # 5 seeds, SD of the per-seed differences 0.08: se = 0.08 / sqrt(5); docs/compare.md: 0.135
+    se = 0.08 / 5**0.5
+    ref = optimize.brentq(lambda x: scipy_power(x, 4, 0.05) - 0.8, 0.0, 50.0, xtol=1e-10) * se
+    mde = minimum_detectable_effect(se, 4, 0.05)
+    assert mde == pytest.approx(ref, rel=1e-5) and round(mde, 3) == 0.135
     assert minimum_detectable_effect(0.0, 4, 0.05) == 0.0
     assert minimum_detectable_effect(float("nan"), float("nan"), 0.05) != mde
 
