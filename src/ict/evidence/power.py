@@ -21,7 +21,11 @@ POWER = 0.8
 def t_test_power(ncp: float, df: float, alpha: float) -> float:
     """Power of the two-sided t test at level `alpha` with `df` degrees of freedom when the true
     noncentrality is `ncp` (difference / standard error)."""
-    c = t_ppf(1.0 - alpha / 2.0, df)
+    return _power(ncp, df, t_ppf(1.0 - alpha / 2.0, df))
+
+
+def _power(ncp: float, df: float, c: float) -> float:
+    """Power of the two-sided t test with critical value `c`."""
     return 1.0 - nct_cdf(c, df, ncp) + nct_cdf(-c, df, ncp)
 
 
@@ -34,12 +38,13 @@ def detectable_ncp(df: float, alpha: float, power: float = POWER) -> float:
             f"detectable_ncp needs 0 < alpha < power < 1 and df >= 1, got alpha={alpha}, "
             f"power={power}, df={df}"
         )
+    c = t_ppf(1.0 - alpha / 2.0, df)
     lo, hi = 0.0, 1.0
-    while t_test_power(hi, df, alpha) < power:
+    while _power(hi, df, c) < power:
         lo, hi = hi, 2.0 * hi
     while hi - lo > 1e-9 * max(1.0, hi):
         mid = 0.5 * (lo + hi)
-        if t_test_power(mid, df, alpha) < power:
+        if _power(mid, df, c) < power:
             lo = mid
         else:
             hi = mid
