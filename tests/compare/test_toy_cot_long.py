@@ -17,11 +17,7 @@ def test_preset_settings():
         "grpo", "ict", "random_sequence", "entropy", "clip_cov", "kl_cov", "entropy_bonus",
         "ict_branch",
     ]  # fmt: skip
-    assert (
-        preset.seeds >= 5
-        and preset.train["max_steps"] >= 150
-        and preset.train["max_steps"] % preset.train["eval_every"] == 0
-    )
+    assert preset.seeds >= 5 and preset.train["max_steps"] >= 150 and preset.train["max_steps"] % preset.train["eval_every"] == 0
     assert preset.eval.n == 64 and preset.eval.ks == (1, 2, 4, 8, 16, 32, 64)
     assert preset.train["eval_every"] and preset.train["eval_num_samples"] == 64
     assert preset.warm == get_preset("toy-cot").warm  # the same cached start model as toy-cot

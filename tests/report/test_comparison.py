@@ -88,7 +88,8 @@ def test_report_markdown_is_honest(report_dir):
     # the entropy run of seed 1 collapses over windows, with the criterion beside the flag
     assert "1: COLLAPSE" in md and "1 of 9 runs flagged" in md
     assert "last-3 vs first-3 mean H (collapse < 0.2x, explosion > 3x)" in md
-    assert md.index("## Declared endpoints") < md.index("## Final results")
+    # declared before any number: the first section, then the runs
+    assert md.index("## Declared endpoints") < md.index("## Runs") < md.index("## Final results")
     assert "Mean Jaccard" in md and "| ICT token |" in md.replace("rank | ", "")
     for link in re.findall(r"!\[[^]]*\]\(([^)]+)\)", md):
         assert (report_dir / link).exists()

@@ -1,4 +1,4 @@
-"""Reports: plots from metrics.jsonl, interval statistics, token maps, the comparison report.
+"""Reports: plots from metrics.jsonl, token maps, the comparison report (statistics: ict.evidence).
 
 Submodules import matplotlib lazily; `from ict.report.plots import plot_run` is the entry point for
 the trainer.

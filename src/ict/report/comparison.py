@@ -412,8 +412,8 @@ def build_report(
 ) -> Path:
     """Write OUT_DIR/report.md, report.html (self-contained), report.json and plots/*.png.
 
-    The sections, in order: the runs and how intervals are made, the declared endpoints (before
-    any result), final results with their verdicts, entropy health, loss-mode token rates,
+    The sections, in order: the declared endpoints (before any number), the runs and how
+    intervals are made, final results with their verdicts, entropy health, loss-mode token rates,
     exploration (pass@k against k, pass@1 / pass@n / H / H2 against step:
     ict.report.exploration), curves, the ICT vs 20-Entropy overlap, where picks fall, settings.
     `endpoints`: the declared primary comparisons, alpha and margin (None: none declared, every
@@ -443,8 +443,9 @@ def build_report(
         "endpoints": endpoints.as_dict(),
         "metrics": {},
     }
+    write_endpoints_section(doc, judgement)  # first: declared before any number
+    doc.heading("Runs")
     _runs_section(doc, runs, groups, notes, baseline, confidence)
-    write_endpoints_section(doc, judgement)
     _results_section(doc, runs, results, baseline, confidence, judgement, raw)
     raw["verdicts"] = judgement_json(judgement)
     raw["health"] = write_health_section(doc, runs, groups)

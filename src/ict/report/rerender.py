@@ -6,7 +6,7 @@ Holm adjustment over the declared primary comparisons, TOST, the MDE and the ver
 (ict.report.verdicts) are rebuilt exactly as a live report would build them. The descriptions
 (bootstrap intervals) are the stored ones. report.md is read back into its blocks
 (`parse_markdown`, the inverse of ict.report.document.Document.markdown) and these parts are
-replaced: the intervals paragraph, the declared endpoints (inserted before the results), the
+replaced: the intervals paragraph, the declared endpoints (inserted first, before any number), the
 final results' tables, the entropy-health section (the runs' metrics are not in report.json: the
 old per-step flags are withdrawn as verdicts and the stored window ratios are shown), a loss-mode
 note, and the exploration section's differences and change sentences. Everything else (plots,
@@ -133,6 +133,16 @@ def _seed(key: str):
     return int(key) if key.lstrip("-").isdigit() else key
 
 
+def _seed_text(seed, value: float, triple) -> str:
+    """'s0 0.770 [0.718, 0.820]' from a stored [mean, low, high], else 's0 0.770' (a run name
+    instead of 's0' when the run had no seed), as the live report writes it."""
+    name = f"s{seed}" if isinstance(seed, int) else str(seed)
+    numbers = isinstance(triple, list) and len(triple) == 3
+    if numbers and all(isinstance(x, (int, float)) for x in triple):
+        return f"{name} {format_interval(Interval(triple[0], triple[1], triple[2], 1, ''))}"
+    return f"{name} {value:.3f}"
+
+
 def stored_results(raw: dict, baseline: str) -> dict[str, dict[str, MethodResult]]:
     """{report key: {method: MethodResult}} from report.json's "metrics"."""
     out: dict[str, dict[str, MethodResult]] = {}
@@ -147,13 +157,7 @@ def stored_results(raw: dict, baseline: str) -> dict[str, dict[str, MethodResult
             if not values:
                 continue
             per_seed = entry.get("per_seed") or {}
-            text = "; ".join(
-                f"s{s} {format_interval(Interval(t[0], t[1], t[2], 1, ''))}"
-                if str(s) in per_seed and all(isinstance(x, (int, float)) for x in per_seed[str(s)])
-                else f"s{s} {v:.3f}"
-                for s, v in values.items()
-                for t in [per_seed.get(str(s))]
-            )
+            text = "; ".join(_seed_text(s, v, per_seed.get(str(s))) for s, v in values.items())
             diff = None if method == baseline else _interval(entry.get("difference"), "t")
             mean = _interval(entry, "t") or Interval(math.nan, math.nan, math.nan, 0, "t")
             out[key][method] = MethodResult(values, mean, text, per_seed, diff)
@@ -182,7 +186,7 @@ def _blocks(write, *args) -> list[tuple]:
 def _intro(doc: Document, baseline: str, pct: int) -> None:
     """Replace the intervals paragraphs ("**Intervals**" / "**Per seed**" / an older
     "Intervals: ..." one) with today's text."""
-    first = _section(doc, "Declared endpoints") or _section(doc, "Final results")
+    first = _section(doc, "Final results")
     stop = first[0] if first else len(doc.blocks)
     keep, placed = [], False
     for block in doc.blocks[:stop]:
@@ -206,10 +210,10 @@ def _endpoints(doc: Document, judgement: Judgement) -> None:
     blocks.insert(1, ("p", RERENDER_NOTE + late))
     old = _section(doc, "Declared endpoints")
     if old is not None:
-        doc.blocks[old[0] : old[1]] = blocks
-    else:
-        start = _section(doc, "Final results")[0]
-        doc.blocks[start:start] = blocks
+        del doc.blocks[old[0] : old[1]]
+    if ("h", 2, "Runs") not in doc.blocks:
+        doc.blocks.insert(0, ("h", 2, "Runs"))
+    doc.blocks[0:0] = blocks  # first, before the runs and any number, as a live report has it
 
 
 def _results(doc, results, baseline, confidence, judgement) -> dict:
