@@ -22,7 +22,7 @@ examples:
   ict compare --preset toy --methods grpo,ict --seeds 5 --steps 100
   ict compare --runs runs/a runs/b runs/c   # report from existing run directories (any engine)
   ict compare --runs runs/* --primary ict-grpo@pass@4 --alpha 0.05 --margin 0.03   # with endpoints
-  ict compare --rerender docs/reports/toy --preset toy   # re-render verdicts from a report.json
+  ict compare --rerender docs/reports/toy-cot --preset toy-cot   # re-render verdicts from report.json
   ict compare --preset paper --dry-run      # the paper's grid end to end on a tiny model + fixtures
   ict compare --preset paper --model-size 1.5b   # the paper's grid on GPUs (docs/paper.md)
 Rerunning the same command resumes: finished cells are skipped, interrupted ones resume.
