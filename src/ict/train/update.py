@@ -100,13 +100,21 @@ def update_policy(
 
     config: the TrainConfig (epochs, mini/micro batch sizes, clipping norm, seed, temperature,
     share_prompt). step: the rollout batch (1-based; seeds the mini-batch shuffle, places the lr).
-    Returns {metric: value, "grad_norm", "lr" (of the first update), "update/tokens",
-    "update/rows_run", "update/rows", "update/updates"}.
+    Returns {metric: value, "grad_norm" (the mean over the step's updates of the pre-clip total
+    gradient norm), "lr" (of the first update), "update/tokens", "update/rows_run",
+    "update/rows", "update/updates", "update/param_change_rel" (ict.metrics.ParamChange over the
+    step's updates), and the loss mode's counts over every loss call of the step
+    (ict.loss.modes.loss_mode_metrics: `loss_mode/changed_tokens`, `loss_mode/changed_rate`,
+    `loss_mode/nominal_rate`; none for vanilla)}.
     """
+    from ict.loss.modes import loss_mode_metrics
+    from ict.metrics import ParamChange
+
     cfg = config
     run = _UpdateRun(policy, batch, cfg, loss_config, device, autocast, switches)
     if run.rows_all.numel() == 0:
         return {"update/skipped": 1}
+    change = ParamChange(policy.model.parameters())  # one snapshot per step
     units = run.rows_all.view(-1, run.group)  # whole groups of G rows when prompts are shared
     mini_units = max(1, (cfg.mini_batch_size or run.rows_all.numel()) // run.group)
     generator = torch.Generator().manual_seed(selection_seed(cfg.seed, step))
@@ -132,6 +140,12 @@ def update_policy(
     out["update/rows_run"] = run.rows_run
     out["update/rows"] = int(run.rows_all.numel()) * cfg.num_epochs
     out["update/updates"] = len(lrs)
+    out["update/param_change_rel"] = change.relative()
+    out.update(
+        loss_mode_metrics(
+            loss_config.loss_mode, loss_config.covariance, run.mode_changed, run.mode_tokens
+        )
+    )
     out["lr"] = lrs[0]
     return out
 
@@ -156,6 +170,7 @@ class _UpdateRun:
         self.row_counts, self.kl_row_counts = loss_config.row_counts(self.mask, self.selected)
         self.params = [p for p in policy.model.parameters() if p.requires_grad]
         self.tokens_done = self.rows_run = 0
+        self.mode_changed = self.mode_tokens = 0  # the loss mode's counts over the step's calls
 
     def minibatch(self, mini) -> dict[str, float]:
         """Forward and backward of the mini-batch `mini` (row indices), micro-batch by
@@ -174,6 +189,8 @@ class _UpdateRun:
         for micro in run.split(self.micro_rows) if run.numel() else ():
             metrics, n_loss = self.micro_step(micro, denominators)
             for key, value in metrics.items():
+                if key.startswith("loss_mode/"):  # counted over the step (micro_step)
+                    continue
                 if not isinstance(value, (int, float)) or value != value:
                     continue
                 w = 1.0 if key in SUMMED_METRICS else n_loss
@@ -208,6 +225,9 @@ class _UpdateRun:
             row_counts=self.row_counts[micro], kl_row_counts=self.kl_row_counts[micro],
         )  # fmt: skip
         loss.backward()
+        if "loss_mode/changed_tokens" in metrics:
+            self.mode_changed += int(metrics["loss_mode/changed_tokens"])
+            self.mode_tokens += int((self.mask & self.selected)[micro, cols].sum())
         self.tokens_done += int(self.attn[micro, cols].sum())
         self.rows_run += micro.numel()
         return metrics, float(self.positions[micro, cols].sum())
