@@ -110,7 +110,7 @@ def test_config_maps_loss_agg_and_defaults(tmp_path):
         "js_top",
     )
     # the clip range: TRL's epsilon / epsilon_high, None = the method's (its authors')
-    for name, clip in (("entropy", (0.2, 0.28)), ("clip_cov", (1.0, 1.0)), ("kl_cov", (0.2, 0.2))):
+    for name, clip in (("entropy", (0.2, 0.28)), ("clip_cov", (1.0, 1.0)), ("kl_cov", (0.2, 0.28))):
         args = ICTGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], method=name)
         m = args.ict_method()
         assert (args.epsilon, args.epsilon_high) == clip == (m.eps_low, m.eps_high)

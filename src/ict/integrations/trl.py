@@ -172,7 +172,7 @@ class ICTGRPOConfig(MethodOptions, GRPOConfig):
     epsilon_high: float | None = field(
         default=None,
         metadata={
-            "help": "Upper clip. None: the method's (0.28, clip-higher; clip_cov 1.0, kl_cov 0.2)."
+            "help": "Upper clip. None: the method's (0.28, clip-higher; clip_cov 1.0, its authors')."
         },
     )
 

@@ -22,7 +22,8 @@ the selector's fact (ratio, scope) or the common default.
     clip_cov, kl_cov the field's covariance-based entropy controls (Cui et al., arXiv 2505.22617,
                      verl's `core_algos`) as their authors run them: GRPO on every token with the
                      Clip-Cov / KL-Cov loss, DAPO's token mean, Clip-Cov's clip range 1 / 1 (no
-                     lower clip, upper 2), KL-Cov's 0.2 / 0.2 (unused: KL-Cov has no ratio clip).
+                     lower clip, upper 2); KL-Cov has no ratio clip (its authors' 0.2 / 0.2 moves
+                     only the clip-fraction metric, so it keeps the common range).
     entropy_bonus    GRPO on every token minus ENTROPY_BONUS x the policy's entropy.
 
 Method names and selector names are distinct words: the method `ict` runs the selector `js_top`.
@@ -214,8 +215,6 @@ def _builtin() -> None:
             "tokens of highest advantage-log-prob covariance; token mean.",
             loss_agg="token_mean",
             loss_mode="kl_cov",
-            eps_low=0.2,
-            eps_high=0.2,
         )
     )
     register_method(
