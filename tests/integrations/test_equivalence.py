@@ -197,11 +197,14 @@ def trl_batch(trainer, case, rows, old_logprob):
     }  # fmt: skip
 
 
-def trl_loss(trainer, batch):
+def trl_loss(trainer, batch, micro_batch=None):
     """ICTGRPOTrainer's `_compute_loss` on a micro-batch (TRL's loss, or ict's for a loss mode or
     an entropy bonus), through TRL's own forward of the trainer's model
-    (`_get_per_token_logps_and_entropies`). Clip-Cov's draw: torch's global generator seeded
-    with LOSS_SEED, as native_loss does."""
+    (`_get_per_token_logps_and_entropies`). micro_batch: its index in the generation batch's
+    cycle (TRL's `_step`; the first optimizer step's micro-batches run on-policy). Clip-Cov's
+    draw: torch's global generator seeded with LOSS_SEED, as native_loss does."""
+    if micro_batch is not None:
+        trainer._step = micro_batch
     torch.manual_seed(LOSS_SEED)
     return trainer._compute_loss(trainer.model, batch)
 
@@ -283,9 +286,12 @@ def test_trl_matches_native_when_a_generation_batch_spans_two_optimizer_steps(tr
     try:
         for window in (0, 1):
             step_rows = torch.cat(rows[2 * window : 2 * window + 2])
-            trl = sum(trl_loss(trl_trainer, c) for c in chunks[2 * window : 2 * window + 2])
+            parts = range(2 * window, 2 * window + 2)
+            trl = sum(trl_loss(trl_trainer, chunks[j], micro_batch=j) for j in parts)
+            # the generation batch's first optimizer step is on-policy: rho exactly 1
+            step_old = logprob.detach() if window == 0 else old
             native, _ = policy_loss(
-                logprob[step_rows], old[step_rows], case.advantages[step_rows],
+                logprob[step_rows], step_old[step_rows], case.advantages[step_rows],
                 case.mask[step_rows], want_selected[step_rows], eps_low=0.2, eps_high=0.28,
                 loss_agg=method.loss_agg, normalize_by=method.normalize_by,
                 max_response_length=case.mask.size(1),
@@ -308,8 +314,9 @@ def test_trl_ict_loss_matches_native_when_an_optimizer_step_spans_two_micro_batc
     losses) and its gradient through TRL's forward equal the native trainer's mini-batch loss
     over the same micro-batches: each micro-batch one `policy_loss` call (the loss mode's
     covariance and token counts are per call, on every engine) with the mini-batch's normaliser
-    (`LossConfig.denominator`). The loss mode's counts are logged once per optimizer step,
-    summed over its micro-batches."""
+    (`LossConfig.denominator`). The generation batch's first optimizer step is on-policy (its
+    ratio exactly 1), the second uses TRL's old log-probs. The loss mode's counts are logged once
+    per optimizer step, summed over its micro-batches."""
     from ict.integrations.cases import case_loss_config
     from ict.integrations.trl import ict_computes_loss
     from ict.loss import policy_loss
@@ -347,13 +354,14 @@ def test_trl_ict_loss_matches_native_when_an_optimizer_step_spans_two_micro_batc
             parts = range(2 * window, 2 * window + 2)
             step_rows = torch.cat([rows[j] for j in parts])
             denominator = config.denominator(case.mask[step_rows], want_selected[step_rows])
-            trl = sum(trl_loss(trl_trainer, chunks[j]) for j in parts)
+            trl = sum(trl_loss(trl_trainer, chunks[j], micro_batch=j) for j in parts)
+            step_old = logprob.detach() if window == 0 else old  # the first step: on-policy
             native, window_changed = 0.0, 0
             for j in parts:
                 r = rows[j]
                 torch.manual_seed(LOSS_SEED)
                 part, metrics = policy_loss(
-                    logprob[r], old[r], case.advantages[r], case.mask[r], want_selected[r],
+                    logprob[r], step_old[r], case.advantages[r], case.mask[r], want_selected[r],
                     config, entropy=entropy[r], denominator=denominator,
                 )  # fmt: skip
                 native = native + part
@@ -364,7 +372,7 @@ def test_trl_ict_loss_matches_native_when_an_optimizer_step_spans_two_micro_batc
             assert_gradients_match(case, grads_of(trl_trainer, trl), want)
         # not vacuous: the loss mode or the bonus changes the value
         plain = sum(
-            policy_loss(logprob[rows[j]], old[rows[j]], case.advantages[rows[j]],
+            policy_loss(logprob[rows[j]], step_old[rows[j]], case.advantages[rows[j]],
                         case.mask[rows[j]], want_selected[rows[j]], config, loss_mode="vanilla",
                         entropy_coef=0.0, denominator=denominator)[0]
             for j in (2, 3)

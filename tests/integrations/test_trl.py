@@ -258,6 +258,28 @@ def test_trl_loss_mode_with_trls_kl_term(tmp_path):
     assert "kl" in trainer.state.log_history[0]
 
 
+def test_the_first_optimizer_step_of_a_generation_batch_is_on_policy(tmp_path):
+    """steps_per_generation = 2: one generation batch feeds 2 optimizer steps and TRL keeps old
+    log-probs. The first step (same weights as the generation) uses the current log-probs,
+    detached (rho exactly 1: KL-Cov's |log rho| penalty has no gradient there); the second the
+    old log-probs TRL kept."""
+    trainer = run_tiny(tmp_path, method="kl_cov", kl_cov_ratio=0.2, max_steps=2,
+                       steps_per_generation=2, per_device_train_batch_size=4)  # fmt: skip
+    config = trainer.ict_loss_config(trainer.args.ict_method())
+    assert len(trainer.records) == 2
+    for index, rec in enumerate(trainer.records):
+        inp = rec["inputs"]
+        assert inp["old_per_token_logps"] is not None  # TRL kept them for both
+        old = rec["logps"] if index == 0 else inp["old_per_token_logps"]
+        want, _ = policy_loss(rec["logps"], old, inp["advantages"], inp["completion_mask"].bool(),
+                              inp["ict_selected"], config, entropy=rec["entropies"],
+                              denominator=float(inp["ict_loss_denominator"]))  # fmt: skip
+        torch.testing.assert_close(rec["loss"], want.detach(), atol=0, rtol=0)
+    second = trainer.records[1]
+    moved = second["logps"] - second["inputs"]["old_per_token_logps"]
+    assert moved[second["inputs"]["completion_mask"].bool()].abs().max() > 1e-4  # not vacuous
+
+
 def test_trl_adaptive_entropy_is_trls_own_term(tmp_path):
     """use_adaptive_entropy=True with a vanilla method: TRL's own controller runs (on the selected
     tokens), entropy_coef its initial coefficient, incremented each step below the target."""

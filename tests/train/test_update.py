@@ -238,3 +238,53 @@ def test_step_metrics_count_every_loss_call_and_the_weight_change(batch):
         config_for(), LossConfig(), step=1, device=torch.device("cpu"), autocast=nullcontext,
     )  # fmt: skip
     assert not any(k.startswith("loss_mode/") for k in vanilla)  # none for the vanilla loss
+
+
+@pytest.mark.parametrize("share_prompt", [True, False])
+def test_the_first_update_is_bit_exactly_on_policy(batch, share_prompt):
+    """Before the step's first optimizer step the weights are the old policy's: the update pass
+    (its own row subsets, column span, LM head on the loss positions, shared-prompt forward)
+    gives bit-identical log-probabilities to the old-policy pass, so the first mini-batch's
+    importance ratio is exactly 1 (max |log rho| = 0) and KL-Cov's |log rho| penalty has no
+    gradient there (METHOD.md, "Clip-Cov and KL-Cov"): by construction (the update's own
+    log-probs, detached, are the first update's old ones), also where the two passes round
+    differently (without the shared-prompt forward, 4.8e-7 on this batch). The second update
+    uses the old-policy pass's log-probs."""
+    from contextlib import nullcontext
+
+    import ict.train.update as update
+
+    model, rollout, advantages = batch
+    cfg = config_for(method="kl_cov", kl_cov_ratio=0.2, share_prompt=share_prompt,
+                     mini_batch_size=8)  # fmt: skip
+    loss_config = LossConfig.from_config(cfg, max_response_length=cfg.max_new_tokens)
+    _, old_logprob, _ = old_policy_pass(
+        model, None, rollout, cfg, cfg.method_settings(), torch.device("cpu"), nullcontext
+    )
+    mask = rollout.response_mask.bool()
+    seen = []
+
+    def recording(logprob, old, *args, **kwargs):
+        out = policy_loss(logprob, old, *args, **kwargs)
+        seen.append((logprob.detach() - old)[args[1].bool()])
+        return out
+
+    from ict.loss import policy_loss
+
+    recorder = GradRecorder(model.parameters())  # changes no weight
+    original, update.policy_loss = update.policy_loss, recording
+    try:
+        update_policy(
+            Policy(model, recorder, NoScheduler()),
+            UpdateBatch(rollout, old_logprob, advantages, mask.clone()),
+            cfg, loss_config, step=1, device=torch.device("cpu"), autocast=nullcontext,
+        )  # fmt: skip
+    finally:
+        update.policy_loss = original
+    # 2 updates (mini-batches of 8 rows), micro-batches of 4 rows: the first two calls are the
+    # first update's; KL-Cov reads every row, so all 16 rows ran
+    assert len(seen) == 4 and sum(x.numel() for x in seen) == int(mask.sum())
+    first = torch.cat(seen[:2])
+    assert float(first.abs().max()) == 0.0
+    second = torch.cat(seen[2:])  # the stored old log-probs (the weights did not move here)
+    assert float(second.abs().max()) < 1e-5

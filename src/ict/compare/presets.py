@@ -199,8 +199,8 @@ _TOY_COT_LONG_TRAIN = dict(
     eval_num_samples=LONG_SAMPLES,
     generation_batch_size=256,  # the held-out evaluations sample 2048 responses each
     # 2 optimizer steps per rollout batch (PPO-style mini-batches, as verl's ppo_mini_batch_size):
-    # the second is off-policy, where the ratio clip, Clip-Cov and KL-Cov act (on the first, rho
-    # is 1 only to rounding, METHOD.md "Clip-Cov and KL-Cov")
+    # the second is off-policy, where the ratio clip and KL-Cov's penalty act (the first is
+    # on-policy: rho = 1 exactly, METHOD.md "Clip-Cov and KL-Cov")
     mini_batch_size=16,
 )
 LONG_KS = tuple(2**i for i in range(LONG_SAMPLES.bit_length()))  # 1, 2, 4, ..., 64

@@ -718,6 +718,7 @@ class ICTGRPOTrainer(GRPOTrainer):
             raise RuntimeError(
                 "ICTGRPOTrainer: batch has no token selection (was _prepare_inputs bypassed?)"
             )
+        inputs = self._ict_on_policy(inputs)
         loss_config = self.ict_loss_config(self.args.ict_method())
         if loss_config is not None:
             return self._ict_compute_loss(model, inputs, loss_config)
@@ -733,6 +734,21 @@ class ICTGRPOTrainer(GRPOTrainer):
         if len(region) > before:  # ict's key for TRL's own clip fraction (the same tokens)
             logged["clip_fraction"].append(region[-1])
         return loss
+
+    def _ict_on_policy(self, inputs):
+        """The first optimizer step of a generation batch runs on the weights that generated it:
+        TRL's stored old log-probs then equal the current ones up to the rounding of two passes.
+        Without them (None) TRL's loss and ict's use the current log-probs, detached, so the
+        importance ratio is exactly 1 there, as on the native trainer and verl (METHOD.md,
+        "Clip-Cov and KL-Cov"). TRL's `_step` counts micro-batches; a generation batch feeds
+        steps_per_generation x num_iterations of them, the first gradient_accumulation_steps
+        being its first optimizer step."""
+        if not self.model.training or inputs.get("old_per_token_logps") is None:
+            return inputs
+        generate_every = self.args.steps_per_generation * self.num_iterations
+        if self._step % generate_every < self.args.gradient_accumulation_steps:
+            return {**inputs, "old_per_token_logps": None}
+        return inputs
 
     def _ict_compute_loss(self, model, inputs, loss_config: LossConfig) -> torch.Tensor:
         """ict's loss on one micro-batch: `ict.loss.policy_loss` (the native trainer's) on TRL's own

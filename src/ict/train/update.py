@@ -1,7 +1,9 @@
 """Step 7 of a training step: the policy update, costing what it learns from.
 
 `num_epochs` passes over mini-batches; one AdamW step per mini-batch, gradient accumulated over
-micro-batches. The normaliser of the loss is computed once per mini-batch by the loss module
+micro-batches. The first update of a step is on-policy by construction: its old log-probabilities
+are the update pass's own, detached (the weights have not moved yet), so its importance ratio is
+exactly 1 whatever the two passes' rounding; later updates use the old-policy pass's. The normaliser of the loss is computed once per mini-batch by the loss module
 (`LossConfig.denominator`), so each micro-batch's loss is an exact share of the mini-batch's and
 rows can be left out without changing the gradient:
 
@@ -132,6 +134,7 @@ def update_policy(
             grad_norms.append(run.clip_gradients())
             lrs.append(policy.scheduler.set(step, len(lrs), n_updates))
             policy.optimizer.step()
+            run.on_policy = False  # the weights have moved: the stored old log-probs from here
     policy.optimizer.zero_grad(set_to_none=True)
     policy.model.eval()
     out = {key: value / len(lrs) for key, value in sums.items()}
@@ -171,6 +174,10 @@ class _UpdateRun:
         self.params = [p for p in policy.model.parameters() if p.requires_grad]
         self.tokens_done = self.rows_run = 0
         self.mode_changed = self.mode_tokens = 0  # the loss mode's counts over the step's calls
+        # before the step's first optimizer step the weights are the old policy's: the update's
+        # own log-probs, detached, are the old ones (rho exactly 1, not 1 up to the rounding of
+        # two different passes; METHOD.md "Clip-Cov and KL-Cov")
+        self.on_policy = True
 
     def minibatch(self, mini) -> dict[str, float]:
         """Forward and backward of the mini-batch `mini` (row indices), micro-batch by
@@ -217,8 +224,9 @@ class _UpdateRun:
                 with_entropy=lc.entropy_coef > 0,
                 prompt_length=b.rollout.prompt_length - cols.start, group_size=self.group,
             )  # fmt: skip
+        old = logprob.detach() if self.on_policy else b.old_logprob[micro, cols]
         loss, metrics = policy_loss(
-            logprob, b.old_logprob[micro, cols], b.advantages[micro], self.mask[micro, cols],
+            logprob, old, b.advantages[micro], self.mask[micro, cols],
             self.selected[micro, cols], lc,
             ref_logprob=None if b.ref_logprob is None else b.ref_logprob[micro, cols],
             entropy=entropy, denominator=denominators[0], kl_denominator=denominators[1],

@@ -283,3 +283,51 @@ def test_step_metrics_through_verls_train_batch(monkeypatch, gloo):
     assert second["loss_mode/changed_rate"] == pytest.approx(changed / sum(calls))
     assert second["loss_mode/nominal_rate"] == 0.25
     assert "grad_norm" in second  # verl's own: the total norm before clipping
+
+
+def test_the_steps_first_update_is_on_policy_through_verls_train_batch(monkeypatch, gloo):
+    """The step's first update (verl's train_batch, through the plugin's wrapper) uses the update
+    pass's own log-probs as the old ones: its gradient does not depend on the old_log_probs the
+    batch carries (here 0.3 nats below or 0.2 above the current ones: verl's separate
+    old-log-prob pass differs from the update pass by rounding only, which this exaggerates),
+    while the plain forward_backward_batch (a later update) does use them."""
+    import copy
+
+    from verl.utils import tensordict_utils as tu
+    from verl.workers.config import PolicyLossConfig
+    from verl.workers.utils.losses import ppo_loss
+
+    from ict.integrations.verl.config import IctVerlConfig
+
+    start = _engine(monkeypatch).module
+    td, tokens, mask = _data(remove_padding=True)
+    logits = _response_logits(_engine(monkeypatch), td, mask)
+    current = torch.log_softmax(logits / T_SAMPLE, -1).gather(-1, tokens[..., None])[..., 0] * mask
+    spec = IctVerlConfig(method="kl_cov", kl_cov_ratio=0.25)
+    config = actor_config(policy_loss=PolicyLossConfig(loss_mode="ict_kl_cov"))
+    loss_fn = functools.partial(ppo_loss, config=config)
+
+    def batch(old):
+        train, _, _ = _data(remove_padding=True)
+        train["old_log_probs"] = old * mask
+        train["advantages"] = torch.linspace(-1, 1, mask.shape[0])[:, None] * mask
+        train[verl_loss.SELECTED_KEY] = mask.clone()
+        tu.assign_non_tensor(train, calculate_entropy=False, global_batch_size=mask.shape[0],
+                             update_lr_scheduler=True,
+                             **{verl_loss.NORMALIZE_KEY: "selected",
+                                verl_loss.LOSS_AGG_KEY: "token_mean",
+                                verl_loss.LOSS_SETTINGS_KEY: spec.loss_settings()})  # fmt: skip
+        return train
+
+    def gradient(old, first_update):
+        engine = bare_engine(monkeypatch, copy.deepcopy(start))
+        if first_update:
+            engine.train_batch(batch(old), loss_fn)  # the step's first (and last) update
+        else:
+            engine.forward_backward_batch(batch(old), loss_fn, forward_only=False)
+        return engine.module.table.grad.clone()
+
+    first = [gradient(current + shift, True) for shift in (-0.3, 0.2)]
+    assert torch.equal(first[0], first[1])
+    later = [gradient(current + shift, False) for shift in (-0.3, 0.2)]
+    assert not torch.allclose(later[0], later[1]) and not torch.allclose(first[0], later[0])

@@ -128,6 +128,19 @@ def current() -> MicroBatchSelection | None:
     return getattr(_local, "selection", None)
 
 
+@contextlib.contextmanager
+def on_policy():
+    """Within: the loss calls belong to the step's first update, whose weights are the old
+    policy's; the losses use the current log-probs, detached, as the old ones (rho exactly 1, not
+    1 up to the rounding of verl's separate old-log-prob pass; METHOD.md "Clip-Cov and
+    KL-Cov")."""
+    _local.on_policy = True
+    try:
+        yield
+    finally:
+        _local.on_policy = False
+
+
 def _add_mode_counts(mode: str, covariance: CovarianceOptions, changed: int, tokens: int):
     counts = getattr(_local, "mode_counts", None)
     if counts is None:
@@ -180,6 +193,8 @@ def ict_policy_loss(
             "environment, or VERL_USE_EXTERNAL_MODULES=ict.integrations.verl) and keep "
             "algorithm.rollout_correction.bypass_mode=false"
         )
+    if getattr(_local, "on_policy", False):  # the step's first update (metrics.wrap_train_batch)
+        old_log_prob = log_prob.detach()
     valid = response_mask.bool()
     selected = selection.selected.to(device=valid.device).bool()
     if selected.shape != valid.shape:

@@ -3,11 +3,12 @@
 `loss_mode/changed_rate`, `loss_mode/nominal_rate` (ict.metrics, ict.loss.modes).
 
 Worker side, `wrap_train_batch` (around the engine's `train_batch`, one update of one mini-batch;
-only for batches that carry an ict selection): a snapshot of the parameters before the step's
-first update (ict.metrics.ParamChange), then after its last update (the mini-batch on which verl
-sets `update_lr_scheduler`) the relative change of the weights and the loss mode's counts over
-every loss call of the step (loss.take_mode_counts), both summed over the data-parallel ranks, in
-that mini-batch's metrics.
+only for batches that carry an ict selection): at the step's first update a snapshot of the
+parameters (ict.metrics.ParamChange), and that update runs on-policy (loss.on_policy: its old
+log-probs are the update pass's own, as on the native trainer and TRL); after its last update
+(the mini-batch on which verl sets `update_lr_scheduler`) the relative change of the weights and
+the loss mode's counts over every loss call of the step (loss.take_mode_counts), both summed over
+the data-parallel ranks, in that mini-batch's metrics.
 
 Driver side, `driver_metrics` (on the metrics `_update_actor` returns, before verl reduces them):
 those keys without verl's "actor/" prefix; `grad_norm` the mean over the step's updates of verl's
@@ -17,6 +18,7 @@ from the batch's rewards and prompt ids (ict.loss.zero_variance_share).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from typing import Any
 
@@ -62,10 +64,12 @@ def wrap_train_batch(original):
             return original(self, data, loss_function)
         from verl.utils import tensordict_utils as tu
 
-        if getattr(self, _CHANGE_ATTR, None) is None:  # the step's first update
+        first = getattr(self, _CHANGE_ATTR, None) is None  # the step's first update
+        if first:
             setattr(self, _CHANGE_ATTR, ParamChange(_local(p) for p in self.module.parameters()))
             ict_loss.take_mode_counts()  # count this step's loss calls only
-        outputs = original(self, data, loss_function)
+        with ict_loss.on_policy() if first else contextlib.nullcontext():
+            outputs = original(self, data, loss_function)
         if tu.get_non_tensor_data(data, "update_lr_scheduler", False):  # the step's last update
             change, reduce = getattr(self, _CHANGE_ATTR), _dp_sum(self)
             setattr(self, _CHANGE_ATTR, None)
