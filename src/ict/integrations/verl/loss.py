@@ -17,9 +17,12 @@ The method's loss mode (clip_cov, kl_cov: `ict.loss.modes.apply_loss_mode`, the 
 on this micro-batch's loss tokens M, as verl's own `compute_policy_loss_clip_cov/kl_cov` and the
 native trainer; Clip-Cov draws from torch's global generator, as verl) changes l before the
 aggregation. Its counts (tokens changed, |M|) add up over the loss calls of the current thread
-until `take_mode_counts()` (the engine hook's, once per mini-batch, summed over ranks), which
-turns them into the `loss_mode/*` metrics (ict.loss.modes.loss_mode_metrics): verl averages
-whatever a loss returns, so a per-call count would not add up to the step's. The entropy bonus is computed here too, `- entropy_coef * agg(H on M)` with the same
+until `take_mode_counts()` (metrics.wrap_train_batch's, after the step's last update, summed over
+ranks), which turns them into the `loss_mode/*` metrics (ict.loss.modes.loss_mode_metrics): verl
+averages whatever a loss returns, so a per-call count would not add up to the step's. Within
+`on_policy()` (the step's first update) the old log-probs are the current ones, detached.
+
+The entropy bonus is computed here too, `- entropy_coef * agg(H on M)` with the same
 aggregation and normalisers as the policy term (ict.loss.policy_loss's), on the entropy verl
 computed in this micro-batch's forward (the engine hook turns on `calculate_entropy` and hands it
 over). verl's own `actor.entropy_coeff` term is not used (config.validate keeps it at 0): it
