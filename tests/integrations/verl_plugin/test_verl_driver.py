@@ -297,6 +297,7 @@ def test_the_step_metrics_reach_verls_log_under_every_engines_keys():
         from verl.utils import tensordict_utils as tu
 
         step = {"mfu": 0.5, "grad_norm": [2.0, 4.0], "update/param_change_rel": [1e-3],
+                "clip_fraction": [0.125],
                 "loss_mode/changed_tokens": [7], "loss_mode/changed_rate": [0.25],
                 "loss_mode/nominal_rate": [2e-3]}  # fmt: skip
         return tu.get_tensordict(tensor_dict={}, non_tensor_dict={"metrics": step})
@@ -305,6 +306,7 @@ def test_the_step_metrics_reach_verls_log_under_every_engines_keys():
     metrics = RayPPOTrainer._update_actor(trainer, batch).meta_info["metrics"]
     assert metrics["grad_norm"] == 3.0 and metrics["actor/grad_norm"] == [2.0, 4.0]
     assert metrics["update/param_change_rel"] == 1e-3 and metrics["loss_mode/changed_tokens"] == 7
+    assert metrics["clip_fraction"] == 0.125
     assert metrics["loss_mode/changed_rate"] == 0.25 and metrics["loss_mode/nominal_rate"] == 2e-3
     assert not any(k.startswith("actor/loss_mode/") for k in metrics)
     assert metrics["zero_variance_share"] == 0.5

@@ -282,6 +282,7 @@ def test_step_metrics_through_verls_train_batch(monkeypatch, gloo):
     assert second["loss_mode/changed_tokens"] == changed
     assert second["loss_mode/changed_rate"] == pytest.approx(changed / sum(calls))
     assert second["loss_mode/nominal_rate"] == 0.25
+    assert 0.0 <= second["clip_fraction"] <= 1.0  # checked against native: test_verl_loss.py
     assert "grad_norm" in second  # verl's own: the total norm before clipping
 
 

@@ -212,22 +212,25 @@ def test_registered_covariance_losses_equal_verls_own(mode, agg, clip, seed):
         mask.clone(), "selected", n_sel, n_rows, loss_agg=None, loss_mode=mode,
         covariance=CovarianceOptions(kl_cov_coef=1.0, **ratios),
     )  # fmt: skip
-    verl_loss.take_mode_counts()  # nothing left over from other tests
+    verl_loss.take_step_counts()  # nothing left over from other tests
     with verl_loss.micro_batch(selection):
         torch.manual_seed(11 + seed)
         ours, _ = get_policy_loss_fn(f"ict_{mode}")(old, new, adv, mask.long(), AGG[agg], config)
     (grad,) = torch.autograd.grad(ours, new)
-    counts = verl_loss.take_mode_counts()
+    counts = verl_loss.take_step_counts()
     assert counts["loss_mode/changed_tokens"] == max(1, int(0.05 * int(mask.sum())))
     torch.testing.assert_close(ours.detach(), ref.detach(), rtol=1e-6, atol=1e-7)
     torch.testing.assert_close(grad, ref_grad, rtol=1e-6, atol=1e-7)
     # ict.loss's own function (the native trainer's) gives the same, with the same clip range
     torch.manual_seed(11 + seed)
-    native, _ = policy_loss(
+    native, native_metrics = policy_loss(
         new, old, adv, mask, None, loss_mode=mode, loss_agg=agg, eps_low=clip[0],
         eps_high=clip[1], max_response_length=mask.shape[1], **ratios,
     )  # fmt: skip
     torch.testing.assert_close(native.detach(), ref.detach(), rtol=1e-6, atol=1e-7)
+    # the step's clip fraction (ratio clip region over M), as the native loss reports it
+    assert counts["clip_fraction"] == pytest.approx(native_metrics["clip_fraction"])
+    assert native_metrics["clip_fraction"] > 0 or clip == (1.0, 1.0)
 
 
 def test_the_vanilla_plugin_loss_keeps_verls_dual_clip():

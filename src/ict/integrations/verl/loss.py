@@ -16,10 +16,11 @@ mask of l * selected (denominator = valid tokens, as verl counts them).
 The method's loss mode (clip_cov, kl_cov: `ict.loss.modes.apply_loss_mode`, the one definition,
 on this micro-batch's loss tokens M, as verl's own `compute_policy_loss_clip_cov/kl_cov` and the
 native trainer; Clip-Cov draws from torch's global generator, as verl) changes l before the
-aggregation. Its counts (tokens changed, |M|) add up over the loss calls of the current thread
-until `take_mode_counts()` (metrics.wrap_train_batch's, after the step's last update, summed over
-ranks), which turns them into the `loss_mode/*` metrics (ict.loss.modes.loss_mode_metrics): verl
-averages whatever a loss returns, so a per-call count would not add up to the step's. Within
+aggregation. Its counts (tokens changed, |M|) and the ratio-clipped tokens add up over the loss
+calls of the current thread until `take_step_counts()` (metrics.wrap_train_batch's, after the
+step's last update, summed over ranks), which turns them into `clip_fraction` and the
+`loss_mode/*` metrics (ict.loss.modes.loss_mode_metrics): verl averages whatever a loss returns,
+so a per-call count would not add up to the step's. Within
 `on_policy()` (the step's first update) the old log-probs are the current ones, detached.
 
 The entropy bonus is computed here too, `- entropy_coef * agg(H on M)` with the same
@@ -144,28 +145,33 @@ def on_policy():
         _local.on_policy = False
 
 
-def _add_mode_counts(mode: str, covariance: CovarianceOptions, changed: int, tokens: int):
-    counts = getattr(_local, "mode_counts", None)
+def _add_step_counts(selection: MicroBatchSelection, clipped: int, changed: int, tokens: int):
+    counts = getattr(_local, "step_counts", None)
     if counts is None:
-        counts = _local.mode_counts = {"mode": mode, "covariance": covariance, "n": [0, 0]}
-    counts["n"][0] += changed
-    counts["n"][1] += tokens
+        counts = _local.step_counts = {
+            "mode": selection.loss_mode, "covariance": selection.covariance, "n": [0, 0, 0],
+        }  # fmt: skip
+    for i, n in enumerate((clipped, changed, tokens)):
+        counts["n"][i] += n
 
 
-def take_mode_counts(reduce=None) -> dict[str, float]:
-    """The loss mode's metrics (ict.loss.modes.loss_mode_metrics) over the loss calls of this
-    thread since the last call, and reset: {} when no loss-mode call ran. `reduce` sums a
-    float64 [2] tensor (changed, |M|) over data-parallel ranks (the engine hook passes its
+def take_step_counts(reduce=None) -> dict[str, float]:
+    """The step metrics counted over the loss calls of this thread since the last call, and reset:
+    `clip_fraction` (ratio-clipped loss tokens / loss tokens M) and the loss mode's
+    (ict.loss.modes.loss_mode_metrics); {} when no loss call ran. `reduce` sums a float64 [3]
+    tensor (clipped, changed, |M|) over data-parallel ranks (metrics.wrap_train_batch passes its
     all-reduce)."""
-    counts = getattr(_local, "mode_counts", None)
-    _local.mode_counts = None
+    counts = getattr(_local, "step_counts", None)
+    _local.step_counts = None
     if counts is None:
         return {}
     totals = torch.tensor(counts["n"], dtype=torch.float64)
     if reduce is not None:
         totals = reduce(totals)
-    changed, tokens = (int(x) for x in totals.tolist())
-    return loss_mode_metrics(counts["mode"], counts["covariance"], changed, tokens)
+    clipped, changed, tokens = (int(x) for x in totals.tolist())
+    out = {"clip_fraction": clipped / tokens if tokens else float("nan")}
+    out.update(loss_mode_metrics(counts["mode"], counts["covariance"], changed, tokens))
+    return out
 
 
 def _masked_mean(x: Tensor, mask: Tensor) -> Tensor:
@@ -272,9 +278,10 @@ def ict_policy_loss(
         )
         loss = loss - selection.entropy_coef * bonus
         metrics["ict/entropy"] = _masked_mean(entropy.detach(), maskf).item()
-    if selection.loss_mode != "vanilla":  # counted over the step's calls (take_mode_counts)
-        n_changed, n_mask = int((changed & mask).sum()), int(mask.sum())
-        _add_mode_counts(selection.loss_mode, selection.covariance, n_changed, n_mask)
+    # counted over the step's calls (take_step_counts): clipped, changed by the mode, |M|
+    _add_step_counts(
+        selection, int((clipped & mask).sum()), int((changed & mask).sum()), int(mask.sum())
+    )
 
     metrics.update({
         "actor/pg_clipfrac": _masked_mean(clipped.float(), maskf).item(),

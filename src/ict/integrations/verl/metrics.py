@@ -1,14 +1,15 @@
 """The per-step metrics every engine logs, on verl, under the same keys: `grad_norm`,
-`update/param_change_rel`, `zero_variance_share` and the loss mode's `loss_mode/changed_tokens`,
-`loss_mode/changed_rate`, `loss_mode/nominal_rate` (ict.metrics, ict.loss.modes).
+`update/param_change_rel`, `clip_fraction`, `zero_variance_share` and the loss mode's
+`loss_mode/changed_tokens`, `loss_mode/changed_rate`, `loss_mode/nominal_rate` (ict.metrics,
+ict.loss.modes).
 
 Worker side, `wrap_train_batch` (around the engine's `train_batch`, one update of one mini-batch;
 only for batches that carry an ict selection): at the step's first update a snapshot of the
 parameters (ict.metrics.ParamChange), and that update runs on-policy (loss.on_policy: its old
 log-probs are the update pass's own, as on the native trainer and TRL); after its last update
-(the mini-batch on which verl sets `update_lr_scheduler`) the relative change of the weights and
-the loss mode's counts over every loss call of the step (loss.take_mode_counts), both summed over
-the data-parallel ranks, in that mini-batch's metrics.
+(the mini-batch on which verl sets `update_lr_scheduler`) the relative change of the weights, the
+clip fraction and the loss mode's counts over every loss call of the step
+(loss.take_step_counts), all summed over the data-parallel ranks, in that mini-batch's metrics.
 
 Driver side, `driver_metrics` (on the metrics `_update_actor` returns, before verl reduces them):
 those keys without verl's "actor/" prefix; `grad_norm` the mean over the step's updates of verl's
@@ -28,8 +29,8 @@ import torch
 from . import loss as ict_loss
 
 _CHANGE_ATTR = "_ict_param_change"
-STEP_KEYS = ("update/param_change_rel", "loss_mode/changed_tokens", "loss_mode/changed_rate",
-             "loss_mode/nominal_rate")  # fmt: skip
+STEP_KEYS = ("update/param_change_rel", "clip_fraction", "loss_mode/changed_tokens",
+             "loss_mode/changed_rate", "loss_mode/nominal_rate")  # fmt: skip
 
 
 def _local(param: torch.Tensor) -> torch.Tensor:
@@ -54,8 +55,9 @@ def _dp_sum(engine):
 
 
 def wrap_train_batch(original):
-    """The engine's `train_batch` with the step's `update/param_change_rel` and `loss_mode/*`
-    added to the metrics of its last mini-batch (module docstring)."""
+    """The engine's `train_batch`: the step's first update on-policy, and the step's
+    `update/param_change_rel`, `clip_fraction` and `loss_mode/*` added to the metrics of its last
+    mini-batch (module docstring)."""
     from ict.metrics import ParamChange
 
     @functools.wraps(original)
@@ -67,14 +69,14 @@ def wrap_train_batch(original):
         first = getattr(self, _CHANGE_ATTR, None) is None  # the step's first update
         if first:
             setattr(self, _CHANGE_ATTR, ParamChange(_local(p) for p in self.module.parameters()))
-            ict_loss.take_mode_counts()  # count this step's loss calls only
+            ict_loss.take_step_counts()  # count this step's loss calls only
         with ict_loss.on_policy() if first else contextlib.nullcontext():
             outputs = original(self, data, loss_function)
         if tu.get_non_tensor_data(data, "update_lr_scheduler", False):  # the step's last update
             change, reduce = getattr(self, _CHANGE_ATTR), _dp_sum(self)
             setattr(self, _CHANGE_ATTR, None)
             step = {"update/param_change_rel": change.relative(reduce)}
-            step.update(ict_loss.take_mode_counts(reduce))
+            step.update(ict_loss.take_step_counts(reduce))
             if outputs is not None and "metrics" in outputs:
                 outputs["metrics"].update(step)
         return outputs
