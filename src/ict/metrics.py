@@ -85,6 +85,48 @@ def token_metrics(
     return out
 
 
+class ParamChange:
+    """`update/param_change_rel` = ||theta_after - theta_before|| / ||theta_before||: how far a
+    step's updates moved the weights, relative to their size (one engine-independent key).
+
+    One snapshot of the trainable parameters when built (`ParamChange(params)`, before the step's
+    first update), one pass over them in `sums()` after its last: the cost of one parameter copy
+    per step, nothing per micro-batch. Norms accumulate in float64 over every tensor.
+
+        change = ParamChange(model.parameters())
+        ...  # the step's optimizer updates
+        rel = change.relative()
+
+    Sharded parameters (FSDP, one shard per process): pass `reduce`, a function that sums a
+    float64 tensor over processes; replicated parameters (DDP) may be summed too (the ratio is
+    unchanged). Shards of size 0 (ZeRO-3 placeholders) contribute nothing."""
+
+    def __init__(self, params):
+        self.params = [p for p in params if p.requires_grad]
+        self.before = [p.detach().clone() for p in self.params]
+
+    @torch.no_grad()
+    def sums(self) -> Tensor:
+        """float64 [2]: (sum of ||theta - theta_before||^2, sum of ||theta_before||^2), this
+        process's tensors."""
+        device = self.params[0].device if self.params else "cpu"
+        out = torch.zeros(2, dtype=torch.float64, device=device)
+        for p, b in zip(self.params, self.before, strict=True):
+            if b.numel() == 0:
+                continue
+            out[0] += torch.linalg.vector_norm((p.detach() - b).double()).square()
+            out[1] += torch.linalg.vector_norm(b.double()).square()
+        return out
+
+    def relative(self, reduce=None) -> float:
+        """The relative change (0.0 for parameters of norm 0); frees the snapshot."""
+        sums = self.sums()
+        if reduce is not None:
+            sums = reduce(sums)
+        self.before = []
+        return float(sums[0].sqrt() / sums[1].sqrt()) if float(sums[1]) > 0 else 0.0
+
+
 def sorted_score_curve(scores: Tensor, mask: Tensor, points: int = 101) -> list[float]:
     """The paper's sorted-score curve: the valid scores sorted in decreasing order, sampled at
     `points` evenly spaced quantiles of rank (index 0 = the highest score; the 10% mark is at

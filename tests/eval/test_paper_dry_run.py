@@ -37,6 +37,8 @@ def test_paper_preset_configs_are_valid(size):
         "seq_mean_token_mean",
     )
     assert TrainConfig(**preset.cell_train("entropy")).resolved().ratio == 0.2
+    # verl's GRPO recipe's KL term, on every valid token, for every method
+    assert (ict.kl_coef, ict.kl_estimator, ict.kl_on) == (0.001, "low_var_kl", "valid")
 
 
 def test_paper_preset_errors():

@@ -1,13 +1,13 @@
-"""Same semantics everywhere: every engine turns the fixed cases into the native selection and loss.
+"""Same semantics everywhere: every engine turns the fixed cases into the native selection, loss
+and gradient.
 
-The cases live in `ict.integrations.cases` (pure tensors). An engine is a function
-`case -> (selected bool[B, T], loss scalar)`; `assert_matches_native` compares it with the native
-path (ict.stats -> ict.select -> ict.loss). The verl engine runs the same cases in the verl
-environment (tests/integrations/test_verl*.py):
-
-    from ict.integrations.cases import assert_matches_native, equivalence_cases
-    for case in equivalence_cases():
-        assert_matches_native(case, *verl_path(case))
+The cases live in `ict.integrations.cases` (pure tensors). The TRL engine runs each case through
+ICTGRPOTrainer's own code and TRL's own forward of a tiny model
+(`_get_per_token_logps_and_entropies`, not a stub), with old log-probabilities that give the
+case's ratios; the native reference is the native trainer's forward and loss on the same model
+(`native_gradient`): the selection must be equal, the loss and every parameter's gradient equal
+to float32 tolerance. The verl engine runs the same cases in the verl environment
+(tests/integrations/verl_plugin/test_verl_equivalence.py), through verl's engine.
 """
 
 from __future__ import annotations
@@ -22,9 +22,12 @@ from ict.integrations.cases import (
     DEFAULT_OPTIONS,
     LOSS_SEED,
     METHOD_OPTION_KEYS,
-    assert_matches_native,
+    assert_gradients_match,
+    case_delta,
     equivalence_cases,
+    native_gradient,
     native_reference,
+    native_selection,
 )
 from ict.methods import get_method
 
@@ -152,19 +155,41 @@ def trl_args(trainer, case, **extra):
     return args
 
 
-def trl_batch(trainer, case, rows):
-    """TRL's micro-batch dict for `rows` of the case, with ict's statistics of the old policy."""
+PROMPT_LEN = 3
+
+
+def model_inputs(case):
+    """The case's responses after a fixed unpadded prompt of PROMPT_LEN tokens: (prompt [B, P],
+    input_ids [B, P + T], attention_mask [B, P + T])."""
+    B = case.tokens.size(0)
+    prompt = torch.arange(B * PROMPT_LEN).view(B, PROMPT_LEN) % 11 + 20  # ids of the tiny vocab
+    ids = torch.cat([prompt, case.tokens], dim=1)
+    return prompt, ids, torch.cat([torch.ones_like(prompt), case.mask.long()], dim=1)
+
+
+def native_for(trainer, case, selected):
+    """native_gradient on the trainer's model, at TRL's sampling temperature (its fused head's):
+    (gradients, old log-probs [B, T], loss)."""
+    _, ids, attn = model_inputs(case)
+    return native_gradient(
+        case, trainer.model, ids, attn, selected, temperature=trainer.temperature
+    )
+
+
+def trl_batch(trainer, case, rows, old_logprob):
+    """TRL's micro-batch dict for `rows` of the case, with ict's statistics of the old policy and
+    the given old log-probs (TRL keeps them when an update is off-policy)."""
     stats = trainer.ict_stats_from_hidden(
         case.hidden, case.lm_head_weight, None, case.tokens, case.mask, case.group_ids
     )
-    n = len(rows)
+    prompt, _, _ = model_inputs(case)
     return {
-        "prompt_ids": torch.zeros(n, 1, dtype=torch.long),
-        "prompt_mask": torch.ones(n, 1, dtype=torch.long),
+        "prompt_ids": prompt[rows],
+        "prompt_mask": torch.ones_like(prompt[rows]),
         "completion_ids": case.tokens[rows],
         "completion_mask": case.mask[rows].long(),
         "advantages": case.advantages[rows],
-        "old_per_token_logps": case.old_logprob[rows],
+        "old_per_token_logps": old_logprob[rows],
         "num_items_in_batch": case.mask.sum(),  # TRL's own: the generation batch's valid tokens
         "ict_row": rows,
         **{f"ict_{f}": None if getattr(stats, f) is None else getattr(stats, f)[rows]
@@ -172,39 +197,49 @@ def trl_batch(trainer, case, rows):
     }  # fmt: skip
 
 
-def trl_loss(trainer, case, batch):
+def trl_loss(trainer, batch, micro_batch=None):
     """ICTGRPOTrainer's `_compute_loss` on a micro-batch (TRL's loss, or ict's for a loss mode or
-    an entropy bonus), with the case's current log-probs and entropies in place of TRL's forward.
-    Clip-Cov's draw: torch's global generator seeded with LOSS_SEED, as native_reference does."""
-    rows = batch["ict_row"]
-    logprob = case.logprob[rows].clone().requires_grad_(True)
-    original = trainer._get_per_token_logps_and_entropies
-    trainer._get_per_token_logps_and_entropies = lambda *args, **kw: (
-        logprob, case.entropy[rows].clone(), None,
-    )  # fmt: skip
-    try:
-        torch.manual_seed(LOSS_SEED)
-        return trainer._compute_loss(trainer.model, batch)
-    finally:
-        trainer._get_per_token_logps_and_entropies = original
+    an entropy bonus), through TRL's own forward of the trainer's model
+    (`_get_per_token_logps_and_entropies`). micro_batch: its index in the generation batch's
+    cycle (TRL's `_step`; the first optimizer step's micro-batches run on-policy). Clip-Cov's
+    draw: torch's global generator seeded with LOSS_SEED, as native_loss does."""
+    if micro_batch is not None:
+        trainer._step = micro_batch
+    torch.manual_seed(LOSS_SEED)
+    return trainer._compute_loss(trainer.model, batch)
+
+
+def grads_of(trainer, loss, retain_graph=False):
+    params = [p for p in trainer.model.parameters() if p.requires_grad]
+    grads = torch.autograd.grad(loss, params, allow_unused=True, retain_graph=retain_graph)
+    return [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads, strict=True)]
 
 
 def trl_path(trainer, case):
     """Run a case through ICTGRPOTrainer's own code: its config resolution, its statistics call,
-    its per-step selection and normaliser (`_ict_apply_selection`) and TRL's loss (`_compute_loss`)
-    on the case's log-probs, at the case's rollout batch (`state.global_step`)."""
+    its per-step selection and normaliser (`_ict_apply_selection`) and its loss through TRL's
+    forward, at the case's rollout batch (`state.global_step`). Returns (selected, loss,
+    gradients) and the native (loss, gradients) on the same model."""
     trl_args(trainer, case)
     trainer.state.global_step = case.options["step"] - 1  # one optimizer step per generation batch
     trainer.current_gradient_accumulation_steps = 1
-    batch = trl_batch(trainer, case, torch.arange(case.tokens.size(0)))
+    want_grads, old, want_loss = native_for(trainer, case, native_selection(case))
+    batch = trl_batch(trainer, case, torch.arange(case.tokens.size(0)), old)
     trainer._ict_apply_selection([batch], "train")
-    return batch["ict_selected"], trl_loss(trainer, case, batch)
+    loss = trl_loss(trainer, batch)
+    return (batch["ict_selected"], loss, grads_of(trainer, loss)), (want_loss, want_grads)
 
 
 @pytest.mark.trl
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_trl_matches_native(trl_trainer, case):
-    assert_matches_native(case, *trl_path(trl_trainer, case))
+    """Selection, loss value and parameter gradient through TRL's forward equal the native
+    trainer's (its forward, ict.loss) for every registered method and case."""
+    (selected, loss, grads), (want_loss, want_grads) = trl_path(trl_trainer, case)
+    assert torch.equal(selected.bool(), native_selection(case))
+    torch.testing.assert_close(loss.detach(), want_loss, atol=1e-6, rtol=1e-5)
+    assert_gradients_match(case, grads, want_grads)
+    assert any(float(g.abs().max()) > 0 for g in want_grads)  # not vacuous
 
 
 @pytest.mark.trl
@@ -213,9 +248,9 @@ def test_trl_matches_native(trl_trainer, case):
 def test_trl_matches_native_when_a_generation_batch_spans_two_optimizer_steps(trl_trainer, name):
     """steps_per_generation = 4, gradient_accumulation_steps = 2: one generation batch, split by
     TRL into 4 micro-batches, feeds 2 optimizer steps. Each optimizer step's loss (the sum of its
-    2 micro-batch losses, TRL's accumulation) equals the native loss of a mini-batch of those rows:
-    the same selection, normalised over exactly that update's rows (TRL's micro-batches are
-    shuffled rows, here a fixed permutation)."""
+    2 micro-batch losses, TRL's accumulation) and its gradient equal the native ones of a
+    mini-batch of those rows: the same selection, normalised over exactly that update's rows
+    (TRL's micro-batches are shuffled rows, here a fixed permutation)."""
     from ict.loss import policy_loss
 
     case = case_named(name)
@@ -225,11 +260,19 @@ def test_trl_matches_native_when_a_generation_batch_spans_two_optimizer_steps(tr
     assert trl_trainer.ict_rollout_batch() == case.options["step"]
     trl_trainer.current_gradient_accumulation_steps = 2
     trl_trainer.model.train()  # TRL's loss reads the mode (train: accumulated)
+    want_selected = native_selection(case)
+    _, ids, attn = model_inputs(case)
+    where = torch.zeros_like(ids, dtype=torch.bool)
+    where[:, -case.mask.size(1) :] = case.mask
+    from ict.train.logprobs import policy_logprobs
+
+    logprob = policy_logprobs(trl_trainer.model, ids, attn, where,
+                              temperature=trl_trainer.temperature)[0][:, -case.mask.size(1) :]  # fmt: skip
+    old = torch.where(case.mask, logprob.detach() - case_delta(case), 0.0)
     B = case.tokens.size(0)
     rows = torch.randperm(B, generator=torch.Generator().manual_seed(5)).chunk(4)
-    chunks = [trl_batch(trl_trainer, case, r) for r in rows]
+    chunks = [trl_batch(trl_trainer, case, r, old) for r in rows]
     trl_trainer._ict_apply_selection(chunks, "train")
-    want_selected, _ = native_reference(case)
     got = torch.zeros_like(case.mask)
     for r, c in zip(rows, chunks, strict=True):
         got[r] = c["ict_selected"]
@@ -240,33 +283,44 @@ def test_trl_matches_native_when_a_generation_batch_spans_two_optimizer_steps(tr
         method.loss_agg == get_method(case.options["method"]).resolved().loss_agg
         or case.options["loss_agg"] == method.loss_agg
     )
-    for window in (0, 1):
-        step_rows = torch.cat(rows[2 * window : 2 * window + 2])
-        trl = sum(trl_loss(trl_trainer, case, c) for c in chunks[2 * window : 2 * window + 2])
-        native, _ = policy_loss(
-            case.logprob[step_rows], case.old_logprob[step_rows], case.advantages[step_rows],
-            case.mask[step_rows], want_selected[step_rows], eps_low=0.2, eps_high=0.28,
-            loss_agg=method.loss_agg, normalize_by=method.normalize_by,
-            max_response_length=case.mask.size(1),
-        )  # fmt: skip
-        torch.testing.assert_close(trl.detach(), native.detach(), atol=1e-6, rtol=1e-5)
-    trl_trainer.model.eval()
+    try:
+        for window in (0, 1):
+            step_rows = torch.cat(rows[2 * window : 2 * window + 2])
+            parts = range(2 * window, 2 * window + 2)
+            trl = sum(trl_loss(trl_trainer, chunks[j], micro_batch=j) for j in parts)
+            # the generation batch's first optimizer step is on-policy: rho exactly 1
+            step_old = logprob.detach() if window == 0 else old
+            native, _ = policy_loss(
+                logprob[step_rows], step_old[step_rows], case.advantages[step_rows],
+                case.mask[step_rows], want_selected[step_rows], eps_low=0.2, eps_high=0.28,
+                loss_agg=method.loss_agg, normalize_by=method.normalize_by,
+                max_response_length=case.mask.size(1),
+            )  # fmt: skip
+            torch.testing.assert_close(trl.detach(), native.detach(), atol=1e-6, rtol=1e-5)
+            want = grads_of(trl_trainer, native, retain_graph=True)  # one native forward
+            assert_gradients_match(case, grads_of(trl_trainer, trl), want)
+    finally:
+        trl_trainer.model.eval()
 
 
 @pytest.mark.trl
 @pytest.mark.parametrize("name", ["method_kl_cov", "method_entropy_bonus", "clip_cov_wide_window",
-                                  "ict_with_entropy_bonus"])  # fmt: skip
+                                  "ict_with_entropy_bonus", "ict_with_kl_cov"])  # fmt: skip
 def test_trl_ict_loss_matches_native_when_an_optimizer_step_spans_two_micro_batches(
     trl_trainer, name
 ):
     """ict's own loss in TRL (a loss mode or an entropy bonus) with steps_per_generation = 4 and
     gradient_accumulation_steps = 2: each optimizer step's loss (the sum of its 2 micro-batch
-    losses) equals the native trainer's mini-batch loss over the same micro-batches: each
-    micro-batch one `policy_loss` call (the loss mode's covariance and token counts are per call,
-    on every engine) with the mini-batch's normaliser (`LossConfig.denominator`)."""
+    losses) and its gradient through TRL's forward equal the native trainer's mini-batch loss
+    over the same micro-batches: each micro-batch one `policy_loss` call (the loss mode's
+    covariance and token counts are per call, on every engine) with the mini-batch's normaliser
+    (`LossConfig.denominator`). The generation batch's first optimizer step is on-policy (its
+    ratio exactly 1), the second uses TRL's old log-probs. The loss mode's counts are logged once
+    per optimizer step, summed over its micro-batches."""
     from ict.integrations.cases import case_loss_config
     from ict.integrations.trl import ict_computes_loss
     from ict.loss import policy_loss
+    from ict.train.logprobs import policy_logprobs
 
     case = case_named(name)
     trl_args(trl_trainer, case, gradient_accumulation_steps=2, steps_per_generation=4)
@@ -274,45 +328,68 @@ def test_trl_ict_loss_matches_native_when_an_optimizer_step_spans_two_micro_batc
     trl_trainer.state.global_step = 2 * (case.options["step"] - 1)
     trl_trainer.current_gradient_accumulation_steps = 2
     trl_trainer.model.train()
+    _, ids, attn = model_inputs(case)
+    T = case.mask.size(1)
+    where = torch.zeros_like(ids, dtype=torch.bool)
+    where[:, -T:] = case.mask
+    logprob, entropy = policy_logprobs(trl_trainer.model, ids, attn, where, with_entropy=True,
+                                       temperature=trl_trainer.temperature)  # fmt: skip
+    logprob, entropy = logprob[:, -T:], entropy[:, -T:]
+    old = torch.where(case.mask, logprob.detach() - case_delta(case), 0.0)
     B = case.tokens.size(0)
     rows = torch.randperm(B, generator=torch.Generator().manual_seed(5)).chunk(4)
-    chunks = [trl_batch(trl_trainer, case, r) for r in rows]
+    chunks = [trl_batch(trl_trainer, case, r, old) for r in rows]
     trl_trainer._ict_apply_selection(chunks, "train")
-    want_selected, _ = native_reference(case)
+    want_selected = native_selection(case)
     import dataclasses
 
     config = dataclasses.replace(  # native_reference's constant of Dr. GRPO: the case's width
-        case_loss_config(case.options), max_response_length=case.mask.size(1)
+        case_loss_config(case.options), max_response_length=T
     )
     assert config == trl_trainer.ict_loss_config(trl_trainer.args.ict_method())
+    trl_trainer._metrics["train"].clear()
+    changed = []
     try:
         for window in (0, 1):
             parts = range(2 * window, 2 * window + 2)
             step_rows = torch.cat([rows[j] for j in parts])
             denominator = config.denominator(case.mask[step_rows], want_selected[step_rows])
-            trl = sum(trl_loss(trl_trainer, case, chunks[j]) for j in parts)
-            native = 0.0
+            trl = sum(trl_loss(trl_trainer, chunks[j], micro_batch=j) for j in parts)
+            step_old = logprob.detach() if window == 0 else old  # the first step: on-policy
+            native, window_changed = 0.0, 0
             for j in parts:
                 r = rows[j]
                 torch.manual_seed(LOSS_SEED)
-                part, _ = policy_loss(
-                    case.logprob[r], case.old_logprob[r], case.advantages[r], case.mask[r],
-                    want_selected[r], config, entropy=case.entropy[r], denominator=denominator,
+                part, metrics = policy_loss(
+                    logprob[r], step_old[r], case.advantages[r], case.mask[r], want_selected[r],
+                    config, entropy=entropy[r], denominator=denominator,
                 )  # fmt: skip
                 native = native + part
+                window_changed += metrics.get("loss_mode/changed_tokens", 0)
+            changed.append(window_changed)
             torch.testing.assert_close(trl.detach(), native.detach(), atol=1e-6, rtol=1e-5)
+            want = grads_of(trl_trainer, native, retain_graph=True)  # one native forward
+            assert_gradients_match(case, grads_of(trl_trainer, trl), want)
         # not vacuous: the loss mode or the bonus changes the value
         plain = sum(
-            policy_loss(case.logprob[rows[j]], case.old_logprob[rows[j]], case.advantages[rows[j]],
+            policy_loss(logprob[rows[j]], step_old[rows[j]], case.advantages[rows[j]],
                         case.mask[rows[j]], want_selected[rows[j]], config, loss_mode="vanilla",
                         entropy_coef=0.0, denominator=denominator)[0]
             for j in (2, 3)
         )  # fmt: skip
         assert not torch.allclose(plain.detach(), native.detach())
         logged = trl_trainer._metrics["train"]
-        assert logged["entropy"] and logged["clip_ratio/region_mean"]
-        if config.loss_mode != "vanilla":
-            assert logged["loss_mode_fraction"] and max(logged["loss_mode_fraction"]) > 0
+        assert logged["entropy"] and logged["clip_ratio/region_mean"] and logged["clip_fraction"]
+        if config.loss_mode != "vanilla":  # one value per optimizer step: its micro-batches' sum
+            assert logged["loss_mode/changed_tokens"] == changed and sum(changed) > 0
+            tokens = [int((case.mask & want_selected)[torch.cat(rows[2 * w : 2 * w + 2])].sum())
+                      for w in (0, 1)]  # fmt: skip
+            rates = [c / t for c, t in zip(changed, tokens, strict=True)]
+            assert logged["loss_mode/changed_rate"] == pytest.approx(rates)
+            assert logged["loss_mode/nominal_rate"] == [config.covariance.kl_cov_ratio
+                if config.loss_mode == "kl_cov" else config.covariance.clip_cov_ratio] * 2  # fmt: skip
+        else:
+            assert "loss_mode/changed_tokens" not in logged
     finally:
         trl_trainer.model.eval()
         trl_trainer._metrics["train"].clear()

@@ -60,7 +60,9 @@ def test_check_trl_version():
         (dict(dense_warmup_steps=-1), "dense_warmup_steps=-1 must be an integer >= 0"),
         (dict(selector_options={"alpha": 1}), r"selector_options \['alpha'\] are not options"),
         # ict's own loss (a loss mode or an entropy bonus) refuses what it does not compute
-        (dict(method="kl_cov", beta=0.04), r"kl_cov.* runs ict's loss.*beta=0.04.*set beta=0.0"),
+        # ict's loss computes TRL's KL term (beta) itself, without TRL's importance weighting
+        (dict(method="kl_cov", beta=0.04), r"kl_cov.* runs ict's loss.*set use_bias_correction_kl"),
+        (dict(method="clip_cov", delta=3.0), r"no dual clip.*set delta=None"),
         (dict(method="clip_cov", use_vllm=True), "vllm_importance_sampling_correction=False"),
         (dict(method="entropy_bonus", use_adaptive_entropy=True), "use_adaptive_entropy=False"),
         (dict(method="clip_cov", use_adaptive_entropy=True), "use_adaptive_entropy=False"),
@@ -68,7 +70,6 @@ def test_check_trl_version():
         (dict(method="kl_cov", importance_sampling_level="sequence"), "level='token'"),
         (dict(method="clip_cov", off_policy_mask_threshold=0.5), "off_policy_mask_threshold=None"),
         (dict(method="kl_cov", top_entropy_quantile=0.2), "set top_entropy_quantile=1.0"),
-        (dict(method="ict", loss_mode="clip_cov", beta=0.1), "beta=0.1"),
         (
             dict(method="entropy_bonus", gradient_accumulation_steps=2, steps_per_generation=3),
             "steps_per_generation=3 is not a multiple",
@@ -108,6 +109,14 @@ def test_config_maps_loss_agg_and_defaults(tmp_path):
         "global",
         "js_top",
     )
+    # the clip range: TRL's epsilon / epsilon_high, None = the method's (its authors')
+    for name, clip in (("entropy", (0.2, 0.28)), ("clip_cov", (1.0, 1.0)), ("kl_cov", (0.2, 0.28))):
+        args = ICTGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], method=name)
+        m = args.ict_method()
+        assert (args.epsilon, args.epsilon_high) == clip == (m.eps_low, m.eps_high)
+    args = ICTGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], method="clip_cov",
+                         epsilon_high=0.28)  # fmt: skip
+    assert (args.epsilon, args.epsilon_high, args.ict_method().eps_high) == (1.0, 0.28, 0.28)
     # every method runs its own aggregation: random_sequence's is ICT's per-response mean
     for name in ("random_sequence", "ict_kl", "ict_bottom", "grpo", "entropy", "stapo"):
         args = ICTGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], method=name)
@@ -187,7 +196,17 @@ def test_trl_runs_icts_loss_for_loss_modes_and_the_entropy_bonus(tmp_path, metho
     assert isinstance(config, LossConfig)
     logged = trainer.state.log_history[0]
     assert "entropy" in logged and "clip_ratio/region_mean" in logged
-    assert ("loss_mode_fraction" in logged) == (method == "kl_cov")
+    # the step keys every engine logs (TRL: per optimizer step); grad_norm is transformers' own,
+    # the total norm before clipping
+    for key in ("grad_norm", "clip_fraction", "update/param_change_rel", "zero_variance_share"):
+        assert key in logged, key
+    assert logged["clip_fraction"] == logged["clip_ratio/region_mean"]
+    assert logged["zero_variance_share"] == logged["frac_reward_zero_std"]
+    assert logged["update/param_change_rel"] > 0
+    assert ("loss_mode/changed_tokens" in logged) == (method == "kl_cov")
+    if method == "kl_cov":  # the two micro-batches' changed tokens, at least one per call
+        assert logged["loss_mode/changed_tokens"] >= 2
+        assert logged["loss_mode/nominal_rate"] == trainer.args.kl_cov_ratio
     # TRL's `policy_loss` is the policy term: the logged loss minus the bonus (first step)
     policy = 0.0
     for rec in trainer.records[:2]:
@@ -198,6 +217,67 @@ def test_trl_runs_icts_loss_for_loss_modes_and_the_entropy_bonus(tmp_path, metho
                               entropy_coef=0.0, denominator=denominator)  # fmt: skip
         policy += float(part)
     assert logged["policy_loss"] == pytest.approx(policy, abs=1e-5)
+
+
+def test_trl_loss_mode_with_trls_kl_term(tmp_path):
+    """A loss mode with a KL term (beta): ict's loss adds TRL's KL (k3 to TRL's reference model,
+    over the loss tokens, the policy term's aggregation) next to the mode's policy term, which
+    the KL does not change; equal to ict.loss.policy_loss with kl_coef = beta, k3, kl_on =
+    selected, on TRL's own log-probs and reference log-probs."""
+    from _trl_helpers import tiny_config, toy_dataset, toy_reward
+
+    from ict.integrations.trl import ICTGRPOTrainer
+    from ict.testing import tiny_model_and_tokenizer
+
+    model, tokenizer = tiny_model_and_tokenizer(seed=0)
+    model.save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    cls = recording_trainer_class(ICTGRPOTrainer)
+    args = tiny_config(tmp_path / "run", method="kl_cov", kl_cov_ratio=0.2, beta=0.5,
+                       use_bias_correction_kl=False, max_steps=2)  # fmt: skip
+    trainer = cls(model=str(tmp_path / "model"), reward_funcs=toy_reward, args=args,
+                  train_dataset=toy_dataset(), processing_class=tokenizer)  # fmt: skip
+    trainer.train()
+    config = trainer.ict_loss_config(trainer.args.ict_method())
+    assert (config.kl_coef, config.kl_estimator, config.kl_on) == (0.5, "k3", "selected")
+    saw_kl = False
+    for rec in trainer.records:
+        inp = rec["inputs"]
+        ref = inp["ref_per_token_logps"]
+        kw = dict(entropy=rec["entropies"], denominator=float(inp["ict_loss_denominator"]))
+        want, metrics = policy_loss(rec["logps"], rec["logps"], inp["advantages"],
+                                    inp["completion_mask"].bool(), inp["ict_selected"], config,
+                                    ref_logprob=ref, **kw)  # fmt: skip
+        torch.testing.assert_close(rec["loss"], want.detach(), atol=1e-6, rtol=1e-5)
+        without, _ = policy_loss(rec["logps"], rec["logps"], inp["advantages"],
+                                 inp["completion_mask"].bool(), inp["ict_selected"], config,
+                                 kl_coef=0.0, **kw)  # fmt: skip
+        saw_kl = saw_kl or not torch.allclose(without, want)
+        assert metrics["loss_mode/changed_tokens"] >= 1
+    assert saw_kl  # the second step's policy has moved away from the reference
+    assert "kl" in trainer.state.log_history[0]
+
+
+def test_the_first_optimizer_step_of_a_generation_batch_is_on_policy(tmp_path):
+    """steps_per_generation = 2: one generation batch feeds 2 optimizer steps and TRL keeps old
+    log-probs. The first step (same weights as the generation) uses the current log-probs,
+    detached (rho exactly 1: KL-Cov's |log rho| penalty has no gradient there); the second the
+    old log-probs TRL kept."""
+    trainer = run_tiny(tmp_path, method="kl_cov", kl_cov_ratio=0.2, max_steps=2,
+                       steps_per_generation=2, per_device_train_batch_size=4)  # fmt: skip
+    config = trainer.ict_loss_config(trainer.args.ict_method())
+    assert len(trainer.records) == 2
+    for index, rec in enumerate(trainer.records):
+        inp = rec["inputs"]
+        assert inp["old_per_token_logps"] is not None  # TRL kept them for both
+        old = rec["logps"] if index == 0 else inp["old_per_token_logps"]
+        want, _ = policy_loss(rec["logps"], old, inp["advantages"], inp["completion_mask"].bool(),
+                              inp["ict_selected"], config, entropy=rec["entropies"],
+                              denominator=float(inp["ict_loss_denominator"]))  # fmt: skip
+        torch.testing.assert_close(rec["loss"], want.detach(), atol=0, rtol=0)
+    second = trainer.records[1]
+    moved = second["logps"] - second["inputs"]["old_per_token_logps"]
+    assert moved[second["inputs"]["completion_mask"].bool()].abs().max() > 1e-4  # not vacuous
 
 
 def test_trl_adaptive_entropy_is_trls_own_term(tmp_path):

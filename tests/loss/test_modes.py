@@ -54,7 +54,8 @@ def test_kl_cov_penalises_the_highest_covariance_token_by_hand():
     terms = [-a * math.exp(r) for a, r in zip([1, 1, 1, -1], log_ratio, strict=True)]
     terms[3] += 1.0 * abs(log_ratio[3])  # the KL-Cov penalty, coefficient 1
     assert float(loss.detach()) == pytest.approx(sum(terms) / 4, rel=1e-6)
-    assert metrics["loss_mode_fraction"] == pytest.approx(0.25)
+    assert metrics["loss_mode/changed_tokens"] == 1 and metrics["loss_mode/nominal_rate"] == 0.25
+    assert metrics["loss_mode/changed_rate"] == pytest.approx(0.25)
     # no ratio clip in KL-Cov: token 0's ratio e^0.1 is inside the clip anyway; check the gradient
     (grad,) = torch.autograd.grad(loss, lp)
     expected = [-math.exp(0.1) / 4, -math.exp(-0.1) / 4, -1 / 4, (math.exp(0.1) + 1) / 4]
@@ -80,7 +81,9 @@ def test_clip_cov_cuts_only_window_tokens_not_already_clipped():
     torch.testing.assert_close(grad[0, :3], grad_vanilla[0, :3])
     # its loss term is 0: -A rho for token 3 was +e^0.1, the rest is unchanged
     assert float((vanilla - loss).detach()) == pytest.approx(math.exp(0.1) / 4, rel=1e-6)
-    assert metrics["loss_mode_fraction"] == pytest.approx(0.25)
+    assert metrics["loss_mode/changed_tokens"] == 1
+    assert metrics["loss_mode/changed_rate"] == pytest.approx(0.25)
+    assert metrics["loss_mode/nominal_rate"] == 0.5
 
 
 def test_clip_cov_draws_with_the_given_generator():
@@ -109,6 +112,22 @@ def test_empty_mask_and_vanilla_are_unchanged():
     for mode in ("clip_cov", "kl_cov"):
         loss, _ = policy_loss(lp, old, adv, empty, None, LossConfig(loss_mode=mode))
         assert float(loss.detach()) == 0.0
+
+
+def test_the_count_floor_of_one_token():
+    """max(1, int(r |M|)): at the published ratios one token per loss call until |M| reaches
+    1 / r (5,000 tokens for Clip-Cov's 2e-4, 500 for KL-Cov's 2e-3); the metrics report it."""
+    from ict.loss.modes import loss_mode_metrics, mode_count
+
+    assert [mode_count(2e-4, n) for n in (1, 4999, 5000, 10_000)] == [1, 1, 1, 2]
+    assert [mode_count(2e-3, n) for n in (1, 499, 500, 1499, 1500)] == [1, 1, 1, 2, 3]
+    lp, old, adv, mask = _one_row()
+    _, metrics = policy_loss(lp, old, adv, mask, None, LossConfig(loss_mode="kl_cov"))
+    assert metrics["loss_mode/changed_tokens"] == 1  # 4 tokens x 2e-3 -> the floor
+    assert metrics["loss_mode/changed_rate"] == 0.25 == 125 * metrics["loss_mode/nominal_rate"]
+    assert loss_mode_metrics("vanilla", CovarianceOptions(), 0, 4) == {}
+    summed = loss_mode_metrics("clip_cov", CovarianceOptions(), 3, 0)
+    assert summed["loss_mode/changed_tokens"] == 3 and math.isnan(summed["loss_mode/changed_rate"])
 
 
 def test_reads_every_row_for_covariance_modes():

@@ -116,6 +116,39 @@ def test_kl_k1():
     assert loss.item() == pytest.approx(0.605 + 0.5 * k1)
 
 
+def test_kl_low_var_is_k3_clamped_at_ten():
+    """verl's low_var_kl: k3 where k3 <= 10 (equal to k3 here), clamped to 10 above it, with no
+    gradient there; d = log pi_ref - log pi."""
+    loss, m = run(ref_logprob=torch.zeros(2, 3), kl_coef=0.1, kl_estimator="low_var_kl")
+    _, m3 = run(ref_logprob=torch.zeros(2, 3), kl_coef=0.1, kl_estimator="k3")
+    assert m["kl"] == pytest.approx(m3["kl"]) and m["kl"] < 10
+    # one token with d = 4: k3 = e^4 - 5 = 49.6 -> 10, and its KL gradient is 0
+    logprob = torch.tensor([[-4.0]], requires_grad=True)
+    one = torch.ones(1, 1, dtype=torch.bool)
+    kw = dict(ref_logprob=torch.zeros(1, 1), kl_coef=1.0, loss_agg="token_mean")
+    loss, m = policy_loss(logprob, logprob.detach(), torch.zeros(1), one, None, **kw,
+                          kl_estimator="low_var_kl")  # fmt: skip
+    assert m["kl"] == pytest.approx(10.0)
+    (grad,) = torch.autograd.grad(loss, logprob)
+    assert float(grad) == 0.0
+    loss3, m3 = policy_loss(logprob, logprob.detach(), torch.zeros(1), one, None, **kw)
+    assert m3["kl"] == pytest.approx(math.exp(4) - 5)
+    (grad3,) = torch.autograd.grad(loss3, logprob)
+    assert float(grad3) == pytest.approx(-(math.exp(4) - 1))  # d k3 / d logprob = -(e^d - 1)
+
+
+def test_eps_low_one_means_no_lower_clip():
+    """eps_low = 1 (Clip-Cov's authors' clip range 1/1): the clip range is [0, 2]; a ratio of
+    0.1 with A < 0 is not clipped (the loss is -A rho, with its gradient)."""
+    logprob = torch.tensor([[math.log(0.1)]], requires_grad=True)
+    one = torch.ones(1, 1, dtype=torch.bool)
+    loss, m = policy_loss(logprob, torch.zeros(1, 1), torch.tensor([-1.0]), one, None,
+                          eps_low=1.0, eps_high=1.0)  # fmt: skip
+    assert loss.item() == pytest.approx(0.1) and m["clip_fraction"] == 0.0
+    (grad,) = torch.autograd.grad(loss, logprob)
+    assert float(grad) == pytest.approx(0.1)
+
+
 def test_entropy_bonus():
     ent = torch.tensor([[1.0, 2.0, 5.0], [3.0, 4.0, 9.0]])
     loss, m = run(entropy=ent, entropy_coef=0.01)
@@ -191,7 +224,8 @@ def test_per_token_advantages():
         (dict(kl_coef=0.1), ConfigError, "needs ref_logprob"),
         (dict(entropy_coef=0.1), ConfigError, "needs entropy"),
         (dict(dual_clip=1.0), ConfigError, "dual_clip must be > 1"),
-        (dict(eps_low=1.0), ConfigError, "eps_low"),
+        (dict(eps_low=1.01), ConfigError, "eps_low"),
+        (dict(loss_mode="clip_cov", dual_clip=3.0), ConfigError, "has no dual clip"),
         (dict(max_response_length=0), ConfigError, "max_response_length"),
         (dict(denominator=-1), ConfigError, "denominator"),
         (dict(ref_logprob=torch.zeros(2, 4)), DataError, "ref_logprob must have"),

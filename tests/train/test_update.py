@@ -188,3 +188,103 @@ def test_contributing_rows_and_loss_positions():
     kl_valid = LossConfig(kl_coef=0.1, kl_on="valid", normalize_by="valid")
     assert torch.equal(loss_positions(mask, selected, kl_valid), mask)
     assert contributing_rows(rows, adv, mask, kl_valid, group=1).tolist() == [0, 1, 2, 3]
+
+
+def test_step_metrics_count_every_loss_call_and_the_weight_change(batch):
+    """The loss mode's `loss_mode/*` keys sum over every loss call of the step (2 mini-batches x
+    2 micro-batches here: 4 KL-Cov calls, each changing max(1, int(0.1 |M|)) tokens), the rate is
+    changed / |M| over the step; `update/param_change_rel` is ||theta_after - theta_before|| /
+    ||theta_before|| over the step's two AdamW updates, checked against a copy taken by hand."""
+    import copy
+    from contextlib import nullcontext
+
+    from ict.loss.modes import mode_count
+    from ict.methods import selection_seed
+
+    model, rollout, advantages = batch
+    model = copy.deepcopy(model)
+    cfg = config_for(method="kl_cov", kl_cov_ratio=0.1, mini_batch_size=8)
+    loss_config = LossConfig.from_config(cfg, max_response_length=cfg.max_new_tokens)
+    _, old_logprob, _ = old_policy_pass(
+        model, None, rollout, cfg, cfg.method_settings(), torch.device("cpu"), nullcontext
+    )
+    mask = rollout.response_mask.bool()
+    before = [p.detach().clone() for p in model.parameters()]
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    metrics = update_policy(
+        Policy(model, optimizer, NoScheduler()),
+        UpdateBatch(rollout, old_logprob, advantages, mask.clone()),
+        cfg, loss_config, step=1, device=torch.device("cpu"), autocast=nullcontext,
+    )  # fmt: skip
+    assert metrics["update/updates"] == 2
+    # the 4 calls: mini-batches of 8 rows in the step's shuffled order, micro-batches of 4
+    generator = torch.Generator().manual_seed(selection_seed(0, 1))
+    units = torch.arange(16).view(-1, 4)[torch.randperm(4, generator=generator)]
+    calls = [chunk.flatten() for chunk in units.split(2)]
+    want = sum(mode_count(0.1, int(mask[rows].sum())) for c in calls for rows in c.split(4))
+    assert metrics["loss_mode/changed_tokens"] == want >= 4
+    assert metrics["loss_mode/changed_rate"] == pytest.approx(want / int(mask.sum()))
+    assert metrics["loss_mode/nominal_rate"] == 0.1
+    after = list(model.parameters())
+    num = sum(
+        float((a.detach() - b).double().square().sum()) for a, b in zip(after, before, strict=True)
+    )
+    den = sum(float(b.double().square().sum()) for b in before)
+    assert metrics["update/param_change_rel"] == pytest.approx((num / den) ** 0.5, rel=1e-9)
+    assert metrics["update/param_change_rel"] > 0
+    vanilla = update_policy(
+        Policy(model, optimizer, NoScheduler()),
+        UpdateBatch(rollout, old_logprob, advantages, mask.clone()),
+        config_for(), LossConfig(), step=1, device=torch.device("cpu"), autocast=nullcontext,
+    )  # fmt: skip
+    assert not any(k.startswith("loss_mode/") for k in vanilla)  # none for the vanilla loss
+
+
+@pytest.mark.parametrize("share_prompt", [True, False])
+def test_the_first_update_is_bit_exactly_on_policy(batch, share_prompt):
+    """Before the step's first optimizer step the weights are the old policy's: the update pass
+    (its own row subsets, column span, LM head on the loss positions, shared-prompt forward)
+    gives bit-identical log-probabilities to the old-policy pass, so the first mini-batch's
+    importance ratio is exactly 1 (max |log rho| = 0) and KL-Cov's |log rho| penalty has no
+    gradient there (METHOD.md, "Clip-Cov and KL-Cov"): by construction (the update's own
+    log-probs, detached, are the first update's old ones), also where the two passes round
+    differently (without the shared-prompt forward, 4.8e-7 on this batch). The second update
+    uses the old-policy pass's log-probs."""
+    from contextlib import nullcontext
+
+    import ict.train.update as update
+
+    model, rollout, advantages = batch
+    cfg = config_for(method="kl_cov", kl_cov_ratio=0.2, share_prompt=share_prompt,
+                     mini_batch_size=8)  # fmt: skip
+    loss_config = LossConfig.from_config(cfg, max_response_length=cfg.max_new_tokens)
+    _, old_logprob, _ = old_policy_pass(
+        model, None, rollout, cfg, cfg.method_settings(), torch.device("cpu"), nullcontext
+    )
+    mask = rollout.response_mask.bool()
+    seen = []
+
+    def recording(logprob, old, *args, **kwargs):
+        out = policy_loss(logprob, old, *args, **kwargs)
+        seen.append((logprob.detach() - old)[args[1].bool()])
+        return out
+
+    from ict.loss import policy_loss
+
+    recorder = GradRecorder(model.parameters())  # changes no weight
+    original, update.policy_loss = update.policy_loss, recording
+    try:
+        update_policy(
+            Policy(model, recorder, NoScheduler()),
+            UpdateBatch(rollout, old_logprob, advantages, mask.clone()),
+            cfg, loss_config, step=1, device=torch.device("cpu"), autocast=nullcontext,
+        )  # fmt: skip
+    finally:
+        update.policy_loss = original
+    # 2 updates (mini-batches of 8 rows), micro-batches of 4 rows: the first two calls are the
+    # first update's; KL-Cov reads every row, so all 16 rows ran
+    assert len(seen) == 4 and sum(x.numel() for x in seen) == int(mask.sum())
+    first = torch.cat(seen[:2])
+    assert float(first.abs().max()) == 0.0
+    second = torch.cat(seen[2:])  # the stored old log-probs (the weights did not move here)
+    assert float(second.abs().max()) < 1e-5

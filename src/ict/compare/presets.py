@@ -199,8 +199,8 @@ _TOY_COT_LONG_TRAIN = dict(
     eval_num_samples=LONG_SAMPLES,
     generation_batch_size=256,  # the held-out evaluations sample 2048 responses each
     # 2 optimizer steps per rollout batch (PPO-style mini-batches, as verl's ppo_mini_batch_size):
-    # the second is off-policy, where the ratio clip, Clip-Cov and KL-Cov act (on-policy rho = 1,
-    # and KL-Cov's |log rho| penalty has no gradient)
+    # the second is off-policy, where the ratio clip and KL-Cov's penalty act (the first is
+    # on-policy: rho = 1 exactly, METHOD.md "Clip-Cov and KL-Cov")
     mini_batch_size=16,
 )
 LONG_KS = tuple(2**i for i in range(LONG_SAMPLES.bit_length()))  # 1, 2, 4, ..., 64
@@ -255,6 +255,11 @@ _PAPER_TRAIN = dict(
     temperature=1.0,
     learning_rate=1e-6,
     warmup_steps=10,
+    # verl's GRPO recipe, which the paper says it used: a KL loss of 0.001 (low_var_kl) on every
+    # valid token (docs/METHOD.md, "Published recipes")
+    kl_coef=0.001,
+    kl_estimator="low_var_kl",
+    kl_on="valid",
     max_steps=200,
     save_every=50,
     keep_last=1,

@@ -1,6 +1,7 @@
 """Fixed cases for the cross-engine equivalence suite (native vs TRL vs verl).
 
-Every engine must turn the same inputs into the same selected tokens and the same loss value.
+Every engine must turn the same inputs into the same selected tokens, the same loss value and,
+through its own forward pass of a real model, the same parameter gradient.
 `equivalence_cases()` is a pure function: it builds small tensors from fixed seeds (CPU, float32)
 and returns them with the options of each case; `native_reference(case)` is what the native path
 (ict.stats + ict.methods.select_step + ict.loss) gives, the value an engine is compared against.
@@ -19,6 +20,13 @@ An engine test looks like:
         got_selected, got_loss = my_engine(case)
         assert torch.equal(got_selected, want_selected)
         torch.testing.assert_close(got_loss, want_loss)
+
+and, for gradients, on a model (`ict.testing.tiny_model_and_tokenizer`) whose log-probabilities
+the engine computes with its own forward (TRL's `_get_per_token_logps_and_entropies`, verl's
+engine): `native_gradient(case, model, input_ids, attention_mask, ...)` runs the native trainer's
+forward (ict.train.logprobs.policy_logprobs) and loss, with old log-probabilities set to the
+model's own minus the case's perturbation (so the ratios are the case's), and returns the
+parameter gradients the engine's must equal (`assert_gradients_match`).
 """
 
 from __future__ import annotations
@@ -63,7 +71,14 @@ _CASES = [
     ("random_seed_3", {"method": "random", "seed": 3}),
     # the loss modes and the entropy bonus with settings that make them act on these small cases
     ("clip_cov_wide_window", {"method": "clip_cov", "clip_cov_ratio": 0.1, "clip_cov_lb": 0.0}),
+    ("clip_cov_wide_window_clip_0.2",
+     {"method": "clip_cov", "clip_cov_ratio": 0.1, "clip_cov_lb": 0.0, "eps_low": 0.2,
+      "eps_high": 0.2}),
     ("kl_cov_ratio_0.1", {"method": "kl_cov", "kl_cov_ratio": 0.1, "kl_cov_coef": 2.0}),
+    # a loss mode with a sparse method: the mode acts on the selected tokens M (METHOD.md)
+    ("ict_with_clip_cov", {"method": "ict", "loss_mode": "clip_cov", "clip_cov_ratio": 0.3,
+                           "clip_cov_lb": -1.0}),
+    ("ict_with_kl_cov", {"method": "ict", "loss_mode": "kl_cov", "kl_cov_ratio": 0.3}),
     ("entropy_bonus_0.1_token_mean",
      {"method": "entropy_bonus", "entropy_coef": 0.1, "loss_agg": "token_mean"}),
     ("ict_with_entropy_bonus", {"method": "ict", "entropy_coef": 0.05}),
@@ -103,7 +118,7 @@ DEFAULT_OPTIONS = {
     "prob_below": 0.01, "entropy_quantile": 0.05,  # STAPO
     # the rollout batch (1-based: past the paper's 10 dense steps) and the run's seed
     "step": 11, "seed": 0,
-    "temperature": 1.0, "eps_low": 0.2, "eps_high": 0.28, "dual_clip": None,
+    "temperature": 1.0, "eps_low": None, "eps_high": None, "dual_clip": None,  # None: method's
     "loss_mode": None, "entropy_coef": None,  # the method's
     # the loss modes' settings (ict.loss.modes defaults)
     "clip_cov_ratio": 2e-4, "clip_cov_lb": 1.0, "clip_cov_ub": 5.0, "kl_cov_ratio": 2e-3,
@@ -188,24 +203,30 @@ def case_divergence(options: dict) -> str:
     return "kl" if "kl" in case_method(options).needs() else "js"
 
 
+def case_clip_range(options: dict) -> tuple[float, float]:
+    """(eps_low, eps_high) the case runs: the explicit ones, else the method's (ict.methods)."""
+    method = case_method(options)
+    low, high = options["eps_low"], options["eps_high"]
+    return (method.eps_low if low is None else low, method.eps_high if high is None else high)
+
+
 def case_loss_config(options: dict):
     """The ict.loss.LossConfig the case's method runs (clip range, aggregation, loss mode, entropy
     bonus, the loss modes' settings), as every engine must build it from the case's options."""
     from ict.loss import LossConfig
 
     method = case_method(options)
+    eps_low, eps_high = case_clip_range(options)
     return LossConfig.from_config(
-        case_options(options), eps_low=options["eps_low"], eps_high=options["eps_high"],
+        case_options(options), eps_low=eps_low, eps_high=eps_high,
         dual_clip=options["dual_clip"], loss_agg=method.loss_agg,
         normalize_by=method.normalize_by, loss_mode=method.loss_mode,
         entropy_coef=method.entropy_coef,
     )  # fmt: skip
 
 
-def native_reference(case: EquivalenceCase) -> tuple[torch.Tensor, torch.Tensor]:
-    """Native path: ict.stats -> ict.methods.select_step -> ict.loss, as the native trainer's
-    step runs them. Returns (selected [B, T] bool, loss scalar)."""
-    from ict.loss import policy_loss
+def native_selection(case: EquivalenceCase) -> torch.Tensor:
+    """The native step's selection: ict.stats -> ict.methods.select_step. bool [B, T]."""
     from ict.methods import StepInputs, select_step
     from ict.stats import token_stats_from_hidden
 
@@ -216,17 +237,93 @@ def native_reference(case: EquivalenceCase) -> tuple[torch.Tensor, torch.Tensor]
         reference=method.reference, group_ids=case.group_ids, divergence=case_divergence(o),
     )  # fmt: skip
     inputs = StepInputs(case.mask, stats, case.advantages, case.tokens)
-    selected = select_step(
-        method, case_options(o), inputs, step=o["step"], seed=o["seed"]
-    ).selected  # fmt: skip
-    config = case_loss_config(o)
+    return select_step(method, case_options(o), inputs, step=o["step"], seed=o["seed"]).selected
+
+
+def native_loss(
+    case: EquivalenceCase,
+    selected: torch.Tensor,
+    *,
+    logprob: torch.Tensor | None = None,
+    old_logprob: torch.Tensor | None = None,
+    entropy: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The native loss of the case (ict.loss.policy_loss, one loss call over the whole batch,
+    Clip-Cov's draw after torch.manual_seed(LOSS_SEED)). logprob / old_logprob / entropy [B, T]:
+    a model's (with gradient), else the case's own tensors."""
+    from ict.loss import policy_loss
+
+    config = case_loss_config(case.options)
+    logprob = case.logprob if logprob is None else logprob
+    old_logprob = case.old_logprob if old_logprob is None else old_logprob
+    entropy = case.entropy if entropy is None else entropy
     torch.manual_seed(LOSS_SEED)
     loss, _ = policy_loss(
-        case.logprob, case.old_logprob, case.advantages, case.mask, selected, config,
-        entropy=case.entropy if config.entropy_coef else None,
-        max_response_length=case.mask.size(1),
+        logprob, old_logprob, case.advantages, case.mask, selected, config,
+        entropy=entropy if config.entropy_coef else None, max_response_length=case.mask.size(1),
     )  # fmt: skip
-    return selected, loss
+    return loss
+
+
+def native_reference(case: EquivalenceCase) -> tuple[torch.Tensor, torch.Tensor]:
+    """Native path: ict.stats -> ict.methods.select_step -> ict.loss, as the native trainer's
+    step runs them. Returns (selected [B, T] bool, loss scalar)."""
+    selected = native_selection(case)
+    return selected, native_loss(case, selected)
+
+
+def case_delta(case: EquivalenceCase) -> torch.Tensor:
+    """[B, T] log pi - log pi_old of the case (its fixed perturbation; 0 off the mask)."""
+    return case.logprob - case.old_logprob
+
+
+def native_gradient(
+    case: EquivalenceCase,
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    selected: torch.Tensor,
+    *,
+    temperature: float = 1.0,
+) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor]:
+    """The native trainer's gradient of the case's loss on a real model.
+
+    input_ids, attention_mask: [B, P + T], the case's responses (`case.tokens`) in the last T
+    columns after P prompt columns (left-padded prompts: positions skip the padding, as
+    `generate` and verl number them). The log-probabilities and entropies come from the native
+    update's forward (ict.train.logprobs.policy_logprobs, the model's own logit head, at
+    `temperature`); the old log-probabilities are those, detached, minus the case's perturbation,
+    so rho = exp(case_delta) as in the case. Returns (gradients of the model's trainable
+    parameters, in `model.parameters()` order; old_logprob [B, T]; the loss)."""
+    from ict.train.logprobs import policy_logprobs
+
+    T = case.mask.size(1)
+    where = torch.zeros_like(input_ids, dtype=torch.bool)
+    where[:, -T:] = case.mask
+    logprob, entropy = policy_logprobs(
+        model, input_ids, attention_mask, where, temperature=temperature, with_entropy=True
+    )
+    logprob, entropy = logprob[:, -T:], entropy[:, -T:]
+    old_logprob = torch.where(case.mask, logprob.detach() - case_delta(case), 0.0)
+    loss = native_loss(case, selected, logprob=logprob, old_logprob=old_logprob, entropy=entropy)
+    params = [p for p in model.parameters() if p.requires_grad]
+    grads = torch.autograd.grad(loss, params, allow_unused=True)
+    grads = [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads, strict=True)]
+    return grads, old_logprob, loss.detach()
+
+
+def assert_gradients_match(
+    case: EquivalenceCase, got: list[torch.Tensor], want: list[torch.Tensor], *, atol=1e-5
+) -> None:
+    """Raise AssertionError unless an engine's parameter gradients equal the native ones (float32
+    tolerance, relative to the gradient's size), and are not all zero where native's are not."""
+    got_flat = torch.cat([g.detach().float().flatten().cpu() for g in got])
+    want_flat = torch.cat([g.detach().float().flatten().cpu() for g in want])
+    scale = float(want_flat.abs().max()) or 1.0
+    torch.testing.assert_close(
+        got_flat / scale, want_flat / scale, atol=atol, rtol=1e-4,
+        msg=lambda m: f"case {case.name}: gradient differs from native: {m}",
+    )  # fmt: skip
 
 
 def assert_matches_native(

@@ -69,10 +69,12 @@ except ImportError as e:  # pragma: no cover - exercised only without the option
 check_trl_version(trl.__version__)
 
 from accelerate.utils import is_peft_model  # noqa: E402
+from transformers import TrainerCallback  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 from trl.trainer.utils import maybe_gather_lm_head_ctx  # noqa: E402
 
 from ict.head import logit_head  # noqa: E402
+from ict.loss.modes import loss_mode_metrics  # noqa: E402
 from ict.loss.options import COVARIANCE_FIELDS  # noqa: E402
 from ict.loss.policy import LOSS_AGGREGATIONS, LossConfig, loss_masks, policy_loss  # noqa: E402
 from ict.methods import (  # noqa: E402
@@ -90,6 +92,7 @@ from ict.methods import (  # noqa: E402
     warmup_warning,
 )
 from ict.methods.step import gathered  # noqa: E402
+from ict.metrics import ParamChange  # noqa: E402
 from ict.stats import TokenStats, token_stats_from_hidden  # noqa: E402
 
 LOSS_AGG_TO_TRL = {
@@ -116,8 +119,8 @@ _ICT_LOSS_METRICS = {
     "clip/high": "clip_ratio/high_mean",
     "clip_fraction": "clip_ratio/region_mean",
     "dual_clip_fraction": "dual_clip_fraction",
-    "loss_mode_fraction": "loss_mode_fraction",
     "entropy": "entropy",
+    "kl": "kl",
 }
 logger = logging.getLogger("ict.integrations.trl")
 
@@ -160,8 +163,17 @@ class ICTGRPOConfig(MethodOptions, GRPOConfig):
             "help": "Rows of the vocabulary-wide tensors per chunk (None: ict.stats default)."
         },
     )
+    epsilon: float | None = field(
+        default=None,
+        metadata={
+            "help": "Lower clip. None: the method's (0.2; clip_cov 1.0, its authors' range)."
+        },
+    )
     epsilon_high: float | None = field(
-        default=0.28, metadata={"help": "Upper clip (clip-higher); METHOD.md default 0.28."}
+        default=None,
+        metadata={
+            "help": "Upper clip. None: the method's (0.28, clip-higher; clip_cov 1.0, its authors')."
+        },
     )
 
     def ict_method(self) -> Method:
@@ -173,7 +185,10 @@ class ICTGRPOConfig(MethodOptions, GRPOConfig):
         agg = TRL_TO_LOSS_AGG.get(self.loss_type, f"trl_{self.loss_type}")
         if self.use_adaptive_entropy:  # TRL's adaptive controller owns the bonus (__post_init__)
             method = dataclasses.replace(method, entropy_coef=0.0)
-        return dataclasses.replace(method, loss_agg=agg)
+        clip = {"eps_low": self.epsilon, "eps_high": self.epsilon_high}  # TRL's names of the range
+        return dataclasses.replace(
+            method, loss_agg=agg, **{k: v for k, v in clip.items() if v is not None}
+        )
 
     def ict_selector_options(self) -> dict:
         """Keyword options for the method's selector (ict.methods.selector_kwargs)."""
@@ -182,6 +197,9 @@ class ICTGRPOConfig(MethodOptions, GRPOConfig):
     def __post_init__(self):
         validate_method_options(self)
         method = resolve_method(self)
+        # the clip range: TRL's epsilon / epsilon_high, None = the method's (ict.methods)
+        self.epsilon = method.eps_low if self.epsilon is None else self.epsilon
+        self.epsilon_high = method.eps_high if self.epsilon_high is None else self.epsilon_high
         if self.use_adaptive_entropy:
             # TRL's adaptive entropy controller runs TRL's own term, entropy_coef its initial value
             own = dataclasses.replace(method, entropy_coef=0.0)
@@ -257,7 +275,17 @@ class ICTGRPOConfig(MethodOptions, GRPOConfig):
                 f"or choose one of {sorted(TRL_TO_LOSS_AGG)}."
             )
         refused = (
-            (self.beta != 0.0, f"beta={self.beta!r} (TRL's KL term)", "set beta=0.0"),
+            (
+                self.delta is not None and method.loss_mode != "vanilla",
+                f"delta={self.delta!r} (a dual clip: loss_mode={method.loss_mode!r} has no dual "
+                "clip, as verl's)",
+                "set delta=None",
+            ),
+            (
+                self.beta != 0.0 and self.use_bias_correction_kl,
+                "use_bias_correction_kl (TRL's importance-weighted KL)",
+                "set use_bias_correction_kl=False",
+            ),
             (
                 self.use_vllm and self.vllm_importance_sampling_correction,
                 "vLLM importance-sampling correction",
@@ -320,6 +348,30 @@ def check_whole_groups(n_local: int, group_size: int, num_processes: int, mode: 
     )
 
 
+class _ParamChangeCallback(TrainerCallback):
+    """`update/param_change_rel` of each optimizer step (ict.metrics.ParamChange: one snapshot
+    of the trainable parameters before the step, the relative change after it), logged with TRL's
+    metrics. Sharded parameters are summed over processes."""
+
+    def __init__(self, trainer):
+        self.trainer, self.change = trainer, None
+
+    def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+        self.change = ParamChange(model.parameters())
+
+    def on_optimizer_step(self, args, state, control, **kwargs):
+        if self.change is None:
+            return
+        accelerator = self.trainer.accelerator
+        reduce = None
+        if accelerator.num_processes > 1:
+            reduce = lambda x: accelerator.reduce(x, reduction="sum")  # noqa: E731
+        self.trainer._metrics["train"]["update/param_change_rel"].append(
+            self.change.relative(reduce)
+        )
+        self.change = None
+
+
 class ICTGRPOTrainer(GRPOTrainer):
     """`GRPOTrainer` that updates only the tokens chosen by an ict selector (see module docstring)."""
 
@@ -332,6 +384,8 @@ class ICTGRPOTrainer(GRPOTrainer):
             # the entropy bonus is ict's (`ict_computes_loss`): TRL's own term stays off
             self.entropy_coef, self._entropy_bonus_enabled = 0.0, False
         self._ict_warned = False
+        self._ict_mode_counts: dict[str, list[int]] = {}  # the loss mode's, per optimizer step
+        self.add_callback(_ParamChangeCallback(self))  # update/param_change_rel
         if not isinstance(self.args, ICTGRPOConfig):
             raise ConfigError(
                 f"ICTGRPOTrainer needs an ICTGRPOConfig, got {type(self.args).__name__}: "
@@ -453,6 +507,7 @@ class ICTGRPOTrainer(GRPOTrainer):
     def _generate_and_score_completions(self, inputs):
         out = super()._generate_and_score_completions(inputs)
         mode = "train" if self.model.training else "eval"
+        self._ict_log_zero_variance(mode)
         n_local = out["completion_ids"].size(0)
         group_size = self.num_generations if mode == "train" else self.num_generations_eval
         rows = self.accelerator.process_index * n_local + torch.arange(
@@ -470,6 +525,18 @@ class ICTGRPOTrainer(GRPOTrainer):
             out["ict_kl"] = stats.kl
         out["ict_row"] = rows
         return out
+
+    def _ict_log_zero_variance(self, mode) -> None:
+        """`zero_variance_share` (groups whose rewards are all equal / groups): TRL's own
+        `frac_reward_zero_std` of this generation batch, which is that share when the std is the
+        group's (scale_rewards "group" or "none", rewards summed before normalising: each group
+        is num_generations rows); not logged otherwise."""
+        logged = self._metrics[mode]
+        per_group = self.scale_rewards in ("group", "none") and (
+            self.multi_objective_aggregation == "sum_then_normalize"
+        )
+        if per_group and logged.get("frac_reward_zero_std"):
+            logged["zero_variance_share"].append(logged["frac_reward_zero_std"][-1])
 
     @staticmethod
     def _valid_mask(inputs) -> torch.Tensor:
@@ -643,6 +710,7 @@ class ICTGRPOTrainer(GRPOTrainer):
             loss_agg=method.loss_agg, normalize_by=method.normalize_by,
             max_response_length=self.max_completion_length, entropy_coef=method.entropy_coef,
             loss_mode=method.loss_mode, **{k: getattr(self.args, k) for k in COVARIANCE_FIELDS},
+            kl_coef=self.beta, kl_estimator="k3", kl_on="selected",  # TRL's KL term, as TRL's loss
         )  # fmt: skip
 
     def _compute_loss(self, model, inputs):
@@ -650,6 +718,7 @@ class ICTGRPOTrainer(GRPOTrainer):
             raise RuntimeError(
                 "ICTGRPOTrainer: batch has no token selection (was _prepare_inputs bypassed?)"
             )
+        inputs = self._ict_on_policy(inputs)
         loss_config = self.ict_loss_config(self.args.ict_method())
         if loss_config is not None:
             return self._ict_compute_loss(model, inputs, loss_config)
@@ -658,7 +727,28 @@ class ICTGRPOTrainer(GRPOTrainer):
         inputs = {**inputs, "tool_mask": keep if tool_mask is None else tool_mask * keep}
         if self.loss_type == "grpo" and inputs.get("ict_rows_selected") is not None:
             inputs["advantages"] = inputs["advantages"] * self._ict_seq_mean_scale(inputs)
-        return super()._compute_loss(model, inputs)
+        logged = self._metrics["train" if self.model.training else "eval"]
+        before = len(logged.get("clip_ratio/region_mean", ()))  # .get: no empty key for TRL's log
+        loss = super()._compute_loss(model, inputs)
+        region = logged.get("clip_ratio/region_mean", ())
+        if len(region) > before:  # ict's key for TRL's own clip fraction (the same tokens)
+            logged["clip_fraction"].append(region[-1])
+        return loss
+
+    def _ict_on_policy(self, inputs):
+        """The first optimizer step of a generation batch runs on the weights that generated it:
+        TRL's stored old log-probs then equal the current ones up to the rounding of two passes.
+        Without them (None) TRL's loss and ict's use the current log-probs, detached, so the
+        importance ratio is exactly 1 there, as on the native trainer and verl (METHOD.md,
+        "Clip-Cov and KL-Cov"). TRL's `_step` counts micro-batches; a generation batch feeds
+        steps_per_generation x num_iterations of them, the first gradient_accumulation_steps
+        being its first optimizer step."""
+        if not self.model.training or inputs.get("old_per_token_logps") is None:
+            return inputs
+        generate_every = self.args.steps_per_generation * self.num_iterations
+        if self._step % generate_every < self.args.gradient_accumulation_steps:
+            return {**inputs, "old_per_token_logps": None}
+        return inputs
 
     def _ict_compute_loss(self, model, inputs, loss_config: LossConfig) -> torch.Tensor:
         """ict's loss on one micro-batch: `ict.loss.policy_loss` (the native trainer's) on TRL's own
@@ -684,6 +774,7 @@ class ICTGRPOTrainer(GRPOTrainer):
         loss, metrics = policy_loss(
             per_token_logps, old, inputs["advantages"], valid, inputs["ict_selected"],
             loss_config, entropy=entropies, denominator=inputs["ict_loss_denominator"],
+            ref_logprob=inputs.get("ref_per_token_logps") if loss_config.kl_coef else None,
         )  # fmt: skip
         mode = "train" if self.model.training else "eval"
         if self.aux_loss_enabled:
@@ -692,13 +783,17 @@ class ICTGRPOTrainer(GRPOTrainer):
             self._metrics[mode]["aux_loss"].append(
                 self.accelerator.gather_for_metrics(aux_loss).mean().item()
             )
-        self._ict_log_loss(mode, metrics, int((valid & inputs["ict_selected"].bool()).sum()))
+        tokens = int((valid & inputs["ict_selected"].bool()).sum())
+        self._ict_log_loss(mode, metrics, tokens)
+        if loss_config.loss_mode != "vanilla":
+            self._ict_count_loss_mode(mode, metrics, tokens, loss_config)
         return loss
 
     def _ict_log_loss(self, mode, metrics: dict, tokens: int) -> None:
         """ict's loss metrics (fractions and means over this micro-batch's loss tokens) under
-        TRL's names (`_ICT_LOSS_METRICS`), averaged over every process's loss tokens, and TRL's
-        `policy_loss` (the loss without the entropy bonus), averaged over processes."""
+        TRL's names (`_ICT_LOSS_METRICS`; the clip fraction also as ict's `clip_fraction`),
+        averaged over every process's loss tokens, and TRL's `policy_loss` (the loss without the
+        entropy bonus), averaged over processes."""
         keys = [k for k in _ICT_LOSS_METRICS if k in metrics]
         device = self.accelerator.device
         # the policy term (TRL's `policy_loss`): this micro-batch's share of the optimizer step's,
@@ -714,6 +809,31 @@ class ICTGRPOTrainer(GRPOTrainer):
         if float(totals[-2]) > 0:
             for key, total in zip(keys, totals[:-2].tolist(), strict=True):
                 self._metrics[mode][_ICT_LOSS_METRICS[key]].append(total / float(totals[-2]))
+                if key == "clip_fraction":
+                    self._metrics[mode]["clip_fraction"].append(total / float(totals[-2]))
+
+    def _ict_count_loss_mode(self, mode, metrics: dict, tokens: int, loss_config) -> None:
+        """The loss mode's counts (tokens it changed, loss tokens |M|), summed over the optimizer
+        step's micro-batches (train: the accumulation steps; eval: one call) and every process,
+        then logged once per optimizer step as ict.loss.modes.loss_mode_metrics
+        (`loss_mode/changed_tokens`, `loss_mode/changed_rate`, `loss_mode/nominal_rate`)."""
+        counts = self._ict_mode_counts.setdefault(mode, [0, 0, 0])  # changed, tokens, calls
+        counts[0] += int(metrics["loss_mode/changed_tokens"])
+        counts[1] += tokens
+        counts[2] += 1
+        if counts[2] < (self.current_gradient_accumulation_steps if mode == "train" else 1):
+            return
+        del self._ict_mode_counts[mode]
+        totals = self.accelerator.reduce(
+            torch.tensor(counts[:2], device=self.accelerator.device, dtype=torch.float64),
+            reduction="sum",
+        )
+        changed, loss_tokens = (int(x) for x in totals.tolist())
+        step = loss_mode_metrics(
+            loss_config.loss_mode, loss_config.covariance, changed, loss_tokens
+        )
+        for key, value in step.items():
+            self._metrics[mode][key].append(value)
 
     def _ict_seq_mean_scale(self, inputs) -> torch.Tensor:
         """seq_mean_token_mean: TRL's "grpo" loss averages over every response (B per micro-batch,

@@ -13,10 +13,11 @@ from ict.lazy import lazy_exports
 _LAZY = {
     **dict.fromkeys(
         ("ADVANTAGE_ESTIMATORS", "GroupStats", "compute_advantages", "group_stats",
-         "register_advantage_estimator", "zero_variance_rows"),
+         "register_advantage_estimator", "zero_variance_rows", "zero_variance_share"),
         "ict.loss.advantages",
     ),
     **dict.fromkeys(("LOSS_MODES", "CovarianceOptions"), "ict.loss.options"),
+    **dict.fromkeys(("LOSS_MODE_KEYS", "loss_mode_metrics"), "ict.loss.modes"),
     **dict.fromkeys(
         ("KL_ESTIMATORS", "LOSS_AGGREGATIONS", "LossConfig", "clipped_token_loss", "policy_loss"),
         "ict.loss.policy",

@@ -85,7 +85,8 @@ def compute_advantages(
     mode: a key of ADVANTAGE_ESTIMATORS ("grpo" default, "dr_grpo"). std_unbiased: sample std
     (n - 1, TRL's behaviour, default) or population std (n).
     Returns (advantages float[N], info) with info["zero_variance_groups"] (groups whose rewards
-    are all equal; their advantages are 0) and info["num_groups"], both ints.
+    are all equal; their advantages are 0) and info["num_groups"], both ints, and
+    info["zero_variance_share"] (their ratio, the `zero_variance_share` step metric).
     """
     if mode not in ADVANTAGE_ESTIMATORS:
         raise ConfigError(
@@ -96,8 +97,15 @@ def compute_advantages(
     rewards, group_ids = _check(rewards, group_ids)
     groups = group_stats(rewards, group_ids, std_unbiased=std_unbiased)
     adv = ADVANTAGE_ESTIMATORS[mode](rewards, groups, eps=eps)
-    zero_groups = torch.unique(group_ids[groups.zero_variance]).numel()
-    return adv, {"zero_variance_groups": int(zero_groups), "num_groups": groups.num_groups}
+    zero_groups = int(torch.unique(group_ids[groups.zero_variance]).numel())
+    info = {"zero_variance_groups": zero_groups, "num_groups": groups.num_groups}
+    return adv, {**info, "zero_variance_share": zero_groups / max(groups.num_groups, 1)}
+
+
+def zero_variance_share(rewards: Tensor, group_ids: Tensor) -> float:
+    """The share of prompt groups whose rewards are all equal (the `zero_variance_share` step
+    metric on every engine). rewards: [N]; group_ids: [N] ints."""
+    return compute_advantages(rewards, group_ids)[1]["zero_variance_share"]
 
 
 def zero_variance_rows(rewards: Tensor, group_ids: Tensor) -> Tensor:

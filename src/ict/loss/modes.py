@@ -8,11 +8,16 @@ of each token in M (means over M; the log-prob is the current policy's, detached
     cov_t = (A_t - mean_M A) * (log pi(y_t) - mean_M log pi)
 
     vanilla   l_t = max(-A rho, -A clip(rho, 1 - eps_low, 1 + eps_high))   (+ optional dual clip)
-    clip_cov  vanilla, except that max(1, int(clip_cov_ratio |M|)) tokens drawn at random among
-              those with clip_cov_lb < cov_t < clip_cov_ub and not already clipped by the
-              ratio clip get l_t = 0 (their gradient is cut).
+    clip_cov  the ratio-clipped surrogate (no dual clip), except that max(1, int(clip_cov_ratio
+              |M|)) tokens drawn at random among those with clip_cov_lb < cov_t < clip_cov_ub and
+              not already clipped by the ratio clip get l_t = 0 (their gradient is cut).
     kl_cov    l_t = -A rho (no ratio clip) on every token, plus kl_cov_coef |log pi - log pi_old|
               on the max(1, int(kl_cov_ratio |M|)) tokens with the largest cov_t.
+
+Neither mode has a dual clip (verl's functions have none; `LossConfig` refuses `dual_clip` with a
+mode). The count max(1, int(r |M|)) (`mode_count`) is at least one token per loss call: below
+|M| = 1 / r tokens per call the floor, not r, sets how many tokens a mode changes
+(`loss_mode_metrics` reports the realised count and rate, METHOD.md says when it dominates).
 
 The covariance and the counts are over the tokens of one loss call (a micro-batch on every
 engine, as in verl and the paper's code). Clip-Cov's draw uses `generator` (None: torch's global
@@ -28,12 +33,37 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ict.loss.options import LOSS_MODES, CovarianceOptions
+from ict.loss.options import LOSS_MODES, NOMINAL_RATE_FIELD, CovarianceOptions
 
 __all__ = [
-    "LOSS_MODES", "CovarianceOptions", "apply_loss_mode", "clip_cov_cut", "kl_cov_picked",
-    "token_covariance",
+    "LOSS_MODES", "LOSS_MODE_KEYS", "CovarianceOptions", "apply_loss_mode", "clip_cov_cut",
+    "kl_cov_picked", "loss_mode_metrics", "mode_count", "token_covariance",
 ]  # fmt: skip
+
+# the step metrics of a loss mode (none for vanilla): tokens changed (summed over the step's loss
+# calls), changed / |M| over the step, and the configured ratio
+LOSS_MODE_KEYS = ("loss_mode/changed_tokens", "loss_mode/changed_rate", "loss_mode/nominal_rate")
+
+
+def mode_count(ratio: float, tokens: int) -> int:
+    """The tokens a mode changes in one loss call of `tokens` loss tokens: max(1, int(ratio x
+    tokens)) (verl's and the authors' rule; the floor of one dominates below 1 / ratio tokens)."""
+    return max(1, int(ratio * tokens))
+
+
+def loss_mode_metrics(
+    mode: str, options: CovarianceOptions, changed: int, tokens: int
+) -> dict[str, float]:
+    """The loss mode's metrics (LOSS_MODE_KEYS) from counts summed over loss calls: `changed`
+    tokens the mode altered among `tokens` loss tokens (|M|). {} for vanilla; the rate is NaN
+    when there were no loss tokens."""
+    if mode == "vanilla":
+        return {}
+    return {
+        "loss_mode/changed_tokens": int(changed),
+        "loss_mode/changed_rate": changed / tokens if tokens else float("nan"),
+        "loss_mode/nominal_rate": float(getattr(options, NOMINAL_RATE_FIELD[mode])),
+    }
 
 
 def token_covariance(logprob: Tensor, advantages: Tensor, loss_mask: Tensor) -> Tensor:
@@ -69,7 +99,7 @@ def clip_cov_cut(
     index = torch.nonzero(candidate)
     if len(index) == 0:
         return cut
-    count = max(int(options.clip_cov_ratio * int(loss_mask.sum())), 1)
+    count = mode_count(options.clip_cov_ratio, int(loss_mask.sum()))
     order = torch.randperm(len(index), generator=generator)
     index = index[order[: min(count, len(index))].to(index.device)]
     cut[index[:, 0], index[:, 1]] = True
@@ -88,7 +118,7 @@ def kl_cov_picked(
     adv = advantages.detach().reshape(-1)[flat].cpu()
     lp = logprob.detach().reshape(-1)[flat].cpu()
     cov = (adv - adv.mean()) * (lp - lp.mean())
-    count = max(1, int(len(cov) * options.kl_cov_ratio))
+    count = mode_count(options.kl_cov_ratio, len(cov))
     top = flat[torch.topk(cov, count, largest=True).indices.to(flat.device)]
     picked.view(-1)[top] = True
     return picked

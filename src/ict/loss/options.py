@@ -22,3 +22,5 @@ class CovarianceOptions:
 
 
 COVARIANCE_FIELDS = tuple(f.name for f in fields(CovarianceOptions))  # the config fields
+# each mode's configured share of the loss tokens it changes (`loss_mode/nominal_rate`)
+NOMINAL_RATE_FIELD = {"clip_cov": "clip_cov_ratio", "kl_cov": "kl_cov_ratio"}

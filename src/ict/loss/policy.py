@@ -2,7 +2,7 @@
 
     rho_t = exp(log pi_theta(y_t) - log pi_old(y_t))
     l_t   = -min(rho_t A, clip(rho_t, 1 - eps_low, 1 + eps_high) A)    (clip-higher)
-    l_t   = min(l_t, -c A) where A < 0                                 (optional dual clip, c > 1)
+    l_t   = min(l_t, -c A) where A < 0          (optional dual clip, c > 1; the vanilla mode only)
     l_t   <- the loss mode's change (ict.loss.modes: vanilla, clip_cov, kl_cov)
     M     = valid * selected;  D = M (normalize_by="selected") or valid (normalize_by="valid")
     loss  = agg(l, M, D) + kl_coef * agg(kl, K, D_K) - entropy_coef * agg(H, M, D)
@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from ict.errors import ConfigError, DataError
-from ict.loss.modes import LOSS_MODES, CovarianceOptions, apply_loss_mode
+from ict.loss.modes import LOSS_MODES, CovarianceOptions, apply_loss_mode, loss_mode_metrics
 from ict.loss.options import COVARIANCE_FIELDS
 
 LOG_RATIO_CLAMP = 20.0
@@ -99,7 +99,16 @@ def kl_k3(d: Tensor) -> Tensor:
     return torch.exp(d) - d - 1
 
 
-KL_ESTIMATORS: dict[str, Callable[[Tensor], Tensor]] = {"k1": kl_k1, "k3": kl_k3}
+def kl_low_var(d: Tensor) -> Tensor:
+    """verl's `low_var_kl` (its GRPO recipe's KL loss): k3 clamped to [-10, 10] (so at most 10 per
+    token, and no gradient where k3 > 10), with d = log pi_ref - log pi (clamped to [-20, 20] by
+    policy_loss before any estimator, as verl clamps it)."""
+    return kl_k3(d).clamp(-10.0, 10.0)
+
+
+KL_ESTIMATORS: dict[str, Callable[[Tensor], Tensor]] = {
+    "k1": kl_k1, "k3": kl_k3, "low_var_kl": kl_low_var,
+}  # fmt: skip
 NORMALIZE_BY = ("selected", "valid")
 KL_ON = ("selected", "valid")
 
@@ -261,9 +270,10 @@ def policy_loss(
     draw (None: torch's global generator, as verl).
     Metrics (python floats, fractions over M unless said): clip_fraction (low or high clip
     active), clip/low (rho < 1-eps_low, A < 0), clip/high (rho > 1+eps_high, A > 0),
-    dual_clip_fraction, selected_fraction (|M| / |valid|), ratio/mean, pg_loss, loss,
-    loss_mode_fraction (tokens of M the loss mode cut or penalised; clip_cov / kl_cov), and kl
-    (mean over K) / entropy (mean over M) when given. An empty M gives loss 0 that still
+    dual_clip_fraction, selected_fraction (|M| / |valid|), ratio/mean, pg_loss, loss, the loss
+    mode's `loss_mode/changed_tokens` (tokens of M it cut or penalised in this call),
+    `loss_mode/changed_rate` (that / |M|) and `loss_mode/nominal_rate` (clip_cov / kl_cov only;
+    ict.loss.modes.loss_mode_metrics), and kl (mean over K) / entropy (mean over M) when given. An empty M gives loss 0 that still
     back-propagates (zero gradients).
     """
     unknown = set(settings) - {f.name for f in dataclasses.fields(LossConfig)}
@@ -319,8 +329,9 @@ def policy_loss(
         metrics["entropy"] = float(_safe_div(torch.where(M, entropy.detach(), 0.0).sum(), M.sum()))
 
     metrics.update(_clip_metrics(ratio, A, M, valid, clipped_loss, c))
-    if c.loss_mode != "vanilla":
-        metrics["loss_mode_fraction"] = float(_safe_div((changed & M).sum().to(dtype), M.sum()))
+    metrics.update(
+        loss_mode_metrics(c.loss_mode, c.covariance, int((changed & M).sum()), int(M.sum()))
+    )
     metrics["pg_loss"], metrics["loss"] = float(pg_loss.detach()), float(loss.detach())
     return loss, metrics
 
@@ -373,9 +384,10 @@ def _check_options(
     kl_cov_ratio=CovarianceOptions.kl_cov_ratio,
     kl_cov_coef=CovarianceOptions.kl_cov_coef,
 ):
-    if not 0 <= eps_low < 1:
+    if not 0 <= eps_low <= 1:
         raise ConfigError(
-            f"eps_low must be in [0, 1) (clip lower bound 1 - eps_low > 0), got {eps_low!r}"
+            f"eps_low must be in [0, 1] (clip lower bound 1 - eps_low >= 0; 1: no lower clip, as "
+            f"Clip-Cov's authors run it), got {eps_low!r}"
         )
     if not eps_high >= 0:
         raise ConfigError(f"eps_high must be >= 0, got {eps_high!r}")
@@ -397,6 +409,11 @@ def _check_options(
         raise ConfigError(f"unknown kl_on {kl_on!r}; choose from {list(KL_ON)}")
     if loss_mode not in LOSS_MODES:
         raise ConfigError(f"unknown loss_mode {loss_mode!r}; choose from {list(LOSS_MODES)}")
+    if loss_mode != "vanilla" and dual_clip is not None:
+        raise ConfigError(
+            f"loss_mode={loss_mode!r} has no dual clip (verl's {loss_mode} has none): drop "
+            f"dual_clip={dual_clip!r}, or use the vanilla loss"
+        )
     for name, value in (("clip_cov_ratio", clip_cov_ratio), ("kl_cov_ratio", kl_cov_ratio)):
         if not 0 < value <= 1:
             raise ConfigError(f"{name} must be in (0, 1] (a fraction of tokens), got {value!r}")

@@ -26,6 +26,10 @@ METHOD_FIELDS = (
     "ratio", "scope", "reference", "loss_agg", "normalize_by", "dense_warmup_steps", "loss_mode",
     "entropy_coef",
 )  # fmt: skip
+# the clip range, which a Method may also fix; each engine spells it its own way (native eps_low /
+# eps_high, TRL epsilon / epsilon_high, verl clip_ratio_low / clip_ratio_high), so it is not a
+# MethodOptions field
+CLIP_FIELDS = ("eps_low", "eps_high")
 
 
 def _opt(default, section: str, help: str):
@@ -119,12 +123,13 @@ class MethodOptions:
 
 
 def resolve_method(options: MethodOptions):
-    """The resolved ict.methods.Method: `options.method` with its explicit fields applied."""
+    """The resolved ict.methods.Method: `options.method` with its explicit fields applied (and an
+    explicit clip range, `eps_low` / `eps_high`, where the options carry one: the native config)."""
     from ict.methods.registry import get_method
 
-    return get_method(options.method).with_overrides(
-        **{k: getattr(options, k) for k in METHOD_FIELDS}
-    )
+    overrides = {k: getattr(options, k) for k in METHOD_FIELDS}
+    overrides.update({k: getattr(options, k, None) for k in CLIP_FIELDS})
+    return get_method(options.method).with_overrides(**overrides)
 
 
 def selector_kwargs(options: MethodOptions, selector: str) -> dict:

@@ -16,12 +16,20 @@ the selector's fact (ratio, scope) or the common default.
     ict_kl           the paper's ablation: KL(p || group-position mean) in place of JS.
     ict_bottom       the paper's "90%-frequent" ablation: the bottom 90% of each response by JS.
     random_sequence  the paper's control: a random 10% of each response.
-    grpo, entropy (20-Entropy), stapo, random: the baselines with their selectors' facts.
+    grpo, stapo, random: the baselines with their selectors' facts.
+    entropy          20-Entropy (arXiv 2506.01939) as its authors run it: the global top 20% by
+                     entropy with DAPO's token mean over the selected tokens.
     clip_cov, kl_cov the field's covariance-based entropy controls (Cui et al., arXiv 2505.22617,
-                     verl's `core_algos`): GRPO on every token with the Clip-Cov / KL-Cov loss.
+                     verl's `core_algos`) as their authors run them: GRPO on every token with the
+                     Clip-Cov / KL-Cov loss, DAPO's token mean, Clip-Cov's clip range 1 / 1 (no
+                     lower clip, upper 2); KL-Cov has no ratio clip (its authors' 0.2 / 0.2 moves
+                     only the clip-fraction metric, so it keeps the common range).
     entropy_bonus    GRPO on every token minus ENTROPY_BONUS x the policy's entropy.
 
 Method names and selector names are distinct words: the method `ict` runs the selector `js_top`.
+A method may fix its clip range (`eps_low`, `eps_high`, CLIP_FIELDS): each engine maps it onto its
+own setting (native `eps_low` / `eps_high`, TRL `epsilon` / `epsilon_high`: None = the method's;
+verl's `clip_ratio_low` / `clip_ratio_high`, checked against it). Sources: docs/METHOD.md.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from ict.errors import ConfigError
+from ict.methods.options import CLIP_FIELDS  # noqa: F401  (the clip range a method may fix)
 
 DEFAULT_REFERENCE = "group_position"  # the paper's; also what diagnostics of ICT use
 PAPER_DENSE_WARMUP = 10  # Theta: the paper's 10, 20 and 40 converged alike
@@ -49,6 +58,7 @@ class Method:
     dense_warmup_steps: steps that update every valid token before the selection applies.
     loss_mode: the per-token policy loss (ict.loss.modes: vanilla, clip_cov, kl_cov).
     entropy_coef: the entropy bonus's coefficient (ict.loss.policy_loss).
+    eps_low / eps_high: the clip range the method's authors run (None: ict.loss's 0.2 / 0.28).
     """
 
     name: str
@@ -62,6 +72,8 @@ class Method:
     dense_warmup_steps: int | None = None
     loss_mode: str | None = None
     entropy_coef: float | None = None
+    eps_low: float | None = None
+    eps_high: float | None = None
 
     def resolved(self) -> Method:
         """A copy with every None field filled from the selector's facts and the defaults."""
@@ -80,7 +92,13 @@ class Method:
             dense_warmup_steps=self.dense_warmup_steps or 0,
             loss_mode=self.loss_mode or LossConfig.loss_mode,
             entropy_coef=self.entropy_coef if self.entropy_coef is not None else 0.0,
+            eps_low=self.eps_low if self.eps_low is not None else LossConfig.eps_low,
+            eps_high=self.eps_high if self.eps_high is not None else LossConfig.eps_high,
         )
+
+    def fixes_clip_range(self) -> bool:
+        """Whether the method (as registered, before resolving) fixes its own clip range."""
+        return self.eps_low is not None or self.eps_high is not None
 
     def with_overrides(self, **overrides) -> Method:
         """This method with the non-None `overrides` applied, then resolved."""
@@ -166,7 +184,15 @@ def available_methods() -> list[str]:
 def _builtin() -> None:
     """The built-in methods, in the order reports list them: baselines, controls, ICT, variants."""
     register_method(Method("grpo", "every", "GRPO: every valid token."))
-    register_method(Method("entropy", "entropy_top", "20-Entropy: global top 20% by entropy."))
+    register_method(
+        Method(
+            "entropy",
+            "entropy_top",
+            "20-Entropy (Wang et al. 2025): global top 20% by entropy, DAPO's token mean over "
+            "the selected tokens.",
+            loss_agg="token_mean",
+        )
+    )
     register_method(Method("stapo", "not_spurious", "STAPO: every token except the spurious ones."))
     register_method(Method("random", "uniform", "Control: a random 10% of the batch's tokens."))
     register_method(
@@ -174,8 +200,11 @@ def _builtin() -> None:
             "clip_cov",
             "every",
             "Clip-Cov (Cui et al. 2025): GRPO, with the gradient cut on a random few tokens of "
-            "high advantage-log-prob covariance.",
+            "high advantage-log-prob covariance; token mean, clip range 1 / 1.",
+            loss_agg="token_mean",
             loss_mode="clip_cov",
+            eps_low=1.0,
+            eps_high=1.0,
         )
     )
     register_method(
@@ -183,7 +212,8 @@ def _builtin() -> None:
             "kl_cov",
             "every",
             "KL-Cov (Cui et al. 2025): GRPO without the ratio clip, a |log-ratio| penalty on the "
-            "tokens of highest advantage-log-prob covariance.",
+            "tokens of highest advantage-log-prob covariance; token mean.",
+            loss_agg="token_mean",
             loss_mode="kl_cov",
         )
     )

@@ -17,7 +17,12 @@ from typing import Any
 
 from ict.errors import ConfigError
 from ict.evidence.health import HealthCriterion
-from ict.methods.options import METHOD_FIELDS, MethodOptions, validate_method_options
+from ict.methods.options import (
+    CLIP_FIELDS,
+    METHOD_FIELDS,
+    MethodOptions,
+    validate_method_options,
+)
 from ict.precision import CHOICES as PRECISION_CHOICES
 
 SECTIONS = {
@@ -142,8 +147,12 @@ class TrainConfig(MethodOptions):
     drop_zero_variance_groups: bool = _f(
         False, "loss", "dynamic sampling: drop groups whose rewards are all equal"
     )
-    eps_low: float = _f(0.2, "loss", "lower clip range")
-    eps_high: float = _f(0.28, "loss", "upper clip range (clip-higher)")
+    eps_low: float | None = _f(
+        None, "loss", "lower clip range (none = the method's: 0.2; clip_cov 1, its authors')"
+    )
+    eps_high: float | None = _f(
+        None, "loss", "upper clip range (none = the method's: 0.28, clip-higher; clip_cov 1)"
+    )
     dual_clip: float | None = _f(
         None, "loss", "dual-clip constant c for A < 0 (e.g. 3.0); none = off"
     )
@@ -287,9 +296,13 @@ class TrainConfig(MethodOptions):
             raise ConfigError(f"temperature must be > 0, got {self.temperature}")
         if not 0.0 < self.top_p <= 1.0:
             raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
+        for name in ("eps_low", "eps_high"):  # none: the method's clip range
+            value = getattr(self, name)
+            if value is not None and (
+                not isinstance(value, (int, float)) or value < 0 or not math.isfinite(value)
+            ):
+                raise ConfigError(f"{name} must be a finite number >= 0 or none, got {value!r}")
         for name in (
-            "eps_low",
-            "eps_high",
             "learning_rate",
             "kl_coef",
             "weight_decay",
@@ -309,7 +322,7 @@ class TrainConfig(MethodOptions):
                     f"{name} must be a mapping, e.g. '{{key: value}}', got {getattr(self, name)!r}"
                 )
 
-    _METHOD_FIELDS = METHOD_FIELDS
+    _METHOD_FIELDS = (*METHOD_FIELDS, *CLIP_FIELDS)  # eps_low / eps_high: a method may fix them
 
     def method_settings(self):
         """The resolved `ict.methods.Method`: the method's settings with this config's explicit

@@ -243,6 +243,7 @@ class Trainer:
         advantages, adv_info = compute_advantages(rewards, rollout.prompt_index, mode=cfg.advantage)
         advantages = advantages.to(self.device)
         metrics["zero_variance_groups"] = int(adv_info.get("zero_variance_groups", 0))
+        metrics["zero_variance_share"] = adv_info["zero_variance_share"]
 
         t0 = time.perf_counter()
         stats, old_logprob, ref_logprob = old_policy_pass(
@@ -295,7 +296,7 @@ class Trainer:
         out = {}
         for key, value in loss_metrics.items():
             if key in ("clip_fraction", "kl_ref", "grad_norm") or key.startswith(
-                ("update/", "loss/")
+                ("update/", "loss/", "loss_mode/")
             ):
                 out[key] = value
             elif key == "loss":

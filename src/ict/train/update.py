@@ -1,7 +1,9 @@
 """Step 7 of a training step: the policy update, costing what it learns from.
 
 `num_epochs` passes over mini-batches; one AdamW step per mini-batch, gradient accumulated over
-micro-batches. The normaliser of the loss is computed once per mini-batch by the loss module
+micro-batches. The first update of a step is on-policy by construction: its old log-probabilities
+are the update pass's own, detached (the weights have not moved yet), so its importance ratio is
+exactly 1 whatever the two passes' rounding; later updates use the old-policy pass's. The normaliser of the loss is computed once per mini-batch by the loss module
 (`LossConfig.denominator`), so each micro-batch's loss is an exact share of the mini-batch's and
 rows can be left out without changing the gradient:
 
@@ -100,13 +102,21 @@ def update_policy(
 
     config: the TrainConfig (epochs, mini/micro batch sizes, clipping norm, seed, temperature,
     share_prompt). step: the rollout batch (1-based; seeds the mini-batch shuffle, places the lr).
-    Returns {metric: value, "grad_norm", "lr" (of the first update), "update/tokens",
-    "update/rows_run", "update/rows", "update/updates"}.
+    Returns {metric: value, "grad_norm" (the mean over the step's updates of the pre-clip total
+    gradient norm), "lr" (of the first update), "update/tokens", "update/rows_run",
+    "update/rows", "update/updates", "update/param_change_rel" (ict.metrics.ParamChange over the
+    step's updates), and the loss mode's counts over every loss call of the step
+    (ict.loss.modes.loss_mode_metrics: `loss_mode/changed_tokens`, `loss_mode/changed_rate`,
+    `loss_mode/nominal_rate`; none for vanilla)}.
     """
+    from ict.loss.modes import loss_mode_metrics
+    from ict.metrics import ParamChange
+
     cfg = config
     run = _UpdateRun(policy, batch, cfg, loss_config, device, autocast, switches)
     if run.rows_all.numel() == 0:
         return {"update/skipped": 1}
+    change = ParamChange(policy.model.parameters())  # one snapshot per step
     units = run.rows_all.view(-1, run.group)  # whole groups of G rows when prompts are shared
     mini_units = max(1, (cfg.mini_batch_size or run.rows_all.numel()) // run.group)
     generator = torch.Generator().manual_seed(selection_seed(cfg.seed, step))
@@ -124,6 +134,7 @@ def update_policy(
             grad_norms.append(run.clip_gradients())
             lrs.append(policy.scheduler.set(step, len(lrs), n_updates))
             policy.optimizer.step()
+            run.on_policy = False  # the weights have moved: the stored old log-probs from here
     policy.optimizer.zero_grad(set_to_none=True)
     policy.model.eval()
     out = {key: value / len(lrs) for key, value in sums.items()}
@@ -132,6 +143,12 @@ def update_policy(
     out["update/rows_run"] = run.rows_run
     out["update/rows"] = int(run.rows_all.numel()) * cfg.num_epochs
     out["update/updates"] = len(lrs)
+    out["update/param_change_rel"] = change.relative()
+    out.update(
+        loss_mode_metrics(
+            loss_config.loss_mode, loss_config.covariance, run.mode_changed, run.mode_tokens
+        )
+    )
     out["lr"] = lrs[0]
     return out
 
@@ -156,6 +173,11 @@ class _UpdateRun:
         self.row_counts, self.kl_row_counts = loss_config.row_counts(self.mask, self.selected)
         self.params = [p for p in policy.model.parameters() if p.requires_grad]
         self.tokens_done = self.rows_run = 0
+        self.mode_changed = self.mode_tokens = 0  # the loss mode's counts over the step's calls
+        # before the step's first optimizer step the weights are the old policy's: the update's
+        # own log-probs, detached, are the old ones (rho exactly 1, not 1 up to the rounding of
+        # two different passes; METHOD.md "Clip-Cov and KL-Cov")
+        self.on_policy = True
 
     def minibatch(self, mini) -> dict[str, float]:
         """Forward and backward of the mini-batch `mini` (row indices), micro-batch by
@@ -174,6 +196,8 @@ class _UpdateRun:
         for micro in run.split(self.micro_rows) if run.numel() else ():
             metrics, n_loss = self.micro_step(micro, denominators)
             for key, value in metrics.items():
+                if key.startswith("loss_mode/"):  # counted over the step (micro_step)
+                    continue
                 if not isinstance(value, (int, float)) or value != value:
                     continue
                 w = 1.0 if key in SUMMED_METRICS else n_loss
@@ -200,14 +224,18 @@ class _UpdateRun:
                 with_entropy=lc.entropy_coef > 0,
                 prompt_length=b.rollout.prompt_length - cols.start, group_size=self.group,
             )  # fmt: skip
+        old = logprob.detach() if self.on_policy else b.old_logprob[micro, cols]
         loss, metrics = policy_loss(
-            logprob, b.old_logprob[micro, cols], b.advantages[micro], self.mask[micro, cols],
+            logprob, old, b.advantages[micro], self.mask[micro, cols],
             self.selected[micro, cols], lc,
             ref_logprob=None if b.ref_logprob is None else b.ref_logprob[micro, cols],
             entropy=entropy, denominator=denominators[0], kl_denominator=denominators[1],
             row_counts=self.row_counts[micro], kl_row_counts=self.kl_row_counts[micro],
         )  # fmt: skip
         loss.backward()
+        if "loss_mode/changed_tokens" in metrics:
+            self.mode_changed += int(metrics["loss_mode/changed_tokens"])
+            self.mode_tokens += int((self.mask & self.selected)[micro, cols].sum())
         self.tokens_done += int(self.attn[micro, cols].sum())
         self.rows_run += micro.numel()
         return metrics, float(self.positions[micro, cols].sum())

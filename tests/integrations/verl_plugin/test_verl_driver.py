@@ -160,6 +160,10 @@ def test_the_ict_sections_loss_settings_reach_the_update():
                        ("ict", ("vanilla", 0.0))):  # fmt: skip
         cfg = _config(name)
         cfg.ict = {}
+        if name == "ict_clip_cov":  # its authors' clip range, which verl's config must state
+            cfg.actor_rollout_ref.actor.clip_ratio_low = (
+                cfg.actor_rollout_ref.actor.clip_ratio_high
+            ) = 1.0
         got = from_verl_config(cfg).loss_settings()
         assert (got["loss_mode"], got["entropy_coef"]) == want
     cfg = _config("ict_entropy_bonus")
@@ -268,3 +272,41 @@ def test_fixed_micro_batches_must_hold_whole_groups():
     tu.assign_non_tensor(td, use_dynamic_bsz=True)
     _keep_groups_in_micro_batches(td, 2)  # verl's own force_group_size keeps groups whole
     assert tu.get_non_tensor_data(td, "force_group_size", None) == 2
+
+
+def test_the_step_metrics_reach_verls_log_under_every_engines_keys():
+    """driver_metrics on what `_update_actor` returns: the worker's step keys without verl's
+    "actor/" prefix, `grad_norm` the mean of verl's pre-clip `actor/grad_norm` over the step's
+    updates, `zero_variance_share` from the batch's rewards and uids (groups p: 1, 1 equal; q:
+    0, 1 mixed -> 1 of 2)."""
+    import numpy as np
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    batch, mask = _batch()
+    workers = FakeWorkers(torch.randn(4, 4, V, generator=torch.Generator().manual_seed(1)))
+    trainer = types.SimpleNamespace(config=_config(), actor_rollout_wg=workers, global_steps=3)
+    old, _ = RayPPOTrainer._compute_old_log_prob(trainer, batch)
+    batch = batch.union(old)
+    batch.batch["advantages"] = torch.linspace(-1, 1, 4)[:, None] * mask
+    batch.non_tensor_batch["uid"] = np.array(["p", "p", "q", "q"], dtype=object)
+    rewards = torch.zeros(4, 4)
+    rewards[[0, 1, 3], 0] = 1.0  # per response: 1, 1, 0, 1
+    batch.batch["token_level_rewards"] = rewards
+
+    def update_actor(td):
+        from verl.utils import tensordict_utils as tu
+
+        step = {"mfu": 0.5, "grad_norm": [2.0, 4.0], "update/param_change_rel": [1e-3],
+                "clip_fraction": [0.125],
+                "loss_mode/changed_tokens": [7], "loss_mode/changed_rate": [0.25],
+                "loss_mode/nominal_rate": [2e-3]}  # fmt: skip
+        return tu.get_tensordict(tensor_dict={}, non_tensor_dict={"metrics": step})
+
+    workers.update_actor = update_actor
+    metrics = RayPPOTrainer._update_actor(trainer, batch).meta_info["metrics"]
+    assert metrics["grad_norm"] == 3.0 and metrics["actor/grad_norm"] == [2.0, 4.0]
+    assert metrics["update/param_change_rel"] == 1e-3 and metrics["loss_mode/changed_tokens"] == 7
+    assert metrics["clip_fraction"] == 0.125
+    assert metrics["loss_mode/changed_rate"] == 0.25 and metrics["loss_mode/nominal_rate"] == 2e-3
+    assert not any(k.startswith("actor/loss_mode/") for k in metrics)
+    assert metrics["zero_variance_share"] == 0.5

@@ -7,14 +7,13 @@ ict.stats (batch_mean); the update pass back-propagates exactly ict.loss's gradi
 """
 
 import functools
-import os
 import types
 
 import pytest
 import torch
 
 pytest.importorskip("verl")
-from verl_helpers import actor_config, verl_batch  # noqa: E402
+from verl_helpers import actor_config, bare_engine, verl_batch  # noqa: E402
 
 import ict.integrations.verl  # noqa: E402,F401  (registers + patches)
 from ict.integrations.verl import loss as verl_loss  # noqa: E402
@@ -37,35 +36,8 @@ class TokenTable(torch.nn.Module):
         return types.SimpleNamespace(logits=self.table[input_ids])
 
 
-@pytest.fixture(scope="module")
-def gloo():
-    import torch.distributed as dist
-
-    if not dist.is_initialized():
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", "29533")
-        dist.init_process_group("gloo", rank=0, world_size=1)
-    yield
-    dist.destroy_process_group()
-
-
 def _engine(monkeypatch):
-    from verl.workers.engine.fsdp import transformer_impl
-
-    monkeypatch.setattr(transformer_impl, "get_device_id", lambda: "cpu")
-    monkeypatch.setattr(transformer_impl, "get_device_name", lambda: "cpu")
-    engine = object.__new__(transformer_impl.FSDPEngineWithLMHead)
-    engine.module = TokenTable()
-    engine.engine_config = types.SimpleNamespace(
-        entropy_checkpointing=False, entropy_from_logits_with_chunking=False,
-        use_no_sync_for_gradient_accumulation=False,
-    )  # fmt: skip
-    engine.compute_entropy_from_logits = transformer_impl.verl_F.entropy_from_logits
-    engine.use_ulysses_sp, engine.ulysses_sequence_parallel_size = False, 1
-    engine.pad_to_length, engine._autocast_dtype, engine.scaler = False, torch.float32, None
-    engine.get_data_parallel_group = lambda: None
-    engine.get_data_parallel_size = lambda: 1
-    return engine
+    return bare_engine(monkeypatch, TokenTable())
 
 
 def _data(remove_padding):
@@ -199,7 +171,8 @@ def test_loss_mode_and_entropy_bonus_through_verls_engine(monkeypatch, gloo, rem
     logp_all = torch.log_softmax(_response_logits_grad(engine, td, mask) / T_SAMPLE, -1)
     logp = logp_all.gather(-1, tokens[..., None]).squeeze(-1)
     entropy = -(logp_all.exp() * logp_all).sum(-1)
-    lc = LossConfig(dual_clip=3.0, loss_agg="token_mean", loss_mode="kl_cov", kl_cov_ratio=0.25,
+    # no dual clip: verl's clip_ratio_c is the vanilla loss's only (KL-Cov has none)
+    lc = LossConfig(loss_agg="token_mean", loss_mode="kl_cov", kl_cov_ratio=0.25,
                     kl_cov_coef=2.0, entropy_coef=0.05)  # fmt: skip
     total, changed = 0.0, 0.0
     for rows in torch.arange(mask.shape[0]).split(2):  # verl's micro-batches of 2 rows
@@ -207,7 +180,7 @@ def test_loss_mode_and_entropy_bonus_through_verls_engine(monkeypatch, gloo, rem
             logp[rows], old_log_probs[rows], adv[rows], mask[rows], mask[rows], lc,
             entropy=entropy[rows], denominator=lc.denominator(mask),
         )  # fmt: skip
-        total, changed = total + part, changed + metrics["loss_mode_fraction"]
+        total, changed = total + part, changed + metrics["loss_mode/changed_tokens"]
     total.backward()
     assert changed > 0  # KL-Cov penalised tokens (not vacuous)
     torch.testing.assert_close(got_grad, engine.module.table.grad, atol=1e-6, rtol=1e-5)
@@ -265,3 +238,97 @@ def test_group_position_pass_through_verls_engine(monkeypatch, gloo, remove_padd
     tu.assign_non_tensor(td, calculate_entropy=True, ict_stats=request, micro_batch_size_per_gpu=3)
     with pytest.raises(ConfigError, match="log_prob_micro_batch_size_per_gpu = 3"):
         engine.infer_batch(td)
+
+
+def test_step_metrics_through_verls_train_batch(monkeypatch, gloo):
+    """Two updates of one step through verl's own `train_batch` (forward_backward_batch, then
+    its optimizer_step): the plugin's wrapper adds, on the step's last update (verl's
+    `update_lr_scheduler`), `update/param_change_rel` over both updates (checked against a copy
+    taken by hand) and KL-Cov's `loss_mode/*` counts over the step's 6 loss calls (3 micro-batches
+    per update, each max(1, int(0.25 |M|)) tokens)."""
+    from verl.utils import tensordict_utils as tu
+    from verl.workers.config import PolicyLossConfig
+    from verl.workers.utils.losses import ppo_loss
+
+    from ict.integrations.verl.config import IctVerlConfig
+    from ict.loss.modes import mode_count
+
+    engine = _engine(monkeypatch)
+    td, tokens, mask = _data(remove_padding=True)
+    logits = _response_logits(engine, td, mask)
+    old = torch.log_softmax(logits / T_SAMPLE, -1).gather(-1, tokens[..., None])[..., 0] * mask
+    spec = IctVerlConfig(method="kl_cov", kl_cov_ratio=0.25)
+    config = actor_config(policy_loss=PolicyLossConfig(loss_mode="ict_kl_cov"))
+    before = engine.module.table.detach().clone()
+    outputs = []
+    for last in (False, True):
+        train, _, _ = _data(remove_padding=True)
+        train["old_log_probs"] = old
+        train["advantages"] = torch.linspace(-1, 1, mask.shape[0])[:, None] * mask
+        train[verl_loss.SELECTED_KEY] = mask.clone()
+        tu.assign_non_tensor(train, calculate_entropy=False, global_batch_size=mask.shape[0],
+                             update_lr_scheduler=last,
+                             **{verl_loss.NORMALIZE_KEY: "selected",
+                                verl_loss.LOSS_AGG_KEY: "token_mean",
+                                verl_loss.LOSS_SETTINGS_KEY: spec.loss_settings()})  # fmt: skip
+        outputs.append(engine.train_batch(train, functools.partial(ppo_loss, config=config)))
+    first, second = (o["metrics"] for o in outputs)
+    assert "update/param_change_rel" not in first and "loss_mode/changed_tokens" not in first
+    after = engine.module.table.detach()
+    want = float((after - before).double().norm() / before.double().norm())
+    assert second["update/param_change_rel"] == pytest.approx(want, rel=1e-9) and want > 0
+    calls = [int(mask[rows].sum()) for rows in torch.arange(mask.shape[0]).split(2)] * 2
+    changed = sum(mode_count(0.25, n) for n in calls)
+    assert second["loss_mode/changed_tokens"] == changed
+    assert second["loss_mode/changed_rate"] == pytest.approx(changed / sum(calls))
+    assert second["loss_mode/nominal_rate"] == 0.25
+    assert 0.0 <= second["clip_fraction"] <= 1.0  # checked against native: test_verl_loss.py
+    assert "grad_norm" in second  # verl's own: the total norm before clipping
+
+
+def test_the_steps_first_update_is_on_policy_through_verls_train_batch(monkeypatch, gloo):
+    """The step's first update (verl's train_batch, through the plugin's wrapper) uses the update
+    pass's own log-probs as the old ones: its gradient does not depend on the old_log_probs the
+    batch carries (here 0.3 nats below or 0.2 above the current ones: verl's separate
+    old-log-prob pass differs from the update pass by rounding only, which this exaggerates),
+    while the plain forward_backward_batch (a later update) does use them."""
+    import copy
+
+    from verl.utils import tensordict_utils as tu
+    from verl.workers.config import PolicyLossConfig
+    from verl.workers.utils.losses import ppo_loss
+
+    from ict.integrations.verl.config import IctVerlConfig
+
+    start = _engine(monkeypatch).module
+    td, tokens, mask = _data(remove_padding=True)
+    logits = _response_logits(_engine(monkeypatch), td, mask)
+    current = torch.log_softmax(logits / T_SAMPLE, -1).gather(-1, tokens[..., None])[..., 0] * mask
+    spec = IctVerlConfig(method="kl_cov", kl_cov_ratio=0.25)
+    config = actor_config(policy_loss=PolicyLossConfig(loss_mode="ict_kl_cov"))
+    loss_fn = functools.partial(ppo_loss, config=config)
+
+    def batch(old):
+        train, _, _ = _data(remove_padding=True)
+        train["old_log_probs"] = old * mask
+        train["advantages"] = torch.linspace(-1, 1, mask.shape[0])[:, None] * mask
+        train[verl_loss.SELECTED_KEY] = mask.clone()
+        tu.assign_non_tensor(train, calculate_entropy=False, global_batch_size=mask.shape[0],
+                             update_lr_scheduler=True,
+                             **{verl_loss.NORMALIZE_KEY: "selected",
+                                verl_loss.LOSS_AGG_KEY: "token_mean",
+                                verl_loss.LOSS_SETTINGS_KEY: spec.loss_settings()})  # fmt: skip
+        return train
+
+    def gradient(old, first_update):
+        engine = bare_engine(monkeypatch, copy.deepcopy(start))
+        if first_update:
+            engine.train_batch(batch(old), loss_fn)  # the step's first (and last) update
+        else:
+            engine.forward_backward_batch(batch(old), loss_fn, forward_only=False)
+        return engine.module.table.grad.clone()
+
+    first = [gradient(current + shift, True) for shift in (-0.3, 0.2)]
+    assert torch.equal(first[0], first[1])
+    later = [gradient(current + shift, False) for shift in (-0.3, 0.2)]
+    assert not torch.allclose(later[0], later[1]) and not torch.allclose(first[0], later[0])

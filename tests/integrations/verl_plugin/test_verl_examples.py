@@ -43,7 +43,17 @@ def test_example_config_composes_with_verl_defaults_and_dapo_settings():
 
 @pytest.mark.parametrize("mode", sorted(LOSS_MODES))
 def test_every_method_is_one_override(mode):
-    spec = from_verl_config(_compose(f"actor_rollout_ref.actor.policy_loss.loss_mode={mode}"))
+    """One override names the method; a method that fixes its own clip range (Clip-Cov's
+    authors' 1 / 1) also states it as verl's clip ratios (refused otherwise, naming them)."""
+    override = f"actor_rollout_ref.actor.policy_loss.loss_mode={mode}"
+    clip = []
+    if get_method(LOSS_MODES[mode]).fixes_clip_range():
+        from ict.errors import ConfigError
+
+        with pytest.raises(ConfigError, match="clip_ratio_low=1 and clip_ratio_high=1"):
+            from_verl_config(_compose(override))
+        clip = [f"actor_rollout_ref.actor.clip_ratio_{k}=1.0" for k in ("low", "high")]
+    spec = from_verl_config(_compose(override, *clip))
     assert spec.method == LOSS_MODES[mode]
     assert spec.selector == get_method(LOSS_MODES[mode]).selector
 

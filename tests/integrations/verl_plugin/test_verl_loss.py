@@ -162,36 +162,117 @@ def test_missing_selection_is_a_clear_error():
         get_policy_loss_fn("ict")(old, new, adv[:, None] * mask, mask, "token-mean", actor_config())
 
 
+def _covariance_batch(seed, B=8, R=40):
+    """Ratios e^u with u uniform in [-2, 2] (so both clips and verl's dual clip c = 3 bind),
+    advantages of both signs (2 N(0, 1) per response), ragged responses."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(10, R + 1, (B,), generator=g)
+    mask = torch.arange(R)[None, :] < lengths[:, None]
+    old = -torch.rand(B, R, generator=g) * 6
+    new = (old + (torch.rand(B, R, generator=g) * 4 - 2)).requires_grad_(True)
+    adv = (torch.randn(B, 1, generator=g) * 2).expand(B, R).contiguous()
+    return old, new, adv, mask
+
+
 @pytest.mark.parametrize("mode", ["clip_cov", "kl_cov"])
-@pytest.mark.parametrize("agg", ["token_mean", "seq_mean_token_mean"])
-def test_covariance_modes_match_verls_core_algos(mode, agg):
-    """ict.loss's Clip-Cov / KL-Cov (the one definition every engine calls) against verl's own
-    `compute_policy_loss_clip_cov` / `_kl_cov`: value and gradient, with ratios large enough that
-    several tokens are drawn (Clip-Cov's draw: the same seeded global generator, as verl)."""
+@pytest.mark.parametrize("agg", sorted(AGG))
+@pytest.mark.parametrize("clip", [(0.2, 0.28), (1.0, 1.0)], ids=["clip_0.2_0.28", "clip_1_1"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_registered_covariance_losses_equal_verls_own(mode, agg, clip, seed):
+    """The registered plugin losses `ict_clip_cov` / `ict_kl_cov` (through verl's policy-loss
+    registry, with the selection and settings the engine hook hands them) against verl's own
+    `compute_policy_loss_clip_cov` / `_kl_cov`, under verl's own actor config (its dual clip
+    c = 3 included, which verl's covariance losses do not apply): value and gradient, on batches
+    whose ratios reach e^2 with negative advantages, where the ratio clip and the dual clip bind.
+    Clip-Cov's draw: the same seeded global generator. Clip range 1/1 is Clip-Cov's authors'."""
     from verl.trainer.ppo.core_algos import get_policy_loss_fn
     from verl.workers.config import PolicyLossConfig
 
-    g = torch.Generator().manual_seed(3)
-    B, R = 8, 30
-    lengths = torch.randint(5, R + 1, (B,), generator=g)
-    mask = torch.arange(R)[None, :] < lengths[:, None]
-    old = -torch.rand(B, R, generator=g) * 6
-    new = (old + (torch.rand(B, R, generator=g) - 0.5) * 0.8).requires_grad_(True)
-    adv = (torch.randn(B, 1, generator=g) * 2).expand(B, R).contiguous()
-    ratios = dict(clip_cov_ratio=0.03, kl_cov_ratio=0.03)
-    config = actor_config(policy_loss=PolicyLossConfig(loss_mode=mode, ppo_kl_coef=1.0, **ratios))
+    from ict.loss import CovarianceOptions
+
+    old, new, adv, mask = _covariance_batch(seed)
+    ratios = dict(clip_cov_ratio=0.05, kl_cov_ratio=0.05)
+    config = actor_config(
+        clip_ratio_low=clip[0], clip_ratio_high=clip[1], clip_ratio_c=3.0,
+        policy_loss=PolicyLossConfig(loss_mode=mode, ppo_kl_coef=1.0, **ratios),
+    )  # fmt: skip
+    B = mask.shape[0]
     config.global_batch_info.update(
         dp_size=1, batch_num_tokens=int(mask.sum()), global_batch_size=B, loss_scale_factor=None
     )
-    torch.manual_seed(11)
+    rho, A = torch.exp(new - old).detach()[mask], adv[mask]
+    assert ((A < 0) & (rho > 3.0)).any()  # where the dual clip would bind
+    assert ((A > 0) & (rho > 1 + clip[1])).any() or clip[1] == 1.0  # the ratio clip binds
+    torch.manual_seed(11 + seed)
     ref, _ = get_policy_loss_fn(mode)(old, new, adv, mask.float(), AGG[agg], config)
     (ref_grad,) = torch.autograd.grad(ref, new)
-    torch.manual_seed(11)
-    ours, metrics = policy_loss(
-        new, old, adv, mask, None, loss_mode=mode, loss_agg=agg, eps_low=0.2, eps_high=0.28,
-        **ratios,
+
+    n_sel, n_rows = verl_loss.local_counts(mask, mask, "selected")
+    selection = verl_loss.MicroBatchSelection(
+        mask.clone(), "selected", n_sel, n_rows, loss_agg=None, loss_mode=mode,
+        covariance=CovarianceOptions(kl_cov_coef=1.0, **ratios),
     )  # fmt: skip
+    verl_loss.take_step_counts()  # nothing left over from other tests
+    with verl_loss.micro_batch(selection):
+        torch.manual_seed(11 + seed)
+        ours, _ = get_policy_loss_fn(f"ict_{mode}")(old, new, adv, mask.long(), AGG[agg], config)
     (grad,) = torch.autograd.grad(ours, new)
-    assert metrics["loss_mode_fraction"] > 0.01  # several tokens changed, not a vacuous match
+    counts = verl_loss.take_step_counts()
+    assert counts["loss_mode/changed_tokens"] == max(1, int(0.05 * int(mask.sum())))
     torch.testing.assert_close(ours.detach(), ref.detach(), rtol=1e-6, atol=1e-7)
     torch.testing.assert_close(grad, ref_grad, rtol=1e-6, atol=1e-7)
+    # ict.loss's own function (the native trainer's) gives the same, with the same clip range
+    torch.manual_seed(11 + seed)
+    native, native_metrics = policy_loss(
+        new, old, adv, mask, None, loss_mode=mode, loss_agg=agg, eps_low=clip[0],
+        eps_high=clip[1], max_response_length=mask.shape[1], **ratios,
+    )  # fmt: skip
+    torch.testing.assert_close(native.detach(), ref.detach(), rtol=1e-6, atol=1e-7)
+    # the step's clip fraction (ratio clip region over M), as the native loss reports it
+    assert counts["clip_fraction"] == pytest.approx(native_metrics["clip_fraction"])
+    assert native_metrics["clip_fraction"] > 0 or clip == (1.0, 1.0)
+
+
+def test_the_vanilla_plugin_loss_keeps_verls_dual_clip():
+    """`ict_grpo` (vanilla) applies verl's clip_ratio_c as verl's vanilla loss does: at ratio 4.48
+    and A = -1 the loss is c = 3 (not 4.48) and the token has no gradient."""
+    from verl.trainer.ppo.core_algos import get_policy_loss_fn
+
+    old = torch.zeros(1, 1)
+    new = torch.full((1, 1), 1.5, requires_grad=True)  # rho = e^1.5 = 4.48
+    adv, mask = torch.tensor([[-1.0]]), torch.ones(1, 1, dtype=torch.bool)
+    config = actor_config()
+    config.global_batch_info.update(
+        dp_size=1, batch_num_tokens=1, global_batch_size=1, loss_scale_factor=None
+    )
+    selection = verl_loss.MicroBatchSelection(mask.clone(), "selected", 1, 1)
+    with verl_loss.micro_batch(selection):
+        ours, _ = get_policy_loss_fn("ict_grpo")(old, new, adv, mask, "token-mean", config)
+    want, _ = get_policy_loss_fn("vanilla")(old, new, adv, mask, "token-mean", config)
+    assert ours.item() == pytest.approx(3.0) and want.item() == pytest.approx(3.0)
+    (grad,) = torch.autograd.grad(ours, new)
+    assert float(grad) == 0.0
+
+
+def test_low_var_kl_is_verls_kl_penalty():
+    """ict.loss's `low_var_kl` (the paper preset's KL term, verl's GRPO recipe) against verl's own
+    `kl_penalty(..., "low_var_kl")`: value and gradient, with log-ratios reaching +-25 so that
+    both clamps (d to [-20, 20], k3 to [-10, 10]) bind; and through policy_loss's KL term."""
+    from verl.trainer.ppo.core_algos import kl_penalty
+
+    from ict.loss import KL_ESTIMATORS
+
+    g = torch.Generator().manual_seed(0)
+    logprob = (-torch.rand(6, 9, generator=g) * 5).requires_grad_(True)
+    ref = logprob.detach() + torch.linspace(-25, 25, 54).view(6, 9)
+    theirs = kl_penalty(logprob, ref, "low_var_kl")
+    ours = KL_ESTIMATORS["low_var_kl"]((ref - logprob).clamp(-20, 20))
+    assert (theirs == 10).any() and (theirs < 1).any()  # the clamp binds, and small values too
+    torch.testing.assert_close(ours, theirs)
+    (g_ours,) = torch.autograd.grad(ours.sum(), logprob)
+    (g_theirs,) = torch.autograd.grad(kl_penalty(logprob, ref, "low_var_kl").sum(), logprob)
+    torch.testing.assert_close(g_ours, g_theirs)
+    mask = torch.ones(6, 9, dtype=torch.bool)
+    _, metrics = policy_loss(logprob, logprob.detach(), torch.zeros(6), mask, None,
+                             ref_logprob=ref, kl_coef=0.001, kl_estimator="low_var_kl")  # fmt: skip
+    assert metrics["kl"] == pytest.approx(float(theirs.detach().mean()), rel=1e-6)

@@ -187,3 +187,26 @@ def test_the_verl_section_is_the_shared_method_options():
     # a method's own warm-up takes at most half of verl's total_training_steps
     assert IctVerlConfig(method="ict").run_method(8).dense_warmup_steps == 4
     assert IctVerlConfig(method="ict", dense_warmup_steps=8).run_method(8).dense_warmup_steps == 8
+
+
+def test_a_methods_clip_range_and_verls_kl_term_are_checked():
+    """A method that fixes its clip range (Clip-Cov's authors' 1/1) needs verl's actor clip ratios
+    to say so; verl's own KL loss must aggregate as the method's loss does. One line each."""
+    from omegaconf import OmegaConf
+
+    def cfg(loss_mode, **actor):
+        policy = {"policy_loss": {"loss_mode": loss_mode}, "strategy": "fsdp", **actor}
+        return OmegaConf.create({"actor_rollout_ref": {"actor": policy}})
+
+    with pytest.raises(
+        ConfigError, match=r"clip range 1 / 1.*clip_ratio_low=1 and clip_ratio_high=1"
+    ):
+        from_verl_config(cfg("ict_clip_cov"))  # verl's default 0.2 / 0.2
+    spec = from_verl_config(cfg("ict_clip_cov", clip_ratio_low=1.0, clip_ratio_high=1.0))
+    assert (spec.resolved().eps_low, spec.resolved().eps_high) == (1.0, 1.0)
+    from_verl_config(cfg("ict_kl_cov", clip_ratio_high=0.28))  # KL-Cov: no ratio clip, no range
+    from_verl_config(cfg("ict", clip_ratio_high=0.28))  # a method without its own range: verl's
+    with pytest.raises(ConfigError, match="loss_agg_mode=seq-mean-token-mean"):
+        from_verl_config(cfg("ict", use_kl_loss=True))  # ICT's Sparse-GRPO vs verl's token-mean
+    from_verl_config(cfg("ict", use_kl_loss=True, loss_agg_mode="seq-mean-token-mean"))
+    from_verl_config(cfg("ict_kl_cov", use_kl_loss=True))  # KL-Cov: token mean, as verl's default

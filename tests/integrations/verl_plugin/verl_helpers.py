@@ -12,6 +12,22 @@ import torch
 verl = pytest.importorskip("verl")
 
 
+def padded_inputs(prompt_lens, tokens, mask, *, vocab, seed=0):
+    """(prompts [B, P] left-padded with random ids < vocab, input_ids [B, P + R] (responses 0
+    where mask is False), attention_mask [B, P + R]): the padded layout `verl_batch` packs."""
+    g = torch.Generator().manual_seed(seed)
+    B, R = tokens.shape
+    P = max(prompt_lens)
+    prompts = torch.zeros(B, P, dtype=torch.long)
+    prompt_mask = torch.zeros(B, P, dtype=torch.long)
+    for b, n in enumerate(prompt_lens):  # left padding
+        prompts[b, P - n :] = torch.randint(0, vocab, (n,), generator=g)
+        prompt_mask[b, P - n :] = 1
+    responses = torch.where(mask, tokens, 0)
+    input_ids = torch.cat([prompts, responses], dim=1)
+    return prompts, input_ids, torch.cat([prompt_mask, mask.long()], dim=1)
+
+
 def verl_batch(prompt_lens, tokens, mask, *, vocab, seed=0):
     """A left/right padded verl batch turned into verl's no-padding TensorDict.
 
@@ -22,16 +38,9 @@ def verl_batch(prompt_lens, tokens, mask, *, vocab, seed=0):
     from tensordict import TensorDict
     from verl.workers.utils.padding import left_right_2_no_padding
 
-    g = torch.Generator().manual_seed(seed)
     B, R = tokens.shape
-    P = max(prompt_lens)
-    prompts = torch.zeros(B, P, dtype=torch.long)
-    prompt_mask = torch.zeros(B, P, dtype=torch.long)
-    for b, n in enumerate(prompt_lens):  # left padding
-        prompts[b, P - n :] = torch.randint(0, vocab, (n,), generator=g)
-        prompt_mask[b, P - n :] = 1
+    prompts, _, attention_mask = padded_inputs(prompt_lens, tokens, mask, vocab=vocab, seed=seed)
     responses = torch.where(mask, tokens, 0)
-    attention_mask = torch.cat([prompt_mask, mask.long()], dim=1)
     position_ids = (attention_mask.cumsum(-1) - 1).clamp_min(0)
     td = TensorDict(
         {
@@ -76,3 +85,31 @@ def actor_config(**overrides):
     )  # fmt: skip
     kwargs.update(overrides)
     return FSDPActorConfig(**kwargs)
+
+
+def bare_engine(monkeypatch, module):
+    """verl's FSDPEngineWithLMHead without FSDP or a GPU around `module` (a token -> logits table
+    or a tiny Hugging Face model): verl's own forward_backward_batch, prepare_model_inputs /
+    outputs, train_batch and optimizer_step run on it (SGD, grad clip 1e9: no clipping)."""
+    import types
+
+    from verl.workers.engine.fsdp import transformer_impl
+
+    monkeypatch.setattr(transformer_impl, "get_device_id", lambda: "cpu")
+    monkeypatch.setattr(transformer_impl, "get_device_name", lambda: "cpu")
+    engine = object.__new__(transformer_impl.FSDPEngineWithLMHead)
+    engine.module = module
+    engine.engine_config = types.SimpleNamespace(
+        entropy_checkpointing=False, entropy_from_logits_with_chunking=False,
+        use_no_sync_for_gradient_accumulation=False,
+    )  # fmt: skip
+    engine.compute_entropy_from_logits = transformer_impl.verl_F.entropy_from_logits
+    engine.use_ulysses_sp, engine.ulysses_sequence_parallel_size = False, 1
+    engine.ulysses_device_mesh = None
+    engine.pad_to_length, engine._autocast_dtype, engine.scaler = False, torch.float32, None
+    engine.get_data_parallel_group = lambda: None
+    engine.get_data_parallel_size = lambda: 1
+    engine.optimizer = torch.optim.SGD(module.parameters(), lr=0.1)
+    engine.optimizer_config = types.SimpleNamespace(clip_grad=1e9)
+    engine._qat_enabled = False
+    return engine

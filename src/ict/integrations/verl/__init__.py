@@ -9,7 +9,8 @@ the verl environment), or `VERL_USE_EXTERNAL_MODULES=ict.integrations.verl`. Imp
 2. registers the policy losses `ict`, `ict_entropy`, `ict_stapo`, `ict_random`, `ict_grpo`,
    `ict_clip_cov`, `ict_kl_cov`, `ict_entropy_bonus` (config.LOSS_MODES: each a method's name;
    every one runs the method's selection, loss mode and entropy bonus),
-3. wraps four verl methods so the old policy's per-token statistics reach the loss (hooks.py).
+3. wraps five verl methods so the old policy's per-token statistics reach the loss and the step's
+   metrics reach verl's log (hooks.py, metrics.py).
 
 A verl config opts in with `actor_rollout_ref.actor.policy_loss.loss_mode=ict`; an optional
 top-level `ict:` section sets the options (config.py). See docs/engines/verl.md.

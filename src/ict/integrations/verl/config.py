@@ -217,8 +217,36 @@ def validate(spec: IctVerlConfig, cfg: Any = None) -> None:
             f"ict.entropy_coef={entropy_coeff!r} (the bonus over the method's tokens, with its "
             "aggregation)"
         )
+    _check_clip_range_and_kl(spec, method, actor)
     strategy = _get(actor, "strategy", "fsdp")
     if strategy not in ("fsdp", "fsdp2"):
         raise ConfigError(
             f"actor strategy {strategy!r} is not supported by the ict losses on verl: use fsdp or fsdp2"
         )
+
+
+def _check_clip_range_and_kl(spec: IctVerlConfig, method, actor) -> None:
+    """A method that fixes its clip range (ict.methods: clip_cov's 1/1) runs it on
+    verl too: verl's `clip_ratio_low` / `clip_ratio_high` must say so (verl's config has no
+    "unset"). verl's own KL loss (`use_kl_loss`, over every valid token) is aggregated with
+    `actor.loss_agg_mode`, which must then be the method's aggregation."""
+    from ict.methods import get_method
+
+    if get_method(spec.method).fixes_clip_range():
+        clip = _get(actor, "clip_ratio", 0.2)
+        low, high = _get(actor, "clip_ratio_low", clip), _get(actor, "clip_ratio_high", clip)
+        if (float(low), float(high)) != (method.eps_low, method.eps_high):
+            raise ConfigError(
+                f"ict.method={spec.method!r} runs its authors' clip range {method.eps_low:g} / "
+                f"{method.eps_high:g}, but the actor's is {low!r} / {high!r}: set "
+                f"actor_rollout_ref.actor.clip_ratio_low={method.eps_low:g} and "
+                f"clip_ratio_high={method.eps_high:g}"
+            )
+    if _get(actor, "use_kl_loss", False):
+        agg = _get(actor, "loss_agg_mode", "token-mean")
+        if agg != LOSS_AGG_TO_VERL[method.loss_agg]:
+            raise ConfigError(
+                f"use_kl_loss aggregates verl's KL term with actor.loss_agg_mode={agg!r}, but "
+                f"ict.method={spec.method!r} aggregates its loss with {method.loss_agg!r}: set "
+                f"actor_rollout_ref.actor.loss_agg_mode={LOSS_AGG_TO_VERL[method.loss_agg]}"
+            )

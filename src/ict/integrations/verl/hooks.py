@@ -1,7 +1,7 @@
 """The smallest version-checked patches that get old-policy token statistics to the loss.
 
 verl 0.9.1 computes entropy inside `FSDPEngineWithLMHead.prepare_model_outputs` and hands a
-registered policy loss nothing but log-probs, advantages and the mask. Four wrappers close the gap
+registered policy loss nothing but log-probs, advantages and the mask. Five wrappers close the gap
 (each calls verl's original; nothing else of verl changes):
 
 worker  FSDPEngine.forward_backward_batch
@@ -15,12 +15,15 @@ worker  FSDPEngineWithLMHead.prepare_model_outputs
           scores the rows that predict valid response tokens from the logits verl built (chunked);
           and hands the micro-batch's `ict_selected`, loss settings and (for the entropy bonus)
           the entropy verl computed to the registered loss (loss.micro_batch).
+worker  FSDPEngine.train_batch (metrics.py)
+          the step's `update/param_change_rel` and the loss mode's `loss_mode/*` counts.
 driver  RayPPOTrainer._compute_old_log_prob
           asks the workers for the statistics and keeps them in the batch (`ict_entropy`, ...).
 driver  RayPPOTrainer._update_actor
           selects tokens over the whole rollout batch (all DP ranks' data, so the selection is
           global) with ict.select, now that advantages exist (STAPO needs them), sends the
-          method's loss settings (normaliser, aggregation, loss mode, entropy bonus), logs metrics.
+          method's loss settings (normaliser, aggregation, loss mode, entropy bonus), logs metrics
+          (and the step keys every engine logs: metrics.driver_metrics).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from ict.methods import warmup_warning
 
 from . import loss as ict_loss
 from .config import IctVerlConfig, from_verl_config
+from .metrics import driver_metrics, wrap_train_batch
 from .stats import chunked_token_stats, response_rows, scatter_packed
 
 STATS_REQUEST_KEY = (
@@ -522,6 +526,7 @@ def _wrap_update_actor(original):
             for key in (ict_loss.NORMALIZE_KEY, ict_loss.LOSS_AGG_KEY, ict_loss.LOSS_SETTINGS_KEY):
                 batch.meta_info.pop(key, None)
         actor_output.meta_info.setdefault("metrics", {}).update(metrics)
+        driver_metrics(actor_output.meta_info["metrics"], batch)  # the step keys (metrics.py)
         return actor_output
 
     setattr(_update_actor, _PATCHED_ATTR, True)
@@ -536,11 +541,12 @@ def _patch(owner, name: str, wrapper) -> None:
 
 
 def apply_patches() -> None:
-    """Install the four wrappers (idempotent)."""
+    """Install the five wrappers (idempotent)."""
     from verl.trainer.ppo.ray_trainer import RayPPOTrainer
     from verl.workers.engine.fsdp.transformer_impl import FSDPEngine, FSDPEngineWithLMHead
 
     _patch(FSDPEngineWithLMHead, "prepare_model_outputs", _wrap_prepare_model_outputs)
     _patch(FSDPEngine, "forward_backward_batch", _wrap_forward_backward_batch)
+    _patch(FSDPEngine, "train_batch", wrap_train_batch)  # the step metrics (metrics.py)
     _patch(RayPPOTrainer, "_compute_old_log_prob", _wrap_compute_old_log_prob)
     _patch(RayPPOTrainer, "_update_actor", _wrap_update_actor)

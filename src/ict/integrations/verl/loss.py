@@ -6,7 +6,9 @@ policy's statistics); the engine hook puts the current micro-batch's mask here (
 just before verl calls the loss, and the loss reads it back.
 
 Per token (METHOD.md): rho = exp(logp - logp_old), l = -min(rho A, clip(rho, 1-eps_low,
-1+eps_high) A), dual clip for A < 0: l = min(l, -c A) (verl's `clip_ratio_c`, default 3).
+1+eps_high) A) with verl's `clip_ratio_low` / `clip_ratio_high`, dual clip for A < 0:
+l = min(l, -c A) (verl's `clip_ratio_c`, default 3) in the vanilla loss only: verl's own
+`compute_policy_loss_clip_cov` / `_kl_cov` have no dual clip, and neither have ict's loss modes.
 Loss mask M = valid * selected. `normalize_by=selected`: verl's agg_loss over M with the global
 number of selected tokens as `batch_num_tokens`; `normalize_by=valid`: agg_loss over the valid
 mask of l * selected (denominator = valid tokens, as verl counts them).
@@ -14,7 +16,14 @@ mask of l * selected (denominator = valid tokens, as verl counts them).
 The method's loss mode (clip_cov, kl_cov: `ict.loss.modes.apply_loss_mode`, the one definition,
 on this micro-batch's loss tokens M, as verl's own `compute_policy_loss_clip_cov/kl_cov` and the
 native trainer; Clip-Cov draws from torch's global generator, as verl) changes l before the
-aggregation. The entropy bonus is computed here too, `- entropy_coef * agg(H on M)` with the same
+aggregation. Its counts (tokens changed, |M|) and the ratio-clipped tokens add up over the loss
+calls of the current thread until `take_step_counts()` (metrics.wrap_train_batch's, after the
+step's last update, summed over ranks), which turns them into `clip_fraction` and the
+`loss_mode/*` metrics (ict.loss.modes.loss_mode_metrics): verl averages whatever a loss returns,
+so a per-call count would not add up to the step's. Within
+`on_policy()` (the step's first update) the old log-probs are the current ones, detached.
+
+The entropy bonus is computed here too, `- entropy_coef * agg(H on M)` with the same
 aggregation and normalisers as the policy term (ict.loss.policy_loss's), on the entropy verl
 computed in this micro-batch's forward (the engine hook turns on `calculate_entropy` and hands it
 over). verl's own `actor.entropy_coeff` term is not used (config.validate keeps it at 0): it
@@ -34,7 +43,7 @@ from torch import Tensor
 
 from ict.errors import ConfigError
 from ict.loss import CovarianceOptions, clipped_token_loss
-from ict.loss.modes import apply_loss_mode
+from ict.loss.modes import apply_loss_mode, loss_mode_metrics
 from ict.loss.options import COVARIANCE_FIELDS
 from ict.loss.policy import loss_masks
 
@@ -123,6 +132,48 @@ def current() -> MicroBatchSelection | None:
     return getattr(_local, "selection", None)
 
 
+@contextlib.contextmanager
+def on_policy():
+    """Within: the loss calls belong to the step's first update, whose weights are the old
+    policy's; the losses use the current log-probs, detached, as the old ones (rho exactly 1, not
+    1 up to the rounding of verl's separate old-log-prob pass; METHOD.md "Clip-Cov and
+    KL-Cov")."""
+    _local.on_policy = True
+    try:
+        yield
+    finally:
+        _local.on_policy = False
+
+
+def _add_step_counts(selection: MicroBatchSelection, clipped: int, changed: int, tokens: int):
+    counts = getattr(_local, "step_counts", None)
+    if counts is None:
+        counts = _local.step_counts = {
+            "mode": selection.loss_mode, "covariance": selection.covariance, "n": [0, 0, 0],
+        }  # fmt: skip
+    for i, n in enumerate((clipped, changed, tokens)):
+        counts["n"][i] += n
+
+
+def take_step_counts(reduce=None) -> dict[str, float]:
+    """The step metrics counted over the loss calls of this thread since the last call, and reset:
+    `clip_fraction` (ratio-clipped loss tokens / loss tokens M) and the loss mode's
+    (ict.loss.modes.loss_mode_metrics); {} when no loss call ran. `reduce` sums a float64 [3]
+    tensor (clipped, changed, |M|) over data-parallel ranks (metrics.wrap_train_batch passes its
+    all-reduce)."""
+    counts = getattr(_local, "step_counts", None)
+    _local.step_counts = None
+    if counts is None:
+        return {}
+    totals = torch.tensor(counts["n"], dtype=torch.float64)
+    if reduce is not None:
+        totals = reduce(totals)
+    clipped, changed, tokens = (int(x) for x in totals.tolist())
+    out = {"clip_fraction": clipped / tokens if tokens else float("nan")}
+    out.update(loss_mode_metrics(counts["mode"], counts["covariance"], changed, tokens))
+    return out
+
+
 def _masked_mean(x: Tensor, mask: Tensor) -> Tensor:
     return (x * mask).sum() / mask.sum().clamp_min(1)
 
@@ -151,6 +202,8 @@ def ict_policy_loss(
             "environment, or VERL_USE_EXTERNAL_MODULES=ict.integrations.verl) and keep "
             "algorithm.rollout_correction.bypass_mode=false"
         )
+    if getattr(_local, "on_policy", False):  # the step's first update (metrics.wrap_train_batch)
+        old_log_prob = log_prob.detach()
     valid = response_mask.bool()
     selected = selection.selected.to(device=valid.device).bool()
     if selected.shape != valid.shape:
@@ -162,7 +215,8 @@ def ict_policy_loss(
     eps = config.clip_ratio
     eps_low = config.clip_ratio_low if config.clip_ratio_low is not None else eps
     eps_high = config.clip_ratio_high if config.clip_ratio_high is not None else eps
-    clip_c = config.get("clip_ratio_c", 3.0)
+    # the dual clip is the vanilla loss's only (verl's clip_cov / kl_cov have none)
+    clip_c = config.get("clip_ratio_c", 3.0) if selection.loss_mode == "vanilla" else None
     # the one per-token clipped surrogate (ict.loss), as verl's vanilla loss (log-ratio clamp 20)
     token_loss, ratio, clipped_loss = clipped_token_loss(
         log_prob, old_log_prob, advantages, valid, eps_low=eps_low, eps_high=eps_high,
@@ -224,8 +278,10 @@ def ict_policy_loss(
         )
         loss = loss - selection.entropy_coef * bonus
         metrics["ict/entropy"] = _masked_mean(entropy.detach(), maskf).item()
-    if selection.loss_mode != "vanilla":
-        metrics["ict/loss_mode_fraction"] = _masked_mean(changed.float(), maskf).item()
+    # counted over the step's calls (take_step_counts): clipped, changed by the mode, |M|
+    _add_step_counts(
+        selection, int((clipped & mask).sum()), int((changed & mask).sum()), int(mask.sum())
+    )
 
     metrics.update({
         "actor/pg_clipfrac": _masked_mean(clipped.float(), maskf).item(),
