@@ -33,16 +33,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ict.loss.options import LOSS_MODES, NOMINAL_RATE_FIELD, CovarianceOptions
+from ict.loss.options import LOSS_MODE_KEYS, LOSS_MODES, NOMINAL_RATE_FIELD, CovarianceOptions
 
 __all__ = [
     "LOSS_MODES", "LOSS_MODE_KEYS", "CovarianceOptions", "apply_loss_mode", "clip_cov_cut",
     "kl_cov_picked", "loss_mode_metrics", "mode_count", "token_covariance",
 ]  # fmt: skip
-
-# the step metrics of a loss mode (none for vanilla): tokens changed (summed over the step's loss
-# calls), changed / |M| over the step, and the configured ratio
-LOSS_MODE_KEYS = ("loss_mode/changed_tokens", "loss_mode/changed_rate", "loss_mode/nominal_rate")
 
 
 def mode_count(ratio: float, tokens: int) -> int:

@@ -7,6 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 LOSS_MODES = ("vanilla", "clip_cov", "kl_cov")
+# the step metrics of a loss mode (none for vanilla): tokens changed (summed over the step's loss
+# calls), changed / |M| over the step, and the configured ratio
+LOSS_MODE_KEYS = ("loss_mode/changed_tokens", "loss_mode/changed_rate", "loss_mode/nominal_rate")
 
 
 @dataclass(frozen=True)

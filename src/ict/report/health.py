@@ -21,10 +21,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from ict.evidence.health import HealthCriterion, HealthJudgement, judge_health
+from ict.loss.options import LOSS_MODE_KEYS
 from ict.report.runs import Run, flat_config
 
 FLOOR_DOMINATES = 2.0  # realised / nominal rate at which the one-token floor decides the rate
-LOSS_MODE_KEYS = ("loss_mode/changed_tokens", "loss_mode/changed_rate", "loss_mode/nominal_rate")
 _CRITERION_FIELDS = ("window", "collapse_fraction", "explosion_multiple", "format_drop_fraction")
 _CONFIG_NAMES = {"window": "health_window"}  # HealthCriterion field -> TrainConfig field
 
