@@ -7,8 +7,9 @@ evaluation and mixtures load the toy tasks as they load any other task:
     toy:cot?digits=4&seed=0&test_pool=2000     the per-digit chain with carries (ict.compare.toy_cot)
 
 The options are the task dataclass's fields (the defaults above). split "train" gives training
-pairs, "eval" the held-out ones (disjoint from training); size: number of problems (default:
-train 10000, eval every held-out pair). The task's own `seed=` option picks both splits, so the
+pairs, "eval" the held-out ones and "validation" pairs for tuning (the three disjoint); size:
+number of problems (default: train 10000, eval and validation every pair of the split). The
+task's own `seed=` option picks the splits, so the
 data seed of load_task does not apply (a different data seed must not move held-out pairs into
 training). Each problem is a `ScoredItem`: an ict.data Item whose `score(response)` is the task's
 own scorer (1.0 when the final answer is right, else 0.0), id "a+b".
@@ -76,8 +77,9 @@ def supervised_task(task):
 
 
 def task_items(task, split: str, size: int) -> list[ScoredItem]:
-    """`size` problems of a toy task object; split "train" or "test"/"eval" (held-out)."""
-    pairs = task.split("test" if split in ("test", "eval") else "train", size)
+    """`size` problems of a toy task object; split "train", "validation" or "test"/"eval"
+    (held-out)."""
+    pairs = task.split("test" if split in ("test", "eval") else split, size)
     items = []
     for a, b in pairs:
         text = task.prompt(a, b)
@@ -105,5 +107,6 @@ def load_toy_task(
     size = options.pop("size", size)
     task = _task(name, options)
     if size is None:
-        size = task.test_size if split == "eval" else DEFAULT_TRAIN_SIZE
+        sizes = {"train": DEFAULT_TRAIN_SIZE, "validation": task.validation_size}
+        size = sizes.get(split, task.test_size)
     return task_items(task, split, int(size))

@@ -19,6 +19,7 @@ from ict.data.rg import EVAL_SEED_OFFSET, load_rg_items, rg_task_names
 from ict.data.sources import find_local_file, read_rows
 from ict.data.tasks import (
     DEFAULT_TASK,
+    SPLITS,
     TASK_FAMILIES,
     file_stem,
     load_task,
@@ -33,6 +34,7 @@ __all__ = [
     "EVAL_SEED_OFFSET",
     "PAPER_BENCHMARKS",
     "PROMPT_TEMPLATES",
+    "SPLITS",
     "TASK_FAMILIES",
     "Benchmark",
     "Item",

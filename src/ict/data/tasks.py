@@ -13,6 +13,12 @@ Hub/file options: question=, answer= (column or dotted path, e.g. reward_model.g
 answer_format=plain|gsm8k|boxed (how to read the gold answer), verifier=math|exact|choice,
 config=, split= (hub only). Benchmarks: template=, decontaminate=false (keep training problems
 that also appear in a related evaluation set; the default removes them, ict.data.decontam).
+
+Splits: "train" (training problems), "eval" (held-out problems) and "validation" (for tuning,
+disjoint from both). Procedural tasks (reasoning-gym, the toy tasks) generate each split from its
+own generator seeds. A dataset (benchmark, hub dataset, file) has a validation split only when the
+spec carves one from its training rows: `validation_size=N` takes the last N training rows (after
+decontamination) as validation, and its training split then leaves them out.
 """
 
 from __future__ import annotations
@@ -36,7 +42,8 @@ from ict.errors import DataError
 from ict.rewards.extract import extract_boxed, extract_gsm8k_gold
 
 DEFAULT_TASK = "rg:chain_sum?min_terms=2&max_terms=2&min_digits=1&max_digits=2"
-DEFAULT_SIZES = {"train": 10_000, "eval": 100}
+SPLITS = ("train", "validation", "eval")  # the problems a spec yields: see load_task
+DEFAULT_SIZES = {"train": 10_000, "validation": 100, "eval": 100}
 QUESTION_COLUMNS = ("question", "problem", "prompt", "query", "input")
 ANSWER_COLUMNS = ("answer", "final_answer", "solution", "target", "output")
 ANSWER_FORMATS = ("plain", "gsm8k", "boxed")
@@ -164,6 +171,24 @@ def rows_to_items_mapped(rows: list[dict], name: str, options: dict[str, Any]) -
     return items
 
 
+def _carve(rows: list, split: str, options: dict, name: str) -> list:
+    """The `split` ("train" or "validation") of a dataset's training rows: with the spec's
+    `validation_size=N`, the last N rows are validation and the rest train; without it all rows
+    are train and asking for validation is a DataError naming the option."""
+    size = options.pop("validation_size", None)
+    if size is None:
+        if split == "validation":
+            raise DataError(
+                f"{name} has no validation split: add validation_size=N to its spec (the last N "
+                "training rows become validation, and training leaves them out)"
+            )
+        return rows
+    size = int(size)
+    if not 0 < size < len(rows):
+        raise DataError(f"{name}: validation_size={size} must be in 1..{len(rows) - 1}")
+    return rows[-size:] if split == "validation" else rows[:-size]
+
+
 def load_task(
     spec: str,
     split: str = "train",
@@ -172,17 +197,18 @@ def load_task(
     *,
     data_dir=None,
 ) -> list[Item]:
-    """Problems for training (split="train") or held-out evaluation (split="eval").
+    """Problems for training (split="train"), tuning ("validation") or held-out evaluation
+    ("eval"); see the module docstring.
 
     Args:
         spec: see the module docstring.
-        seed: data seed for reasoning-gym tasks (train and eval generator seeds are disjoint).
-        size: number of items (reasoning-gym default: 10000 train / 100 eval; files and hub
-            datasets: all rows, or the first `size`).
+        seed: data seed for reasoning-gym tasks (the splits' generator seeds are disjoint).
+        size: number of items (reasoning-gym default: 10000 train / 100 validation / 100 eval;
+            files and hub datasets: all rows, or the first `size`).
         data_dir: directory with local benchmark files (else $ICT_DATA_DIR).
     """
-    if split not in ("train", "eval"):
-        raise DataError(f"split must be 'train' or 'eval', got {split!r}")
+    if split not in SPLITS:
+        raise DataError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
     if spec.strip().startswith(MIX_PREFIX):
         return load_mixture(spec, load_task, split, seed, size, data_dir=data_dir)
     name, options = parse_spec(spec)
@@ -198,12 +224,18 @@ def load_task(
     if name in BENCHMARKS:
         template = _pop_template(options)
         clean = bool(options.pop("decontaminate", True))
+        validation = (
+            {"validation_size": options.pop("validation_size")}
+            if "validation_size" in options
+            else {}
+        )
         if options:
             raise DataError(
-                f"{name}: unknown options {sorted(options)} (template= and decontaminate= apply)"
+                f"{name}: unknown options {sorted(options)} (template=, decontaminate= and "
+                "validation_size= apply)"
             )
         bench = BENCHMARKS[name]
-        if split == "train" and bench.train_split is None:
+        if split != "eval" and bench.train_split is None:
             raise DataError(
                 f"{name} has no training split (it is an evaluation set: {bench.hub_id} {bench.split}); "
                 "train on another source, e.g. hf:<id>?split=train or a local file"
@@ -215,19 +247,26 @@ def load_task(
         items = load_benchmark(name, data_dir=data_dir, split=bench.train_split, template=template)
         if clean:
             items = decontaminate_benchmark_train(name, items, data_dir=data_dir)
+        items = _carve(items, split, validation, name)
         return items[:size] if size else items
     if name.startswith("hf:"):
         hub_id = name.removeprefix("hf:")
         config = options.pop("config", None)
-        hub_split = options.pop("split", "train" if split == "train" else "test")
+        hub_split = options.pop("split", "test" if split == "eval" else "train")
         rows = load_hub_rows(
             hub_id,
             config,
             hub_split,
             hint="Download it where the hub is reachable and pass a local file path as the spec.",
         )
+        if split != "eval":
+            rows = _carve(rows, split, options, name)
         return rows_to_items_mapped(rows[:size] if size else rows, name, options)
     if name.endswith(FILE_SUFFIXES):
         rows = read_rows(name)
+        if split != "eval":
+            rows = _carve(rows, split, options, name)
+        else:
+            options.pop("validation_size", None)
         return rows_to_items_mapped(rows[:size] if size else rows, name, options)
     raise unknown_task_error(name, BENCHMARKS)
