@@ -50,12 +50,14 @@ METHODS = ["grpo", "entropy", "stapo", "random", "ict", "ict_batch_mean"]
 
 @dataclass
 class EvalSpec:
-    """Final held-out evaluation of every cell: `size` problems, `n` samples each, pass@k for `ks`."""
+    """Final held-out evaluation of every cell: `size` problems, `n` samples each, pass@k for `ks`.
+    Everything else (top-p, stop strings, prompt rendering, generation batch) is the cells' own
+    evaluation settings (ict.compare.grid.final_evaluation)."""
 
     size: int | None = 100  # problems per benchmark (None: all)
     n: int = 8
     ks: tuple[int, ...] = (1, 2, 4, 8)
-    temperature: float = 1.0
+    temperature: float | None = None  # None: the cells' sampling temperature
     seed: int = 1234
     benchmarks: tuple[str, ...] = ()  # benchmark specs; () = the training task's held-out split
     max_new_tokens: int | None = None  # None: the cells' training response budget

@@ -1,5 +1,5 @@
-"""Evaluation: unbiased pass@k, bootstrap intervals, the resumable `ict eval` runner, and
-`evaluate(...)`, the hook the trainer calls every N steps."""
+"""Evaluation: unbiased pass@k, the one evaluation pipeline (`Evaluation`, `run_eval`) with one
+result schema, and `evaluate(...)`, the hook an external trainer calls every N steps."""
 
 from ict.eval.metrics import (
     DEFAULT_KS,
@@ -11,17 +11,19 @@ from ict.eval.metrics import (
     pass_at_k_per_problem,
 )
 from ict.eval.runner import (
-    EvalSettings,
+    Evaluation,
     evaluate,
     load_eval_items,
     results_table,
     run_eval,
     summary_markdown,
 )
+from ict.eval.settings import EvalSettings
 
 __all__ = [
     "DEFAULT_KS",
     "EvalSettings",
+    "Evaluation",
     "bootstrap_ci",
     "curve_ks",
     "default_ks",

@@ -87,8 +87,11 @@ def load_problems(
 
 
 def render_prompts(tokenizer, prompts: list, config: TrainConfig) -> list[str]:
-    if config.chat_template and getattr(tokenizer, "chat_template", None):
-        from ict.models import format_prompt
+    """The rollout's prompt texts (ict.models.format_prompt with the config's chat_template and
+    system_prompt: the rendering the evaluations use too)."""
+    from ict.models import format_prompt
 
-        return [format_prompt(tokenizer, p, system=config.system_prompt) for p in prompts]
-    return [p if isinstance(p, str) else "\n".join(m["content"] for m in p) for p in prompts]
+    return [
+        format_prompt(tokenizer, p, system=config.system_prompt, chat_template=config.chat_template)
+        for p in prompts
+    ]

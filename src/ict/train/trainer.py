@@ -27,9 +27,23 @@ import numpy as np
 import torch
 
 from ict.errors import ConfigError, UserError
-from ict.files import JsonlWriter, read_jsonl, truncate_jsonl, write_atomic, write_json_atomic
+from ict.eval.runner import only_benchmark
+from ict.files import (
+    JsonlWriter,
+    read_json,
+    read_jsonl,
+    truncate_jsonl,
+    write_atomic,
+    write_json_atomic,
+)
 from ict.train import checkpoint as ckpt
 from ict.train.config import TrainConfig
+from ict.train.evaluation import (
+    compare_before_after,
+    headline,
+    step_eval_path,
+    training_evaluation,
+)
 from ict.train.outputs import EntropyHealth, ExternalLogger
 from ict.train.problems import PromptSampler, as_problem, load_problems, task_spec
 
@@ -78,6 +92,7 @@ class Trainer:
         model, tokenizer: pass both to train an in-memory model (tests); else loaded by ict.models.
         problems: training problems (Problem / task items); else loaded by ict.data from config.task.
         resume: continue from run_dir's latest checkpoint.
+        sampler_factory: how the evaluations sample (ict.eval.backends; default HF generation).
     """
 
     def __init__(
@@ -89,6 +104,7 @@ class Trainer:
         tokenizer=None,
         problems=None,
         resume: bool = False,
+        sampler_factory=None,
     ):
         from ict.loss import LossConfig
         from ict.methods import warmup_warning
@@ -145,6 +161,12 @@ class Trainer:
             self.ref_model = copy.deepcopy(model).eval().requires_grad_(False)
 
         self.sampler = PromptSampler(len(self.problems), config.seed)
+        # the run's evaluations (before, every eval_every steps, after): one Evaluation of its task
+        self.evaluation = (
+            training_evaluation(config, sampler_factory=sampler_factory)
+            if self.task_loaded
+            else None
+        )
         self.optimizer = torch.optim.AdamW(
             [p for p in model.parameters() if p.requires_grad],
             lr=config.learning_rate,
@@ -318,45 +340,43 @@ class Trainer:
             self.samples_file.write(record)
 
     def _evaluate(self, step: int) -> dict:
-        """Held-out pass@k after `step` steps, as the before/after evaluation (ict.train.heldout:
-        `eval_size` problems x `eval_num_samples` samples, sampling seed `eval_seed`, the same for
-        every method and seed). Writes RUN/eval_steps/step_<step:06d>.json (per-problem counts,
-        atomic) and returns its flat eval/<task>/... numbers for metrics.jsonl; a failure is
-        logged and skipped (a UserError is raised)."""
-        from ict.train.heldout import step_eval_metrics, step_eval_path, write_heldout_eval
-
-        cfg = self.config
+        """The run's evaluation after `step` steps (ict.train.evaluation: `eval_size` problems x
+        `eval_num_samples` samples, sampling seed `eval_seed`, the same for every method and
+        seed) into RUN/eval_steps/step_<step:06d>.json; returns its flat eval/<task>/... numbers
+        for metrics.jsonl. A failure is logged and skipped (a UserError is raised)."""
+        if self.evaluation is None:
+            return {}
         try:
-            result = write_heldout_eval(
-                step_eval_path(self.run_dir, step), self.model, self.tokenizer, cfg,
+            result = self.evaluation.write(
+                step_eval_path(self.run_dir, step), self.model, self.tokenizer,
                 model_label=self.model_label, step=step,
             )  # fmt: skip
         except UserError:
             raise
         except Exception as err:  # noqa: BLE001 - evaluation must not kill the run
-            logger.warning("evaluation on %s at step %d failed: %s", task_spec(cfg), step, err)
+            logger.warning(
+                "evaluation on %s at step %d failed: %s", task_spec(self.config), step, err
+            )
             return {}
-        return step_eval_metrics(result)
+        return result["metrics"]
 
     def _heldout(self, when: str) -> dict | None:
-        """Held-out pass@1 `when` ("before" / "after"), saved as heldout_<when>.json (reused if a
-        resumed run already has it). None when off or when the run has no task spec."""
-        from ict.train.heldout import load_result, write_heldout_eval
-
-        cfg = self.config
-        if not (cfg.heldout_eval and self.task_loaded):
+        """The run's evaluation `when` ("before" / "after") in heldout_<when>.json (reused when a
+        resumed run, or the grid that copied its start-point evaluation there, already holds this
+        evaluation of this model). None when off or when the run has no task spec."""
+        if not (self.config.heldout_eval and self.evaluation is not None):
             return None
         path = self.run_dir / f"heldout_{when}.json"
-        result = load_result(path)
-        if result is not None:
-            return result
+        saved = read_json(path)
+        if self.evaluation.matches(saved):  # this run's own file: its start or its end
+            return saved
         if when == "before" and self.step > 0:
             logger.warning("%s is missing and the run is past step 0: no before/after result", path)
             return None
-        result = write_heldout_eval(
-            path, self.model, self.tokenizer, cfg, model_label=self.model_label, step=self.step
+        result = self.evaluation.write(
+            path, self.model, self.tokenizer, model_label=self.model_label, step=self.step
         )
-        s = result["summary"]
+        s = result["benchmarks"][only_benchmark(result)]
         lo, hi = s["pass@1_ci95"]
         logger.info(
             "held-out pass@1 %s step %d: %.3f [%.3f, %.3f] (%d problems x %d samples, %.0f s)",
@@ -444,8 +464,6 @@ class Trainer:
     def finish(self, seconds: float) -> dict:
         """Held-out after-RL evaluation, plots, summary.json; closes the outputs. Returns the
         summary."""
-        from ict.train.heldout import compare_before_after, headline
-
         cfg = self.config
         before = self._heldout("before")
         after = self._heldout("after") if before is not None else None
@@ -506,7 +524,7 @@ class Trainer:
             summary["paths"]["token_map"] = str(token_map)
         if before is not None and after is not None:
             summary["heldout"] = compare_before_after(before, after) | {
-                "benchmark": before["benchmark"],
+                "benchmark": only_benchmark(before),
                 "settings": {
                     k: before["settings"][k]
                     for k in ("n", "temperature", "top_p", "max_new_tokens", "seed", "limit")
@@ -530,9 +548,11 @@ def train(
     tokenizer=None,
     problems=None,
     stop_after: int | None = None,
+    sampler_factory=None,
 ) -> dict:
     """Train per `config` (see Trainer); returns the summary ({} if stopped early by `stop_after`)."""
     trainer = Trainer(
-        config, run_dir, model=model, tokenizer=tokenizer, problems=problems, resume=resume
-    )
+        config, run_dir, model=model, tokenizer=tokenizer, problems=problems, resume=resume,
+        sampler_factory=sampler_factory,
+    )  # fmt: skip
     return trainer.train(stop_after=stop_after)
