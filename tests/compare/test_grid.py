@@ -8,8 +8,8 @@ import pytest
 from ict.cli import main
 from ict.compare.grid import cell_dir, cell_state, run_grid
 from ict.compare.presets import EvalSpec, Preset, get_preset
-from ict.compare.toy import ToyTask, score
 from ict.compare.warm_start import WarmStart
+from ict.data.toy.add import ToyAddTask, score
 from ict.errors import ConfigError
 from ict.report.comparison import build_report
 
@@ -77,7 +77,7 @@ def test_toy_score_and_splits_are_disjoint():
         and score("4+5=10", 4, 5) == 0.0
         and score("nothing", 4, 5) == 0.0
     )
-    task = ToyTask(max_a=9, max_b=9)
+    task = ToyAddTask(max_a=9, max_b=9)
     assert not set(task.split("train", 80)) & set(task.split("test", 20))
 
 

@@ -6,9 +6,9 @@ import json
 from ict.cli import main
 from ict.compare import presets
 from ict.compare.presets import EvalSpec, get_preset
-from ict.compare.tasks import toy_task
-from ict.compare.toy_cot import CATEGORIES, ToyCotTask, response_tokens
 from ict.compare.warm_start import WarmStart
+from ict.data.toy import toy_task
+from ict.data.toy.cot import CATEGORIES, ToyCotTask, response_tokens
 
 
 def test_preset_settings():

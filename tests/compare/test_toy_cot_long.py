@@ -6,8 +6,8 @@ import json
 from ict.cli import main
 from ict.compare import presets
 from ict.compare.presets import EvalSpec, get_preset
-from ict.compare.toy_cot import ToyCotTask, response_tokens
 from ict.compare.warm_start import WarmStart
+from ict.data.toy.cot import ToyCotTask, response_tokens
 from ict.train import TrainConfig
 
 

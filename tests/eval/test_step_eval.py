@@ -94,8 +94,8 @@ def test_another_eval_seed_samples_with_other_seeds(tmp_path, sampler):
 def test_evaluate_scores_toy_items_with_their_own_scorer():
     """`ict.eval.run_eval` (behind `ict eval` and the `evaluate` training hook) scores a toy chain
     by the task's rule, as training does, not by the math verifier."""
-    from ict.compare.tasks import task_items
-    from ict.compare.toy_cot import ToyCotTask
+    from ict.data.toy import task_items
+    from ict.data.toy.cot import ToyCotTask
     from ict.eval import EvalSettings, run_eval
 
     items = task_items(ToyCotTask(digits=2), "test", 3)

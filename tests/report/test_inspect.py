@@ -49,9 +49,9 @@ def test_inspect_step_all_and_errors(run_dir, tmp_path, capsys):
 
 
 def test_records_from_model_match_selectors():
-    from ict.report.from_model import records_from_model
     from ict.report.tokenmap import validate_record
     from ict.testing import tiny_model_and_tokenizer
+    from ict.train.inspect import records_from_model
 
     model, tok = tiny_model_and_tokenizer(seed=0)
     records = records_from_model(model, tok, ["1+2=", "3+4="], num_samples=2, max_new_tokens=10)
@@ -86,9 +86,9 @@ def test_inspect_model_marks_what_a_training_step_selects(tmp_path, monkeypatch,
 
     import ict.train.rollout as rollout_module
     from ict.precision import choose_precision
-    from ict.report.from_model import inspect_config, records_from_rollout
     from ict.testing import tiny_model_and_tokenizer
     from ict.train import TrainConfig
+    from ict.train.inspect import inspect_config, records_from_rollout
     from ict.train.trainer import Trainer
 
     if model_name == "tiny":

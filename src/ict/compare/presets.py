@@ -25,7 +25,7 @@
 Every preset is registered in PRESETS (name -> PresetEntry: a one-line summary, the function that
 builds a fresh Preset, the options it takes) with the `register_preset` decorator; `get_preset`,
 `ict compare --preset NAME` and `ict compare --help` read that registry. Every task is an ict.data
-spec in `train["task"]` (the toy tasks: `toy:add`, `toy:cot`, ict.compare.tasks); `warm` says
+spec in `train["task"]` (the toy tasks: `toy:add`, `toy:cot`, ict.data.toy); `warm` says
 whether the cells start from a supervised warm start (ict.compare.warm_start) instead of `model`.
 """
 
@@ -137,7 +137,7 @@ _TOY_TRAIN = dict(
     task_config={},
 )
 
-# toy-cot: the chain task (ict.compare.toy_cot), its response budget and whole logged groups
+# toy-cot: the chain task (ict.data.toy.cot), its response budget and whole logged groups
 # (16 = 2 groups of 8 per logged step) for the first-divergence evidence (ict.report.positions)
 COT_METHODS = ["grpo", "entropy", "stapo", "random", "random_sequence", "ict", "ict_batch_mean"]
 _TOY_COT_TRAIN = dict(

@@ -2,7 +2,7 @@
 task's target responses until it is competent but imperfect, then the start of every RL cell.
 
 It teaches any task that gives supervised targets (`SupervisedTask`: the toy tasks `toy:add` and
-`toy:cot` of ict.compare.tasks). Seeded and cached under ~/.cache/ict/<task.name>/<key> (or
+`toy:cot` of ict.data.toy). Seeded and cached under ~/.cache/ict/<task.name>/<key> (or
 $ICT_CACHE), keyed by the task's and the warm start's settings, so every grid cell starts from the
 same weights and a second grid skips it.
 """
@@ -21,6 +21,9 @@ from pathlib import Path
 from typing import Protocol
 
 import numpy as np
+
+from ict.data.toy import TOY_TASKS, task_items, toy_task
+from ict.errors import ConfigError, DataError
 
 logger = logging.getLogger("ict.compare")
 
@@ -52,6 +55,19 @@ class SupervisedTask(Protocol):
     def sft_examples(self, seed: int, batch_size: int) -> Callable[[], list[tuple[str, str]]]:
         """A seeded stream of (prompt, target) batches."""
         ...
+
+
+def supervised_task(task) -> SupervisedTask:
+    """A task the warm start can teach: a toy task object as it is, or the task of its spec."""
+    if not isinstance(task, str):
+        return task
+    try:
+        return toy_task(task)
+    except DataError as err:
+        raise ConfigError(
+            f"the supervised warm start needs a task with target responses "
+            f"({', '.join(TOY_TASKS)}), got {task!r}: {err}"
+        ) from err
 
 
 def cache_dir(task: SupervisedTask, warm: WarmStart) -> Path:
@@ -129,8 +145,6 @@ def warm_start(task, warm: WarmStart = WarmStart(), *, refresh: bool = False):
 
     info: {"path", "steps", "accuracy", "seconds", "task", "warm_start", "cached"}."""
     import torch
-
-    from ict.compare.tasks import supervised_task, task_items
 
     task = supervised_task(task)
     path = cache_dir(task, warm)

@@ -1,4 +1,5 @@
-"""samples.jsonl records from a model and prompts, for `ict inspect --model`.
+"""`ict inspect --model`: samples.jsonl records from a model and prompts, scored by a training
+step's own statistics and selection (it lives with training: it re-enacts a step).
 
 Samples responses and runs on them exactly what a training step runs before its update: the
 old-policy pass (`ict.train.old_policy.old_policy_pass`: H, H2 and the method's score, the paper's

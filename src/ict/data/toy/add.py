@@ -1,9 +1,9 @@
-"""The toy task `toy:add`: two-number addition with its own scorer (an ict.data task family).
+"""The toy task `toy:add`: two-number addition with its own scorer (the toy task family).
 
 Prompt "Q:47+35\nA:", target response "47+35=82" then EOS. The copied operands are easy
 (low-entropy tokens); the sum digits are the branching points. `ict.data.load_task("toy:add")`
-gives its problems as items (ict.compare.tasks); the toy presets start from a tiny transformer
-trained on the targets by ict.compare.warm_start.
+gives its problems as items (ict.data.toy); the toy presets start from a tiny transformer trained
+on the targets by ict.compare.warm_start.
 """
 
 from __future__ import annotations
@@ -15,13 +15,11 @@ from typing import ClassVar
 
 import numpy as np
 
-from ict.compare.warm_start import WarmStart  # noqa: F401 - its old import path
-
 _ANSWER = re.compile(r"=\s*(-?\d+)")
 
 
 @dataclass(frozen=True)
-class ToyTask:
+class ToyAddTask:
     """Addition a + b with a in [0, max_a], b in [0, max_b]; train and held-out pairs are disjoint.
 
     The fields are the options of the `toy:add` spec (`toy:add?max_a=9&max_b=9`) and, with the
@@ -99,10 +97,3 @@ def score(response: str, a: int, b: int) -> float:
     """1.0 when the number after the first '=' is a + b, else 0.0."""
     match = _ANSWER.search(response)
     return float(match is not None and int(match.group(1)) == a + b)
-
-
-def warm_start(task: ToyTask = ToyTask(), warm: WarmStart | None = None, *, refresh: bool = False):
-    """The supervised warm start of `task` (ict.compare.warm_start.warm_start; its old name)."""
-    from ict.compare.warm_start import warm_start as run
-
-    return run(task, warm or WarmStart(), refresh=refresh)

@@ -11,7 +11,7 @@ answer is written with `digits + 1` digits. Score 1 only when the final answer i
 wrong step sum or a dropped carry decides the outcome. `token_categories` labels each response
 token (operand copy, carry, step sum, answer digit, formatting, EOS, other) for the report's
 token-level evidence. `ict.data.load_task("toy:cot?digits=4")` gives its problems as items
-(ict.compare.tasks). The toy-cot preset's start model (a tiny transformer trained from scratch by
+(ict.data.toy). The toy-cot preset's start model (a tiny transformer trained from scratch by
 ict.compare.warm_start until about half of its sampled answers are right) is cached under
 ~/.cache/ict/toy-cot (or $ICT_CACHE/toy-cot), keyed by its settings.
 """
@@ -161,10 +161,3 @@ def token_categories(tokens: list[str]) -> list[str]:
 def response_tokens(task: ToyCotTask) -> int:
     """Tokens of a full chain response, EOS included (the response budget needs a few more)."""
     return len(target(10**task.digits - 1, 10**task.digits - 1, task.digits)) + 1
-
-
-def warm_start(task: ToyCotTask, warm, *, refresh: bool = False):
-    """The supervised warm start of `task` (ict.compare.warm_start.warm_start; its old name)."""
-    from ict.compare.warm_start import warm_start as run
-
-    return run(task, warm, refresh=refresh)
