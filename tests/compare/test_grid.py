@@ -7,8 +7,7 @@ import pytest
 
 from ict.cli import main
 from ict.compare.grid import cell_dir, cell_state, run_grid
-from ict.compare.presets import EvalSpec, Preset, get_preset
-from ict.compare.warm_start import WarmStart
+from ict.compare.presets import EvalSpec, Preset, WarmStart, get_preset
 from ict.data.toy.add import ToyAddTask, score
 from ict.errors import ConfigError
 from ict.report.comparison import build_report

@@ -5,8 +5,7 @@ import json
 
 from ict.cli import main
 from ict.compare import presets
-from ict.compare.presets import EvalSpec, get_preset
-from ict.compare.warm_start import WarmStart
+from ict.compare.presets import EvalSpec, WarmStart, get_preset
 from ict.data.toy import toy_task
 from ict.data.toy.cot import CATEGORIES, ToyCotTask, response_tokens
 

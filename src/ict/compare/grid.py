@@ -30,7 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ict.compare.presets import EvalSpec, Preset
+import torch
+
+from ict.compare.presets import EvalSpec, Preset, using_data_dir
+from ict.compare.warm_start import warm_start
 from ict.errors import ConfigError
 from ict.eval import Evaluation
 from ict.eval.backends import SamplerFactory
@@ -135,8 +138,6 @@ class StartPoint:
 def load_for(config: TrainConfig, source) -> tuple[Any, Any]:
     """(model, tokenizer) of `source` (a model name or a run directory: its latest checkpoint)
     with the dtype and device `config`'s cells train with."""
-    import torch
-
     return load_model_and_tokenizer(
         source, dtype=getattr(torch, config.dtype), device=resolve_device(config.device)
     )
@@ -148,8 +149,6 @@ def run_grid(preset: Preset, out_dir: str | Path, **options) -> list[Path]:
     options: the fields of GridOptions (methods, seeds, overrides, stop_after, log,
     sampler_factory). The preset's benchmark files (`data_dir`) are visible to training and
     evaluation while it runs."""
-    from ict.compare.presets import using_data_dir
-
     grid = GridOptions(**options)
     with using_data_dir(preset.data_dir):
         return _run_grid(preset, Path(out_dir), grid)
@@ -214,8 +213,6 @@ def prepare_start(preset: Preset, out: Path, log: Callable[[str], None]) -> Star
     records it), or the preset's `model`, which each cell loads itself."""
     if preset.warm is None:
         return StartPoint()
-    from ict.compare.warm_start import warm_start
-
     t0 = time.perf_counter()
     base, tokenizer, info = warm_start(preset.task, preset.warm)
     log(

@@ -38,14 +38,34 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ict.compare.warm_start import WarmStart
+from ict.data import PAPER_BENCHMARKS
 from ict.errors import ConfigError
+from ict.testing import save_tiny_model
+from ict.train.config import TrainConfig
+from ict.train.problems import task_spec
 
 # the benchmark fixture files the paper dry run reads (package data: they ship with the wheel)
 FIXTURES_DIR = Path(__file__).resolve().parent / "fixtures" / "benchmarks"
 
 # the baselines, the paper's ICT and this project's earlier batch-mean guess (ict.methods)
 METHODS = ["grpo", "entropy", "stapo", "random", "ict", "ict_batch_mean"]
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    """Supervised warm start of the toy model (all fields enter the cache key)."""
+
+    hidden_size: int = 64
+    num_layers: int = 2
+    num_heads: int = 4
+    intermediate_size: int = 128
+    max_steps: int = 1500
+    batch_size: int = 64
+    learning_rate: float = 3e-3
+    # stop once sampled (T = 1) accuracy on 200 training problems reaches this
+    target_accuracy: float = 0.5
+    check_every: int = 50
+    seed: int = 0
 
 
 @dataclass
@@ -83,9 +103,6 @@ class Preset:
     def task(self) -> str:
         """The cells' ict.data task spec: `train["task"]` (TrainConfig's default task if unset)
         with `train["task_config"]` as options."""
-        from ict.train import TrainConfig
-        from ict.train.problems import task_spec
-
         return task_spec(TrainConfig(**self.train))
 
 
@@ -266,8 +283,6 @@ def paper_preset(
         )
     if dry_run:
         return _paper_dry_run(work_dir)
-    from ict.data import PAPER_BENCHMARKS
-
     return Preset(
         "paper",
         f"The paper's set-up: {PAPER_MODELS[model_size]} trained on GSM8K train + MATH train "
@@ -307,8 +322,6 @@ PAPER_DRY_RUN_EVAL = dict(size=2, n=4, ks=(1, 4), temperature=1.0, seed=1234, ma
 def _paper_dry_run(work_dir: str | os.PathLike | None) -> Preset:
     """The paper preset's dry run: the tiny offline model (saved under `work_dir`) on the
     benchmark fixtures."""
-    from ict.data import PAPER_BENCHMARKS
-
     if work_dir is None:
         raise ConfigError("the paper dry run needs a work_dir for its tiny model")
     if not FIXTURES_DIR.is_dir():
@@ -316,8 +329,6 @@ def _paper_dry_run(work_dir: str | os.PathLike | None) -> Preset:
             f"the paper dry run reads the benchmark fixtures in {FIXTURES_DIR}, which this "
             "install lacks (they are package data of ict: reinstall it)"
         )
-    from ict.testing import save_tiny_model
-
     model_dir = Path(work_dir) / "tiny-model"
     if not (model_dir / "config.json").is_file():
         save_tiny_model(model_dir)

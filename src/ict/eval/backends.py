@@ -50,7 +50,7 @@ class HFSampler:
     system_prompt: str | None = None
 
     def sample(self, prompts: list[Messages], *, n: int, seed: int) -> list[list[tuple[str, int]]]:
-        from ict.generation import generate
+        from ict.generation import generate  # torch: not on `ict eval --help`'s path
 
         rendered = [
             format_prompt(

@@ -10,12 +10,15 @@ benchmark values (the paper's "Avg."), so the interval of the average is over se
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from ict.data import PAPER_BENCHMARKS
 from ict.errors import ConfigError
+from ict.files import write_atomic, write_json_atomic
 
 PAPER_KS = (1, 4)
 PAPER_NAMES = {
@@ -143,9 +146,6 @@ def paper_markdown(table: dict[str, Any], label: str = "") -> str:
 def grid_paper_tables(run_dirs, benchmarks: Sequence[str] = PAPER_BENCHMARKS) -> dict[str, dict]:
     """{method: paper_table over its seeds} from cell dirs `<method>_seed<s>` holding
     final_eval.json; methods in first-seen order. ConfigError naming a cell without results."""
-    import json
-    from pathlib import Path
-
     by_method: dict[str, list[dict]] = {}
     for run_dir in map(Path, run_dirs):
         method = run_dir.name.rsplit("_seed", 1)[0]
@@ -186,10 +186,6 @@ def grid_paper_markdown(tables: dict[str, dict], title: str = "") -> str:
 
 def write_grid_paper_table(run_dirs, out_dir) -> str:
     """Write OUT/paper_table.md and OUT/paper_table.json for a finished grid; returns the text."""
-    from pathlib import Path
-
-    from ict.files import write_atomic, write_json_atomic
-
     tables = grid_paper_tables(run_dirs)
     text = grid_paper_markdown(tables)
     write_json_atomic(Path(out_dir) / "paper_table.json", tables)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ict.errors import ConfigError
+from ict.files import write_atomic
 from ict.methods.options import METHOD_FIELDS, MethodOptions, validate_method_options
 from ict.precision import CHOICES as PRECISION_CHOICES
 
@@ -358,8 +359,6 @@ class TrainConfig(MethodOptions):
         data = self.to_dict(grouped=True)
         if extra:
             data["facts"] = extra
-        from ict.files import write_atomic
-
         write_atomic(path, yaml.safe_dump(data, sort_keys=False))
 
     def replace(self, **changes) -> TrainConfig:

@@ -1,8 +1,8 @@
 """Run outputs: metrics.jsonl / samples.jsonl writers, optional TensorBoard / W&B, entropy health.
 
 metrics.jsonl has one JSON object per step, flushed each step; on resume the lines after the
-checkpoint's step are dropped so that the resumed file matches an uninterrupted run.
-`JsonlWriter` and `truncate_jsonl` are ict.files' (re-exported here).
+checkpoint's step are dropped so that the resumed file matches an uninterrupted run (the writer
+and the truncation are ict.files').
 """
 
 from __future__ import annotations
@@ -12,9 +12,6 @@ import os
 from pathlib import Path
 
 from ict.errors import ConfigError
-from ict.files import JsonlWriter, truncate_jsonl
-
-__all__ = ["EntropyHealth", "ExternalLogger", "JsonlWriter", "truncate_jsonl"]
 
 logger = logging.getLogger("ict.train")
 

@@ -26,16 +26,26 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ict.data import file_stem
 from ict.errors import ConfigError, UserError
 from ict.eval.runner import only_benchmark
 from ict.files import (
     JsonlWriter,
+    latest_checkpoint,
     read_json,
     read_jsonl,
     truncate_jsonl,
     write_atomic,
     write_json_atomic,
 )
+from ict.loss import LossConfig, compute_advantages
+from ict.methods import StepInputs, select_step, step_metrics, warmup_warning
+from ict.metrics import sorted_score_curve
+from ict.models import disable_dropout, ensure_pad_token, load_model_and_tokenizer, model_label
+from ict.precision import choose_precision
+from ict.report.samples import sample_records
+from ict.report.tokenmap import render_html
+from ict.rewards import default_verifier
 from ict.train import checkpoint as ckpt
 from ict.train.config import TrainConfig
 from ict.train.evaluation import (
@@ -44,8 +54,13 @@ from ict.train.evaluation import (
     step_eval_path,
     training_evaluation,
 )
+from ict.train.logprobs import batch_plan
+from ict.train.old_policy import old_policy_pass
 from ict.train.outputs import EntropyHealth, ExternalLogger
 from ict.train.problems import PromptSampler, as_problem, load_problems, task_spec
+from ict.train.rollout import collect_rollout
+from ict.train.schedule import LRSchedule
+from ict.train.update import Policy, UpdateBatch, update_policy
 
 logger = logging.getLogger("ict.train")
 
@@ -62,8 +77,6 @@ def resolve_device(name: str) -> torch.device:
 
 
 def default_run_dir(config: TrainConfig) -> Path:
-    from ict.data import file_stem
-
     task = file_stem(Path(str(config.task).split("?")[0]).stem)
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     return Path("runs") / f"{stamp}-{config.method}-{task}-seed{config.seed}"
@@ -71,10 +84,6 @@ def default_run_dir(config: TrainConfig) -> Path:
 
 def _close_default_verifier() -> None:
     """Stop the shared verifier's child process now (left to interpreter shutdown it can abort)."""
-    try:
-        from ict.rewards.verify import default_verifier
-    except ImportError:
-        return
     if default_verifier.cache_info().currsize:
         default_verifier().close()
         default_verifier.cache_clear()
@@ -106,10 +115,6 @@ class Trainer:
         resume: bool = False,
         sampler_factory=None,
     ):
-        from ict.loss import LossConfig
-        from ict.methods import warmup_warning
-        from ict.precision import choose_precision
-
         explicit_warmup = config.dense_warmup_steps is not None
         config = config.resolved()  # the method's settings made explicit (saved in config.yaml)
         self.config = config
@@ -135,12 +140,8 @@ class Trainer:
             raise UserError(
                 "pass both model and tokenizer, or neither (then config.model is loaded)"
             )
-        from ict.models import model_label
-
         self.model_label = model_label(config.model, model)
         if model is None:
-            from ict.models import load_model_and_tokenizer
-
             dtype = getattr(torch, config.dtype)
             model, tokenizer = load_model_and_tokenizer(
                 config.model, dtype=dtype, device=self.device
@@ -148,12 +149,8 @@ class Trainer:
         else:
             model.to(self.device)
         if tokenizer.pad_token_id is None:
-            from ict.models import ensure_pad_token
-
             ensure_pad_token(tokenizer)
         if config.disable_dropout:  # the old-policy pass and the update then compute the same p
-            from ict.models import disable_dropout
-
             disable_dropout(model)
         self.model, self.tokenizer = model, tokenizer
         self.ref_model = None
@@ -174,8 +171,6 @@ class Trainer:
             eps=config.adam_epsilon,
             weight_decay=config.weight_decay,
         )
-        from ict.train.schedule import LRSchedule
-
         self.scheduler = LRSchedule(
             self.optimizer, warmup_steps=config.warmup_steps, kind=config.lr_scheduler,
             max_steps=config.max_steps,
@@ -197,7 +192,7 @@ class Trainer:
         metrics_path, samples_path = self.run_dir / "metrics.jsonl", self.run_dir / "samples.jsonl"
         if self.resume:
             ckpt.clean_partial(self.run_dir)
-            last = ckpt.latest_checkpoint(self.run_dir)
+            last = latest_checkpoint(self.run_dir)
             if last is not None:
                 state = ckpt.load_checkpoint(last, self.model)
                 self.optimizer.load_state_dict(state["optimizer"])
@@ -247,14 +242,6 @@ class Trainer:
 
     def train_step(self) -> dict:
         """One full step (1-8); returns the metrics line written to metrics.jsonl."""
-        from ict.loss import compute_advantages
-        from ict.methods import StepInputs, select_step, step_metrics
-        from ict.metrics import sorted_score_curve
-        from ict.train.logprobs import batch_plan
-        from ict.train.old_policy import old_policy_pass
-        from ict.train.rollout import collect_rollout
-        from ict.train.update import Policy, UpdateBatch, update_policy
-
         cfg, method = self.config, self.method
         step = self.step + 1
         problems = [self.problems[i] for i in self.sampler.next(cfg.prompts_per_step)]
@@ -329,8 +316,6 @@ class Trainer:
         return out
 
     def _write_samples(self, step, batch, stats, mask, selections) -> None:
-        from ict.report.samples import sample_records
-
         rows = range(min(self.config.num_log_samples, batch.rollout.input_ids.shape[0]))
         for record in sample_records(
             rows, step=step, rollout=batch.rollout, prompts=batch.prompts, rewards=batch.rewards,
@@ -393,8 +378,6 @@ class Trainer:
 
     def _write_token_map(self) -> Path | None:
         """token_map.html of the last logged step's samples (as `ict inspect RUN` writes it)."""
-        from ict.report.tokenmap import render_html
-
         samples = self.run_dir / "samples.jsonl"
         try:
             records = read_jsonl(samples)
@@ -471,7 +454,7 @@ class Trainer:
         plots_dir = None
         if cfg.plots:
             try:
-                from ict.report.plots import plot_run
+                from ict.report.plots import plot_run  # matplotlib: optional (ict[train])
 
                 plot_run(self.run_dir)
                 plots_dir = str(self.run_dir / "plots")
@@ -487,7 +470,7 @@ class Trainer:
             values = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
             return float(np.mean(values)) if values else None
 
-        latest = ckpt.latest_checkpoint(self.run_dir)
+        latest = latest_checkpoint(self.run_dir)
         summary = {
             "method": cfg.method,
             "method_settings": {
