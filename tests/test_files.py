@@ -129,30 +129,3 @@ def test_latest_checkpoint_has_one_completeness_test(tmp_path):
     assert latest_checkpoint(tmp_path) == two  # the pointer wins when it names a complete one
     (tmp_path / "checkpoints" / "latest").write_text("step_000011\n")
     assert latest_checkpoint(tmp_path) == ten  # ... and is ignored when it does not
-
-
-def test_old_import_paths_still_work():
-    import ict.files as files
-    from ict import models
-    from ict.eval import files as eval_files
-    from ict.eval import metrics
-    from ict.eval.runner import EvalSettings
-    from ict.report import runs
-    from ict.train import checkpoint, outputs
-
-    assert eval_files.write_atomic is files.write_atomic
-    assert eval_files.write_json_atomic is files.write_json_atomic
-    assert eval_files.write_jsonl_atomic is files.write_jsonl_atomic
-    assert eval_files.append_jsonl is files.append_jsonl
-    assert eval_files.read_jsonl_tolerant is files.read_jsonl
-    assert runs.read_jsonl is files.read_jsonl
-    assert outputs.JsonlWriter is files.JsonlWriter
-    assert outputs.truncate_jsonl is files.truncate_jsonl
-    assert checkpoint.latest_checkpoint is files.latest_checkpoint
-    assert checkpoint.list_checkpoints is files.list_checkpoints
-    assert (checkpoint.LATEST, checkpoint.STATE_FILE) == ("latest", "trainer_state.pt")
-    assert checkpoint.checkpoint_name(3) == "step_000003"
-    assert models.LATEST_POINTER == "latest"
-    assert metrics.default_ks(1) == [1] and metrics.default_ks(6) == [1, 2, 4]
-    assert metrics.default_ks(16) == [1, 2, 4, 8, 16]
-    assert EvalSettings().k == list(metrics.DEFAULT_KS)

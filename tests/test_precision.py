@@ -178,7 +178,7 @@ def test_detect_cpu_flags_falls_back_to_proc_cpuinfo(monkeypatch):
     assert flags and all(word in text for word in flags.split()[:5])
 
 
-# --- wiring: ict inspect / report.from_model score under the chosen autocast ---------------------
+# --- wiring: ict inspect / ict.train.inspect score under the chosen autocast ---------------------
 
 
 def _autocast_seen_by_forward(model):
@@ -202,8 +202,8 @@ def _autocast_seen_by_forward(model):
     ],
 )
 def test_records_from_model_scores_under_the_chosen_autocast(precision, expected):
-    from ict.report.from_model import records_from_model
     from ict.testing import tiny_model_and_tokenizer
+    from ict.train.inspect import records_from_model
 
     model, tok = tiny_model_and_tokenizer(seed=0)
     seen = _autocast_seen_by_forward(model)

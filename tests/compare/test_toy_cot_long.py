@@ -5,9 +5,8 @@ import json
 
 from ict.cli import main
 from ict.compare import presets
-from ict.compare.presets import EvalSpec, get_preset
-from ict.compare.toy_cot import ToyCotTask, response_tokens
-from ict.compare.warm_start import WarmStart
+from ict.compare.presets import EvalSpec, WarmStart, get_preset
+from ict.data.toy.cot import ToyCotTask, response_tokens
 from ict.train import TrainConfig
 
 
@@ -17,13 +16,31 @@ def test_preset_settings():
         "grpo", "ict", "random_sequence", "entropy", "clip_cov", "kl_cov", "entropy_bonus",
         "ict_branch",
     ]  # fmt: skip
-    assert preset.seeds >= 5 and preset.train["max_steps"] >= 150 and preset.train["max_steps"] % preset.train["eval_every"] == 0
+    assert (
+        preset.seeds >= 5
+        and preset.train["max_steps"] >= 150
+        and preset.train["max_steps"] % preset.train["eval_every"] == 0
+    )
     assert preset.eval.n == 64 and preset.eval.ks == (1, 2, 4, 8, 16, 32, 64)
     assert preset.train["eval_every"] and preset.train["eval_num_samples"] == 64
     assert preset.warm == get_preset("toy-cot").warm  # the same cached start model as toy-cot
     for method in preset.methods:  # every cell is a valid config, with more than one update
         config = TrainConfig(**preset.cell_train(method))
         assert config.batch_size // config.mini_batch_size > 1
+
+
+def test_before_rl_is_step_zero_and_the_final_number_is_the_last_periodic_one():
+    """toy-cot-long's final evaluation (its EvalSpec) is its cells' periodic evaluation: one set of
+    settings, so the before-RL evaluation is step 0 and a cell's final number is its last step's
+    (before the one evaluation pipeline: 0.640 before RL vs 0.636 at step 0 on one model)."""
+    from ict.compare.grid import final_evaluation
+    from ict.train.evaluation import training_evaluation
+
+    preset = get_preset("toy-cot-long")
+    for method in preset.methods:
+        config = TrainConfig(**preset.cell_train(method))
+        final, periodic = final_evaluation(config, preset), training_evaluation(config)
+        assert final.tasks == periodic.tasks and final.settings == periodic.settings
 
 
 def test_toy_cot_long_grid_end_to_end(tmp_path, monkeypatch):
@@ -55,7 +72,7 @@ def test_toy_cot_long_grid_end_to_end(tmp_path, monkeypatch):
     for method in methods.split(","):
         run = out / "runs" / f"{method}_seed0"
         final = json.loads((run / "final_eval.json").read_text())
-        assert {f"eval/toy_cot/pass@{k}" for k in (1, 2, 4)} <= set(final["metrics"])
+        assert {f"eval/toy:cot?digits=2/pass@{k}" for k in (1, 2, 4)} <= set(final["metrics"])
         steps = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
         evaluated = [s["step"] for s in steps if any(k.startswith("eval/") for k in s)]
         assert evaluated == [2, 4]

@@ -1,6 +1,7 @@
 """The supervised warm start's tokenizer renders prompts raw, as the model was trained on them."""
 
-from ict.compare.warm_start import WarmStart, load_warm_start, new_warm_model
+from ict.compare.presets import WarmStart
+from ict.compare.warm_start import load_warm_start, new_warm_model
 from ict.models import format_prompt
 from ict.testing import CHAT_TEMPLATE
 

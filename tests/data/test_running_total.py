@@ -40,10 +40,10 @@ def test_the_prompt_shows_chains_of_three_to_five_terms():
 
 def test_the_smollm_cot_task_is_labelled_as_a_running_total_chain():
     from ict.compare.presets import SMOLLM_COT_TASK
-    from ict.report.positions import categorizer_for, generic_categories
+    from ict.data import generic_categories, task_categorizer
 
-    assert categorizer_for(SMOLLM_COT_TASK) is token_categories
-    assert categorizer_for("rg:chain_sum") is generic_categories
+    assert task_categorizer(SMOLLM_COT_TASK) is token_categories
+    assert task_categorizer("rg:chain_sum") is generic_categories
 
 
 def test_first_error_of_hand_written_chains():

@@ -56,10 +56,10 @@ def test_ict_eval_end_to_end_and_rerun_uses_the_cache(tiny_dir, tmp_path, capsys
     assert main(argv) == 0
     table = capsys.readouterr().out
     assert "pass@2 (95% CI)" in table and "| gsm8k | 2 |" in table and "commonsenseqa" in table
-    # every pass@k and accuracy cell: value [low, high] in %, inside [0, 100] and around the value
-    cells = re.findall(r"(\d+\.\d) \[(\d+\.\d), (\d+\.\d)\]", table)
+    # every pass@k and accuracy cell: value [low, high] as fractions, inside [0, 1], around it
+    cells = re.findall(r"(\d\.\d{3}) \[(\d\.\d{3}), (\d\.\d{3})\]", table)
     assert len(cells) == 3 * 3  # 3 benchmarks x (pass@1, pass@2, accuracy)
-    assert all(0 <= float(lo) <= float(v) <= float(hi) <= 100 for v, lo, hi in cells)
+    assert all(0 <= float(lo) <= float(v) <= float(hi) <= 1 for v, lo, hi in cells)
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["benchmarks"]) == {
         "gsm8k",
@@ -174,3 +174,51 @@ def test_ict_eval_reports_every_power_of_two_k_and_n_by_default(tiny_dir, tmp_pa
         low, high = m[f"pass@{k}_ci95"]
         assert 0.0 <= low <= m[f"pass@{k}"] <= high <= 1.0
     assert (out / "pass_at_k.png").stat().st_size > 0
+
+
+def test_ict_eval_of_a_run_repeats_its_own_final_evaluation(tmp_path, capsys):
+    """`ict eval --model RUN` evaluates the run's own task with the settings of its last
+    evaluation (heldout_after.json) and gives the same numbers; it prints fractions."""
+    from ict.testing import tiny_model_and_tokenizer
+    from ict.train import TrainConfig, train
+
+    model, tokenizer = tiny_model_and_tokenizer(seed=0)
+    run = tmp_path / "run"
+    config = TrainConfig(
+        task="rg:chain_sum?min_terms=2&max_terms=2", max_steps=1, prompts_per_step=2,
+        num_generations=2, max_new_tokens=6, eval_size=3, eval_num_samples=4, eval_seed=11,
+        generation_batch_size=8, micro_batch_size=4, top_p=0.9, plots=False, progress=False,
+        device="cpu", autocast="off", output_dir=str(run),
+    )  # fmt: skip
+    summary = train(config, model=model, tokenizer=tokenizer)
+    after = json.loads((run / "heldout_after.json").read_text())
+    capsys.readouterr()
+    assert main(["eval", "--model", str(run), "--out", str(tmp_path / "out")]) == 0
+    printed = capsys.readouterr().out
+    again = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert again["settings"] == after["settings"] and again["settings"]["top_p"] == 0.9
+    assert again["per_problem"] == after["per_problem"]  # the same problems, the same samples
+    assert again["benchmarks"] == after["benchmarks"]  # lengths and formats too
+    (label,) = again["benchmarks"]
+    value = again["benchmarks"][label]["pass@1"]
+    assert value == pytest.approx(summary["heldout"]["after"]["mean"])
+    assert f"| {label} | 3 | {value:.3f} [" in printed and "values are fractions" in printed
+
+
+def test_ict_eval_of_a_run_without_evaluation_files_derives_them_from_its_config(tmp_path):
+    """A run directory with only config.yaml: its task and the settings its config derives; a
+    flag given on the command line wins."""
+    from ict.cli import build_parser
+    from ict.cli.eval import resolve
+    from ict.train import TrainConfig
+    from ict.train.evaluation import eval_settings
+    from ict.train.problems import task_spec
+
+    config = TrainConfig(task="toy:add", stop=[], eval_size=5, eval_num_samples=8, temperature=0.7)
+    config.save_yaml(tmp_path / "config.yaml")
+    args = build_parser().parse_args(["eval", "--model", str(tmp_path)])
+    tasks, settings, loaded = resolve(args)
+    assert tasks == [task_spec(config)] and settings == eval_settings(config)
+    assert (settings.temperature, settings.stop, settings.limit) == (0.7, [], 5)
+    args = build_parser().parse_args(["eval", "--model", str(tmp_path), "--n", "2"])
+    assert resolve(args)[1].n == 2 and resolve(args)[1].k == [1, 2]

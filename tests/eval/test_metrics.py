@@ -66,10 +66,12 @@ def comb_pass_at_k(n, c, k):
 
 
 def test_curve_ks_are_powers_of_two_and_n():
-    from ict.eval import curve_ks
+    from ict.eval import curve_ks, default_ks
 
     assert curve_ks(1) == [1] and curve_ks(64) == [1, 2, 4, 8, 16, 32, 64]
     assert curve_ks(6) == [1, 2, 4, 6] and curve_ks(2) == [1, 2]
+    assert default_ks(1) == [1] and default_ks(6) == [1, 2, 4]  # powers of two <= n only
+    assert default_ks(16) == [1, 2, 4, 8, 16]
 
 
 @pytest.mark.parametrize("n", [4, 6, 64])

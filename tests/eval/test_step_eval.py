@@ -6,19 +6,19 @@ from pathlib import Path
 
 import pytest
 
-from ict.eval.backends import HFSampler
-from ict.eval.runner import chunk_seed
+from ict.eval.settings import chunk_seed
 from ict.train import TrainConfig, train
 
 
-@pytest.fixture
-def recorded(monkeypatch):
-    """HFSampler.sample replaced: records its seeds, answers "<answer>i</answer>" to the even
-    questions "i+0" (correct) and "no" to the odd ones, so the counts are known."""
-    seeds = []
+class EvenSampler:
+    """Records its seeds, answers "<answer>i</answer>" to the even questions "i+0" (correct) and
+    "no" to the odd ones, so the counts are known."""
 
-    def fake_sample(self, prompts, *, n, seed):
-        seeds.append(seed)
+    def __init__(self):
+        self.seeds = []
+
+    def sample(self, prompts, *, n, seed):
+        self.seeds.append(seed)
         out = []
         for messages in prompts:
             i = int(messages[-1]["content"].split("+")[0].split()[-1])
@@ -26,11 +26,13 @@ def recorded(monkeypatch):
             out.append([(text, 3)] * n)
         return out
 
-    monkeypatch.setattr(HFSampler, "sample", fake_sample)
-    return seeds
+
+@pytest.fixture
+def sampler():
+    return EvenSampler()
 
 
-def run(tmp_path: Path, seed: int, **changes) -> Path:
+def run(tmp_path: Path, seed: int, sampler=None, **changes) -> Path:
     from ict.testing import tiny_model_and_tokenizer
 
     data = tmp_path / "d.jsonl"
@@ -45,13 +47,13 @@ def run(tmp_path: Path, seed: int, **changes) -> Path:
             "seed": seed, "output_dir": str(tmp_path / f"run{seed}"), **changes,
         }
     )  # fmt: skip
-    train(config, model=model, tokenizer=tok)
+    train(config, model=model, tokenizer=tok, sampler_factory=lambda *_: sampler)
     return Path(config.output_dir)
 
 
-def test_step_files_hold_per_problem_counts_sampled_with_the_eval_seed(tmp_path, recorded):
-    runs = [run(tmp_path, seed) for seed in (0, 1)]
-    seeds_used = list(recorded)
+def test_step_files_hold_per_problem_counts_sampled_with_the_eval_seed(tmp_path, sampler):
+    runs = [run(tmp_path, seed, sampler) for seed in (0, 1)]
+    seeds_used = list(sampler.seeds)
     results = {}
     for r in runs:
         assert sorted(p.name for p in (r / "eval_steps").iterdir()) == [
@@ -61,38 +63,40 @@ def test_step_files_hold_per_problem_counts_sampled_with_the_eval_seed(tmp_path,
         for step in (1, 2):
             result = json.loads((r / "eval_steps" / f"step_{step:06d}.json").read_text())
             assert result["step"] == step and result["settings"]["seed"] == 1234
-            assert result["per_problem"]["n"] == [2, 2, 2, 2]
+            (label,) = result["per_problem"]
+            counts = result["per_problem"][label]
+            assert counts["n"] == [2, 2, 2, 2]
             # the responses answer the even questions: 2 of 2 correct there, 0 elsewhere
-            assert sorted(result["per_problem"]["correct"]) == [0, 0, 2, 2]
+            assert sorted(counts["correct"]) == [0, 0, 2, 2]
             results[(r.name, step)] = result
         before = json.loads((r / "heldout_before.json").read_text())
         # the same problems and settings: the before-RL evaluation is the curves' step 0
         assert before["settings"] == results[(r.name, 1)]["settings"]
-        assert before["per_problem"]["ids"] == results[(r.name, 1)]["per_problem"]["ids"]
+        assert before["per_problem"] == results[(r.name, 1)]["per_problem"]
         row = json.loads((r / "metrics.jsonl").read_text().splitlines()[0])
-        label = results[(r.name, 1)]["benchmark"]
         assert row[f"eval/{label}/pass@1"] == pytest.approx(0.5)  # mean of correct / n
         assert row[f"eval/{label}/pass@2"] == pytest.approx(0.5)
     # one sampling seed for every evaluation of every training seed: chunk_seed(eval_seed, ...)
-    label = results[(runs[0].name, 1)]["benchmark"]
+    (label,) = results[(runs[0].name, 1)]["per_problem"]
     per_chunk = max(1, 4 // 2)
     expected = {chunk_seed(1234, label, c) for c in range(4 // per_chunk)}
     assert set(seeds_used) == expected
 
 
-def test_another_eval_seed_samples_with_other_seeds(tmp_path, recorded):
-    path = run(tmp_path, 0, eval_seed=7, heldout_eval=False)
+def test_another_eval_seed_samples_with_other_seeds(tmp_path, sampler):
+    path = run(tmp_path, 0, sampler, eval_seed=7, heldout_eval=False)
     result = json.loads((path / "eval_steps" / "step_000001.json").read_text())
     assert result["settings"]["seed"] == 7 and not (path / "heldout_before.json").exists()
-    assert set(recorded) == {chunk_seed(7, result["benchmark"], c) for c in range(2)}
+    (label,) = result["per_problem"]
+    assert set(sampler.seeds) == {chunk_seed(7, label, c) for c in range(2)}
 
 
 def test_evaluate_scores_toy_items_with_their_own_scorer():
     """`ict.eval.run_eval` (behind `ict eval` and the `evaluate` training hook) scores a toy chain
     by the task's rule, as training does, not by the math verifier."""
-    from ict.compare.tasks import task_items
-    from ict.compare.toy_cot import ToyCotTask
-    from ict.eval.runner import EvalSettings, run_eval
+    from ict.data.toy import task_items
+    from ict.data.toy.cot import ToyCotTask
+    from ict.eval import EvalSettings, run_eval
 
     items = task_items(ToyCotTask(digits=2), "test", 3)
 
@@ -100,6 +104,6 @@ def test_evaluate_scores_toy_items_with_their_own_scorer():
         def sample(self, prompts, *, n, seed):
             return [[(item.metadata["target"], 10)] * n for item in items]
 
-    settings = EvalSettings(model="x", n=2, k=[1], limit=3, batch_size=6)
-    summary = run_eval(Sampler(), ["toy"], settings, items={"toy": items})
+    settings = EvalSettings(n=2, k=[1], limit=3, batch_size=6)
+    summary = run_eval(Sampler(), ["toy"], settings, model="x", items={"toy": items})
     assert summary["metrics"]["eval/toy/pass@1"] == 1.0

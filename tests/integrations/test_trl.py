@@ -314,7 +314,7 @@ def test_trl_steps_train_only_selected_tokens(tmp_path, method):
     stats = TokenStats(**{f: batch[f] for f in FIELDS})
     options = dict(prob_below=0.2, entropy_quantile=0.9) if "stapo" in method else {}
     want = select_tokens(
-        method,
+        get_method(method).selector,
         valid,
         stats=stats,
         advantages=batch["advantages"],
@@ -331,7 +331,7 @@ def test_trl_steps_train_only_selected_tokens(tmp_path, method):
         assert int(selected.sum()) == expected_count[method]
     if "stapo" in method:  # STAPO silenced at least one token here (thresholds loosened above)
         base = (
-            want if method == "stapo" else select_tokens("ict", valid, stats=stats, scope="global")
+            want if method == "stapo" else select_tokens("js_top", valid, stats=stats, scope="global")
         )
         assert int(selected.sum()) < int((valid if method == "stapo" else base).sum())
 
@@ -367,8 +367,8 @@ def test_trl_steps_train_only_selected_tokens(tmp_path, method):
         assert key in logged, key
     assert logged["valid/renyi2"] <= logged["valid/entropy"] + 1e-6
     # the ICT diagnostic is the run's own selection when the method is ict, else ICT's defaults
-    ict_sel = selected if method == "ict" else select_tokens("ict", valid, stats=stats)
-    ent_sel = select_tokens("entropy", valid, stats=stats)
+    ict_sel = selected if method == "ict" else select_tokens("js_top", valid, stats=stats)
+    ent_sel = select_tokens("entropy_top", valid, stats=stats)
     want_j = int((ict_sel & ent_sel).sum()) / int((ict_sel | ent_sel).sum())
     assert logged["overlap/ict_entropy_jaccard"] == pytest.approx(want_j, abs=1e-6)
 
@@ -503,7 +503,7 @@ def test_paper_ict_dense_warmup_then_top_tenth_of_each_response(tmp_path):
             assert torch.equal(inp["ict_selected"], valid)
             continue
         stats = TokenStats(**{f: inp[f"ict_{f}"] for f in FIELDS})
-        want = select_tokens("ict", valid, stats=stats)  # ict's default scope: per response
+        want = select_tokens("js_top", valid, stats=stats)  # ict's default scope: per response
         assert torch.equal(inp["ict_selected"], want)
         counts = inp["ict_selected"].sum(-1)
         assert torch.equal(counts, torch.ceil(0.1 * valid.sum(-1)).long())

@@ -21,11 +21,11 @@ def counts(seed: int) -> list[int]:
 
 
 def step_result(correct, step, seed=1234):
+    """An evaluation result of one task (ict.eval.runner's schema; only what the report reads)."""
     return {
-        "benchmark": "toy",
         "settings": {"n": N, "seed": seed, "limit": P},
-        "summary": {},
-        "per_problem": {"ids": IDS, "n": [N] * P, "correct": list(correct)},
+        "benchmarks": {"toy": {}},
+        "per_problem": {"toy": {"ids": IDS, "n": [N] * P, "correct": list(correct)}},
         "step": step,
     }
 

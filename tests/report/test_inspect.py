@@ -49,9 +49,9 @@ def test_inspect_step_all_and_errors(run_dir, tmp_path, capsys):
 
 
 def test_records_from_model_match_selectors():
-    from ict.report.from_model import records_from_model
     from ict.report.tokenmap import validate_record
     from ict.testing import tiny_model_and_tokenizer
+    from ict.train.inspect import records_from_model
 
     model, tok = tiny_model_and_tokenizer(seed=0)
     records = records_from_model(model, tok, ["1+2=", "3+4="], num_samples=2, max_new_tokens=10)
@@ -84,11 +84,11 @@ def test_inspect_model_marks_what_a_training_step_selects(tmp_path, monkeypatch,
 
     import torch
 
-    import ict.train.rollout as rollout_module
+    import ict.train.trainer as trainer_module
     from ict.precision import choose_precision
-    from ict.report.from_model import inspect_config, records_from_rollout
     from ict.testing import tiny_model_and_tokenizer
     from ict.train import TrainConfig
+    from ict.train.inspect import inspect_config, records_from_rollout
     from ict.train.trainer import Trainer
 
     if model_name == "tiny":
@@ -98,14 +98,14 @@ def test_inspect_model_marks_what_a_training_step_selects(tmp_path, monkeypatch,
 
         model, tok = load_model_and_tokenizer(None)
     seen = {}
-    original = rollout_module.collect_rollout
+    original = trainer_module.collect_rollout
 
     def capture(model, *args, **kwargs):
         seen["old"] = copy.deepcopy(model)
         seen["batch"], metrics = original(model, *args, **kwargs)
         return seen["batch"], metrics
 
-    monkeypatch.setattr(rollout_module, "collect_rollout", capture)
+    monkeypatch.setattr(trainer_module, "collect_rollout", capture)
     config = TrainConfig(
         method="ict", max_steps=2, dense_warmup_steps=0, prompts_per_step=2, num_generations=4,
         max_new_tokens=8, autocast="off", heldout_eval=False, plots=False, progress=False,

@@ -4,12 +4,8 @@ import math
 
 import pytest
 
-from ict.report.positions import (
-    categorizer_for,
-    first_divergence,
-    generic_categories,
-    pick_evidence,
-)
+from ict.data import generic_categories
+from ict.report.positions import first_divergence, pick_evidence
 
 
 def rec(tokens, selected, prompt="p", step=1, run="r"):
@@ -49,11 +45,3 @@ def test_groups_are_per_run_and_step():
     b = rec(list("ac"), {"ict": [0, 1]}, run="r2")  # same prompt and step, other run
     ev = pick_evidence([a, b])
     assert ev.groups == 0 and math.isnan(ev.divergence_shares()["all tokens"][0])
-
-
-def test_categorizer_for_task():
-    assert categorizer_for("toy:cot")(list("1+2+0=3 c0;"))[0] == "operand"
-    assert categorizer_for("rg:chain_sum") is generic_categories
-    assert generic_categories(["<|im_end|>", " 12", "Answer", ": "]) == [
-        "eos", "number", "word", "format",
-    ]  # fmt: skip

@@ -17,12 +17,12 @@ import ict.select.core as core
 from ict.select import select_tokens
 
 CASES = [
-    dict(name="ict", ratio=0.1, scope="global"),
-    dict(name="ict", ratio=0.3, granularity="token_id", scope="global"),
-    dict(name="entropy"),
-    dict(name="stapo", entropy_quantile=0.5, prob_below=0.5),
-    dict(name="entropy+stapo", entropy_quantile=0.5, prob_below=0.5),
-    dict(name="ict", ratio=0.25, scope="sequence"),
+    dict(name="js_top", ratio=0.1, scope="global"),
+    dict(name="js_top", ratio=0.3, granularity="token_id", scope="global"),
+    dict(name="entropy_top"),
+    dict(name="not_spurious", entropy_quantile=0.5, prob_below=0.5),
+    dict(name="entropy_top+not_spurious", entropy_quantile=0.5, prob_below=0.5),
+    dict(name="js_top", ratio=0.25, scope="sequence"),
 ]
 
 

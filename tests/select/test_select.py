@@ -95,7 +95,7 @@ def test_ties_keep_first_flat_indices():
     mask[0, :4] = False  # first valid flat index is 4
     stats = SimpleNamespace(js=torch.full((3, 10), 0.5), entropy=torch.zeros(3, 10))
     sel = select_tokens(
-        "ict", mask, stats=stats, ratio=0.2, scope="global"
+        "js_top", mask, stats=stats, ratio=0.2, scope="global"
     )  # 26 valid -> ceil(5.2) = 6
     expected = torch.zeros(30, dtype=torch.bool)
     expected[4:10] = True
@@ -112,7 +112,7 @@ def test_scopes_and_granularity_match_brute_force(seed, scope, granularity, rati
     mask = make_mask(B, T, seed)
     tokens = torch.randint(0, 6, (B, T), generator=torch.Generator().manual_seed(seed))
     sel = select_tokens(
-        "ict",
+        "js_top",
         mask,
         stats=stats,
         ratio=ratio,
@@ -130,7 +130,7 @@ def test_sequence_scope_at_least_one_per_response():
     mask[0, :3] = True  # 3 valid: ceil(0.3) -> 1
     mask[2, :] = True  # 8 valid: ceil(0.8) -> 1; row 1 has none
     stats = SimpleNamespace(js=torch.arange(24.0).reshape(3, 8))
-    sel = select_tokens("ict", mask, stats=stats, scope="sequence")
+    sel = select_tokens("js_top", mask, stats=stats, scope="sequence")
     assert sel.sum(1).tolist() == [1, 0, 1]
     assert sel[0, 2] and sel[2, 7]  # the highest score in each row
 
@@ -142,7 +142,7 @@ def test_token_id_hand_case():
     js = torch.tensor([[0.9, 0.6, 0.2, 0.6], [0.1, 0.2, 1.0, 1.0]])
     mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]], dtype=torch.bool)
     sel = select_tokens(
-        "ict",
+        "js_top",
         mask,
         stats=SimpleNamespace(js=js),
         ratio=0.5,
@@ -152,7 +152,7 @@ def test_token_id_hand_case():
     )
     assert sel.tolist() == [[False, True, False, True], [False, False, False, False]]
     sel = select_tokens(
-        "ict",
+        "js_top",
         mask,
         stats=SimpleNamespace(js=js),
         ratio=0.75,
@@ -177,17 +177,17 @@ def test_stapo_hand_case():
     # only (0,0) has H < .035, p < .01 and A > 0
     expected = mask.clone()
     expected[0, 0] = False
-    assert torch.equal(select_tokens("stapo", mask, stats=stats, advantages=adv), expected)
+    assert torch.equal(select_tokens("not_spurious", mask, stats=stats, advantages=adv), expected)
     # median at 3.5 -> .35; prob_below .6 adds (0,1) (H .1, p .5); row 1 has A < 0
     expected[0, 1] = False
     sel = select_tokens(
-        "stapo", mask, stats=stats, advantages=adv, entropy_quantile=0.5, prob_below=0.6
+        "not_spurious", mask, stats=stats, advantages=adv, entropy_quantile=0.5, prob_below=0.6
     )
     assert torch.equal(sel, expected)
     # per-token advantages: flip the sign at (0,0) -> kept; (1,0) now A > 0 with H .2 < .35, p .001
     adv_tok = torch.tensor([[-1.0, 1, 1, 1, 1], [1, -1, -1, -1, -1]])
     sel = select_tokens(
-        "stapo", mask, stats=stats, advantages=adv_tok, entropy_quantile=0.5, prob_below=0.6
+        "not_spurious", mask, stats=stats, advantages=adv_tok, entropy_quantile=0.5, prob_below=0.6
     )
     expected = mask.clone()
     expected[0, 1] = False
@@ -206,17 +206,17 @@ def test_quantile_matches_numpy():
 def test_random_seeded_exact_count():
     mask = make_mask(8, 40, seed=3)
     n = int(mask.sum())
-    a = select_tokens("random", mask, seed=5)
+    a = select_tokens("uniform", mask, seed=5)
     assert int(a.sum()) == ref_count(0.1, n) and not (a & ~mask).any()
-    assert torch.equal(a, select_tokens("random", mask, seed=5))
-    assert not torch.equal(a, select_tokens("random", mask, seed=6))
-    b = select_tokens("random", mask, ratio=0.5, scope="sequence", seed=1)
+    assert torch.equal(a, select_tokens("uniform", mask, seed=5))
+    assert not torch.equal(a, select_tokens("uniform", mask, seed=6))
+    b = select_tokens("uniform", mask, ratio=0.5, scope="sequence", seed=1)
     assert b.sum(1).tolist() == [ref_count(0.5, int(r)) for r in mask.sum(1)]
 
 
 def test_random_is_roughly_uniform():
     mask = torch.ones(1, 20, dtype=torch.bool)
-    hits = sum(select_tokens("random", mask, ratio=0.25, seed=s).long() for s in range(400))
+    hits = sum(select_tokens("uniform", mask, ratio=0.25, seed=s).long() for s in range(400))
     assert hits.sum() == 400 * 5
     assert hits.min() > 60 and hits.max() < 140  # expected 100 each
 
@@ -225,18 +225,22 @@ def test_composition_is_intersection():
     mask, stats, adv = stapo_case()
     stats.js = torch.tensor([[0.9, 0.8, 0.1, 0.1, 5.0], [0.7, 0.1, 0.1, 0.1, 5.0]])
     ict = select_tokens(
-        "ict", mask, stats=stats, ratio=0.3, scope="global"
+        "js_top", mask, stats=stats, ratio=0.3, scope="global"
     )  # ceil(2.4) = 3: (0,0) (0,1) (1,0)
     assert ict.nonzero().tolist() == [[0, 0], [0, 1], [1, 0]]
-    both = select_tokens("ict+stapo", mask, stats=stats, advantages=adv, ratio=0.3, scope="global")
+    both = select_tokens(
+        "js_top+not_spurious", mask, stats=stats, advantages=adv, ratio=0.3, scope="global"
+    )
     assert both.nonzero().tolist() == [[0, 1], [1, 0]]  # STAPO's spurious (0,0) removed
-    stapo = select_tokens("stapo", mask, stats=stats, advantages=adv)
+    stapo = select_tokens("not_spurious", mask, stats=stats, advantages=adv)
     assert torch.equal(both, ict & stapo)
     assert torch.equal(
         both,
-        select_tokens("stapo+ict", mask, stats=stats, advantages=adv, ratio=0.3, scope="global"),
+        select_tokens(
+            "not_spurious+js_top", mask, stats=stats, advantages=adv, ratio=0.3, scope="global"
+        ),
     )
-    assert torch.equal(select_tokens("grpo", mask), mask)
+    assert torch.equal(select_tokens("every", mask), mask)
 
 
 def test_register_new_selector():
@@ -281,11 +285,15 @@ def test_jaccard():
 def test_empty_mask_selects_nothing():
     mask = torch.zeros(2, 5, dtype=torch.bool)
     stats = make_stats(2, 5, 0)
-    for name in ("ict", "entropy", "random", "grpo"):
+    for name in ("js_top", "entropy_top", "uniform", "every"):
         assert not select_tokens(name, mask, stats=stats).any()
-    assert not select_tokens("stapo", mask, stats=stats, advantages=torch.ones(2)).any()
+    assert not select_tokens("not_spurious", mask, stats=stats, advantages=torch.ones(2)).any()
     assert not select_tokens(
-        "ict", mask, stats=stats, granularity="token_id", tokens=torch.zeros(2, 5, dtype=torch.long)
+        "js_top",
+        mask,
+        stats=stats,
+        granularity="token_id",
+        tokens=torch.zeros(2, 5, dtype=torch.long),
     ).any()
 
 
@@ -297,20 +305,28 @@ def test_empty_mask_selects_nothing():
             ConfigError,
             r"unknown selector 'nope'.*\['entropy_top', 'every', 'js_bottom'",
         ),
-        (dict(name="ict+nope"), ConfigError, "unknown selector 'nope'"),
-        (dict(name="ict", ratio=0.0), ConfigError, r"ratio must be a fraction in \(0, 1\]"),
-        (dict(name="ict", ratio=1.5), ConfigError, "ratio must be"),
-        (dict(name="grpo", ratio=0.5), ConfigError, "takes no ratio"),
-        (dict(name="ict", scope="batch"), ConfigError, r"unknown scope 'batch'.*'micro_batch'"),
-        (dict(name="ict", granularity="word"), ConfigError, r"unknown granularity.*'token_id'"),
-        (dict(name="ict", scope="micro_batch"), ConfigError, "micro_batch_size"),
-        (dict(name="ict", granularity="token_id"), ConfigError, "needs tokens="),
-        (dict(name="stapo"), ConfigError, "needs advantages"),
-        (dict(name="ict", stats=None), ConfigError, "needs token statistics"),
-        (dict(name="entropy", stats=None), ConfigError, "needs token statistics"),
-        (dict(name="ict", stats=SimpleNamespace(entropy=torch.zeros(2, 3))), DataError, "stats.js"),
-        (dict(name="stapo", advantages=torch.ones(3)), DataError, "advantages must have shape"),
-        (dict(name="ict", temperature=1.0), ConfigError, "no option"),
+        (dict(name="js_top+nope"), ConfigError, "unknown selector 'nope'"),
+        (dict(name="js_top", ratio=0.0), ConfigError, r"ratio must be a fraction in \(0, 1\]"),
+        (dict(name="js_top", ratio=1.5), ConfigError, "ratio must be"),
+        (dict(name="every", ratio=0.5), ConfigError, "takes no ratio"),
+        (dict(name="js_top", scope="batch"), ConfigError, r"unknown scope 'batch'.*'micro_batch'"),
+        (dict(name="js_top", granularity="word"), ConfigError, r"unknown granularity.*'token_id'"),
+        (dict(name="js_top", scope="micro_batch"), ConfigError, "micro_batch_size"),
+        (dict(name="js_top", granularity="token_id"), ConfigError, "needs tokens="),
+        (dict(name="not_spurious"), ConfigError, "needs advantages"),
+        (dict(name="js_top", stats=None), ConfigError, "needs token statistics"),
+        (dict(name="entropy_top", stats=None), ConfigError, "needs token statistics"),
+        (
+            dict(name="js_top", stats=SimpleNamespace(entropy=torch.zeros(2, 3))),
+            DataError,
+            "stats.js",
+        ),
+        (
+            dict(name="not_spurious", advantages=torch.ones(3)),
+            DataError,
+            "advantages must have shape",
+        ),
+        (dict(name="js_top", temperature=1.0), ConfigError, "no option"),
     ],
 )
 def test_errors(kwargs, error, match):
@@ -325,10 +341,10 @@ def test_nan_scores_rejected():
     js = torch.zeros(2, 3)
     js[1, 1] = float("nan")
     with pytest.raises(DataError, match="NaN"):
-        select_tokens("ict", torch.ones(2, 3, dtype=torch.bool), stats=SimpleNamespace(js=js))
+        select_tokens("js_top", torch.ones(2, 3, dtype=torch.bool), stats=SimpleNamespace(js=js))
     mask = torch.ones(2, 3, dtype=torch.bool)
     mask[1, 1] = False  # NaN on a masked position is ignored
-    assert select_tokens("ict", mask, stats=SimpleNamespace(js=js), scope="global").sum() == 1
+    assert select_tokens("js_top", mask, stats=SimpleNamespace(js=js), scope="global").sum() == 1
 
 
 def test_with_real_token_stats():
@@ -340,16 +356,16 @@ def test_with_real_token_stats():
     mask = make_mask(4, 12, seed=2)
     stats = token_stats(logits, tokens, mask)
     n = int(mask.sum())
-    for name, field, ratio in (("ict", "js", 0.1), ("entropy", "entropy", 0.2)):
+    for name, field, ratio in (("js_top", "js", 0.1), ("entropy_top", "entropy", 0.2)):
         sel = select_tokens(name, mask, stats=stats, scope="global")
         assert torch.equal(sel, ref_select(getattr(stats, field), mask, ratio))
         assert int(sel.sum()) == ref_count(ratio, n)
     adv = torch.tensor([1.0, -1.0, 0.5, 0.0])
-    both = select_tokens("ict+stapo", mask, stats=stats, advantages=adv, prob_below=0.3)
+    both = select_tokens("js_top+not_spurious", mask, stats=stats, advantages=adv, prob_below=0.3)
     assert torch.equal(
         both,
-        select_tokens("ict", mask, stats=stats)
-        & select_tokens("stapo", mask, stats=stats, advantages=adv, prob_below=0.3),
+        select_tokens("js_top", mask, stats=stats)
+        & select_tokens("not_spurious", mask, stats=stats, advantages=adv, prob_below=0.3),
     )
 
 

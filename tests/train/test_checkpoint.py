@@ -5,6 +5,7 @@ import random
 import numpy as np
 import torch
 
+from ict.files import latest_checkpoint, list_checkpoints
 from ict.testing import tiny_model_and_tokenizer
 from ict.train import checkpoint as ckpt
 
@@ -18,17 +19,17 @@ def test_round_trip_keep_last_and_partial_dirs(tmp_path):
         ckpt.save_checkpoint(
             tmp_path, step, model, tok, {"optimizer": opt.state_dict(), "extra": step}, keep_last=2
         )
-    names = [p.name for p in ckpt.list_checkpoints(tmp_path)]
+    names = [p.name for p in list_checkpoints(tmp_path)]
     assert names == ["step_000002", "step_000003"]
     assert (tmp_path / "checkpoints" / "latest").read_text() == "step_000003"
     (tmp_path / "checkpoints" / ".tmp_step_000004").mkdir()  # a killed write
-    assert ckpt.latest_checkpoint(tmp_path).name == "step_000003"
+    assert latest_checkpoint(tmp_path).name == "step_000003"
     ckpt.clean_partial(tmp_path)
     assert not (tmp_path / "checkpoints" / ".tmp_step_000004").exists()
 
     random.random(), np.random.rand(), torch.rand(1)  # move the RNGs; restoring must undo this
     fresh, _ = tiny_model_and_tokenizer(seed=1, tie_word_embeddings=True)
-    state = ckpt.load_checkpoint(ckpt.latest_checkpoint(tmp_path), fresh)
+    state = ckpt.load_checkpoint(latest_checkpoint(tmp_path), fresh)
     for (name, a), b in zip(model.state_dict().items(), fresh.state_dict().values(), strict=True):
         assert torch.equal(a, b), name
     assert fresh.get_output_embeddings().weight is fresh.get_input_embeddings().weight

@@ -89,9 +89,10 @@ def test_cli_trains_and_prints_where_outputs_went(model_dir, task_file, tmp_path
     heldout = summary["heldout"]
     before = json.loads((out_dir / "heldout_before.json").read_text())
     after = json.loads((out_dir / "heldout_after.json").read_text())
-    assert before["per_problem"]["ids"] == after["per_problem"]["ids"]  # the same 5 problems
+    label = heldout["benchmark"]
+    assert before["per_problem"][label]["ids"] == after["per_problem"][label]["ids"]  # 5 problems
     assert heldout["problems"] == 5 and heldout["samples_per_problem"] == 2
-    assert heldout["before"]["mean"] == pytest.approx(before["summary"]["pass@1"])
+    assert heldout["before"]["mean"] == pytest.approx(before["benchmarks"][label]["pass@1"])
     d = heldout["difference"]
     assert d["mean"] == pytest.approx(heldout["after"]["mean"] - heldout["before"]["mean"])
     assert -1 <= d["low"] <= d["mean"] <= d["high"] <= 1

@@ -75,13 +75,12 @@ def test_builtin_methods_resolve():
     assert SELECTORS["js_bottom"].needs == ("js",)
 
 
-def test_selector_and_method_names_are_distinct_words_with_old_selector_names_as_aliases():
-    from ict.select import ALIASES, available_selectors, select_tokens
+def test_selector_and_method_names_are_distinct_words():
+    from ict.errors import ConfigError
+    from ict.select import available_selectors, select_tokens
 
     assert not set(available_selectors()) & set(METHODS)
+    assert get_method("random").selector == "uniform" and "uniform" in SELECTORS
     mask = torch.ones(2, 10, dtype=torch.bool)
-    for old, new in ALIASES.items():
-        assert new in SELECTORS and old in METHODS and get_method(old).selector == new
-    with pytest.warns(DeprecationWarning, match="now called 'uniform'"):
-        old = select_tokens("random", mask, seed=3)
-    assert torch.equal(old, select_tokens("uniform", mask, seed=3))
+    with pytest.raises(ConfigError, match="unknown selector 'random'"):
+        select_tokens("random", mask, seed=3)  # a method's name is not a selector's

@@ -3,7 +3,8 @@
 import json
 import time
 
-from ict.train.outputs import EntropyHealth, JsonlWriter, truncate_jsonl
+from ict.files import JsonlWriter, truncate_jsonl
+from ict.train.outputs import EntropyHealth
 from ict.train.safe_rewards import score_responses
 
 

@@ -242,8 +242,6 @@ def _grid_notes(preset, out: Path) -> list[str]:
             f"Supervised warm start: {info['steps']} steps, sampled accuracy {info['accuracy']:.2f} "
             "on 200 training problems before RL (every cell starts from these weights)."
         )
-        if "eval" in info:
-            notes.append(_start_note(info["eval"]))
     start = out / "start_eval.json"
     if start.exists():
         notes.append(_start_note(json.loads(start.read_text())))

@@ -3,13 +3,26 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
+
+from ict.data import SPLITS, file_stem, split_specs
+from ict.errors import ConfigError
+from ict.eval.metrics import curve_ks
+from ict.eval.paper import check_paper_settings, expand_benchmarks, wants_paper_table
+from ict.eval.runner import load_eval_items, results_table, run_eval
+from ict.eval.settings import EvalSettings
+from ict.files import read_json, write_atomic, write_json_atomic
+from ict.models import EMBEDDED_MODEL_LABEL
+from ict.rewards import Verifier
 
 DEFAULT_BENCHMARKS = "rg:chain_sum?min_terms=2&max_terms=2&min_digits=1&max_digits=2"
 
 EXAMPLES = """\
 examples:
   ict eval --limit 20                                   # embedded SmolLM2-135M on held-out chain sums
-  ict eval --model runs/my_run --n 16 --k 1,4,8         # a trained run (its latest checkpoint)
+  ict eval --model runs/my_run                          # a trained run: its task, its settings
+  ict eval --model runs/my_run --n 16 --k 1,4,8         # ... with more samples
   ict eval --model Qwen/Qwen2.5-0.5B-Instruct --benchmarks gsm8k,math500 --data-dir data/
   ict eval --benchmarks 'rg:chain_sum?min_terms=3&max_terms=3' --limit 50
   ict eval --model Qwen/Qwen2.5-0.5B-Instruct --benchmarks paper --n 16 --k 1,4 --seeds 5 --data-dir data/
@@ -34,9 +47,6 @@ def _int_list(text: str) -> list[int]:
 def split_benchmarks(text: str) -> list[str]:
     """Split on commas that separate specs (not the commas inside an rg config value list);
     the word `paper` becomes the paper's seven benchmarks."""
-    from ict.data import split_specs
-    from ict.eval.paper import expand_benchmarks
-
     return expand_benchmarks(split_specs(text))
 
 
@@ -44,7 +54,9 @@ def add_parser(subparsers, summary: str) -> None:
     p = subparsers.add_parser(
         "eval",
         help=summary,
-        description=summary,
+        description=summary + ". For a run directory, every setting not given is the run's own: "
+        "its task and the settings of its last evaluation (final_eval.json, heldout_after.json) "
+        "or, without one, those its config.yaml derives (ict.train.evaluation).",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -55,9 +67,15 @@ def add_parser(subparsers, summary: str) -> None:
     )
     p.add_argument(
         "--benchmarks",
-        default=DEFAULT_BENCHMARKS,
+        default=None,
         help="comma-separated benchmark specs; 'paper' = the paper's seven, with its table "
-        "(default: held-out 2-term chain sums)",
+        "(default: a run's own task, else held-out 2-term chain sums)",
+    )
+    p.add_argument(
+        "--split",
+        choices=SPLITS,
+        default=None,
+        help="which problems of each task: eval (held out, the default), validation, train",
     )
     p.add_argument(
         "--seeds",
@@ -66,7 +84,7 @@ def add_parser(subparsers, summary: str) -> None:
         help="evaluate with sampling seeds --seed .. --seed+N-1 (OUT/seed<s>/ each) and report "
         "the mean and 95%% interval over them (default 1)",
     )
-    p.add_argument("--n", type=int, default=16, help="samples per problem (default 16)")
+    p.add_argument("--n", type=int, default=None, help="samples per problem (default 16)")
     p.add_argument(
         "--k",
         type=_int_list,
@@ -76,11 +94,13 @@ def add_parser(subparsers, summary: str) -> None:
     p.add_argument(
         "--out", default=None, help="output dir (default: <run dir>/eval or eval_out/<model>)"
     )
-    p.add_argument("--temperature", type=float, default=1.0)
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--max-new-tokens", type=int, default=256)
-    p.add_argument("--batch-size", type=int, default=32, help="sequences generated at once")
-    p.add_argument("--seed", type=int, default=0, help="sampling and bootstrap seed")
+    p.add_argument("--temperature", type=float, default=None, help="default 1.0")
+    p.add_argument("--top-p", type=float, default=None, help="default 1.0")
+    p.add_argument("--max-new-tokens", type=int, default=None, help="default 256")
+    p.add_argument(
+        "--batch-size", type=int, default=None, help="sequences generated at once (default 32)"
+    )
+    p.add_argument("--seed", type=int, default=None, help="sampling and bootstrap seed (default 0)")
     p.add_argument(
         "--limit",
         type=int,
@@ -101,7 +121,7 @@ def add_parser(subparsers, summary: str) -> None:
     p.add_argument(
         "--device",
         default=None,
-        help="torch device for --backend hf (default: cuda if available, else cpu)",
+        help="torch device for --backend hf (default: a run's own, else cuda if available)",
     )
     p.add_argument(
         "--verify-timeout",
@@ -117,127 +137,149 @@ def add_parser(subparsers, summary: str) -> None:
     p.set_defaults(func=run)
 
 
+# flag -> EvalSettings field, for the flags that override a run's (or the default) settings
+FLAG_SETTINGS = {
+    "n": "n",
+    "k": "k",
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "max_new_tokens": "max_new_tokens",
+    "batch_size": "batch_size",
+    "seed": "seed",
+    "limit": "limit",
+    "split": "split",
+}
+
+
 def default_out_dir(model: str | None) -> str:
-    from pathlib import Path
-
-    if model and (Path(model) / "config.yaml").is_file():  # a run directory
+    if model and run_config_path(model) is not None:
         return str(Path(model) / "eval")
-    from ict.data import file_stem
-
     return str(Path("eval_out") / file_stem(model or "smollm2-135m-instruct"))
+
+
+def run_config_path(model: str | None) -> Path | None:
+    """RUN/config.yaml when `model` is a run directory written by `ict train`, else None."""
+    path = Path(model) / "config.yaml" if model else None
+    return path if path is not None and path.is_file() else None
+
+
+def run_defaults(model: str) -> tuple[list[str], EvalSettings, object]:
+    """(task specs, settings, TrainConfig) of a run directory's own evaluation: those its last
+    evaluation file stored (final_eval.json, then heldout_after.json), else those its config
+    derives (ict.train.evaluation.eval_settings)."""
+    from ict.train.config import TrainConfig
+    from ict.train.evaluation import eval_settings
+    from ict.train.problems import task_spec
+
+    run = Path(model)
+    config = TrainConfig.from_yaml(run / "config.yaml")
+    for name in ("final_eval.json", "heldout_after.json"):
+        saved = read_json(run / name)
+        if isinstance(saved, dict) and isinstance(saved.get("settings"), dict):
+            return list(saved["per_problem"]), EvalSettings.from_dict(saved["settings"]), config
+    return [task_spec(config)], eval_settings(config), config
+
+
+def resolve(args: argparse.Namespace) -> tuple[list[str], EvalSettings, object]:
+    """(task specs, settings, the run's TrainConfig or None) from the flags: a run directory's own
+    evaluation, or the defaults, with every flag given on top."""
+    config = None
+    if run_config_path(args.model) is not None:
+        tasks, settings, config = run_defaults(args.model)
+    else:
+        tasks, settings = [DEFAULT_BENCHMARKS], EvalSettings()
+    given = {
+        field: getattr(args, flag)
+        for flag, field in FLAG_SETTINGS.items()
+        if getattr(args, flag) is not None
+    }
+    if args.benchmarks is not None:
+        tasks = split_benchmarks(args.benchmarks)
+    n = given.get("n", settings.n)
+    if "k" not in given and (config is None or "n" in given):  # the pass@k-against-k curve
+        given["k"] = curve_ks(n) if n >= 1 else [1]  # n < 1 is refused by validate()
+    settings = settings.replace(**given, backend=args.backend)
+    settings.validate()
+    return tasks, settings, config
 
 
 def run(args: argparse.Namespace) -> int:
     """Evaluate once per seed (the model is loaded once); the paper's table when asked for."""
-    from ict.errors import ConfigError
-    from ict.eval.paper import check_paper_settings, wants_paper_table
-
     if args.seeds < 1:
         raise ConfigError(f"--seeds must be >= 1, got {args.seeds}")
-    if args.k is None:  # every power of two below n, and n: the pass@k-against-k curve
-        from ict.eval.metrics import curve_ks
-
-        args.k = curve_ks(args.n) if args.n >= 1 else [1]  # n < 1 is refused by validate()
-    benchmarks = split_benchmarks(args.benchmarks)
-    paper = wants_paper_table(benchmarks)
+    tasks, settings, config = resolve(args)
+    paper = wants_paper_table(tasks)
     if paper:
-        check_paper_settings(args.n, args.k)
+        check_paper_settings(settings.n, settings.k)
     out = args.out or default_out_dir(args.model)
-    summaries, sampler = [], None
-    for seed in range(args.seed, args.seed + args.seeds):
+    label = args.model or EMBEDDED_MODEL_LABEL
+    results, sampler = [], None
+    for seed in range(settings.seed, settings.seed + args.seeds):
+        seed_settings = settings.replace(seed=seed)
         seed_out = out if args.seeds == 1 else f"{out}/seed{seed}"
-        summary, sampler = _run_one(args, seed, benchmarks, seed_out, sampler)
-        summaries.append(summary)
+        items = load_eval_items(tasks, seed_settings, args.data_dir)  # data errors first
+        if sampler is None:  # loaded once: the seed only enters through sample(seed=...)
+            sampler = make_sampler(args, seed_settings, config)
+        results.append(_run_one(args, label, tasks, items, seed_settings, seed_out, sampler))
     if paper:
-        _write_paper_table(summaries, out, args.model)
+        _write_paper_table(results, out)
     return 0
 
 
-def _run_one(args: argparse.Namespace, seed: int, benchmarks, seed_out: str, sampler):
-    """One evaluation with sampling seed `seed` into `seed_out`: (summary, sampler)."""
-    import sys
-
-    from ict.eval.runner import (
-        EMBEDDED_MODEL_LABEL,
-        EvalSettings,
-        load_all_eval_items,
-        results_table,
-        run_eval,
-    )
-    from ict.rewards import Verifier
-
-    settings = EvalSettings(
-        model=args.model or EMBEDDED_MODEL_LABEL,
-        n=args.n,
-        k=args.k,
-        temperature=args.temperature,
-        top_p=args.top_p,
-        max_new_tokens=args.max_new_tokens,
-        batch_size=args.batch_size,
-        seed=seed,
-        limit=args.limit,
-        backend=args.backend,
-    )
-    settings.validate()
-    items = load_all_eval_items(benchmarks, settings.limit, args.data_dir)  # data errors first
-    if sampler is None:  # loaded once: the seed only enters through sample(seed=...)
-        sampler = make_sampler(args, settings)
+def _run_one(args, label: str, tasks, items, settings: EvalSettings, seed_out: str, sampler):
+    """One evaluation into `seed_out`: prints its table, returns the result."""
     verifier = Verifier(timeout_s=args.verify_timeout)
     try:
-        summary = run_eval(
+        result = run_eval(
             sampler,
-            benchmarks,
+            tasks,
             settings,
-            out_dir=seed_out,
-            data_dir=args.data_dir,
+            model=label,
             verifier=verifier,
-            overwrite=args.overwrite,
             items=items,
+            out_dir=seed_out,
+            overwrite=args.overwrite,
             progress=lambda msg: print(msg, file=sys.stderr, flush=True),
         )
     finally:
         verifier.close()
-    print(results_table(summary))
-    plot = _write_k_plot(summary, seed_out)
+    print(results_table(result))
+    plot = _write_k_plot(result, seed_out)
     print(
-        f"\nmodel {summary['model']}; n={settings.n}, temperature={settings.temperature}, "
-        f"top_p={settings.top_p}, max_new_tokens={settings.max_new_tokens}, seed={settings.seed}; "
-        f"values in %, 95% bootstrap CI over problems.\nwrote {seed_out}/summary.json, summary.md, "
+        f"\nmodel {result['model']}; {settings.split} split, n={settings.n}, "
+        f"temperature={settings.temperature}, top_p={settings.top_p}, "
+        f"max_new_tokens={settings.max_new_tokens}, seed={settings.seed}; values are fractions, "
+        f"95% bootstrap CI over problems.\nwrote {seed_out}/summary.json, summary.md, "
         f"samples/{', pass_at_k.png' if plot else ''}"
     )
-    return summary, sampler
+    return result
 
 
-def _write_k_plot(summary: dict, out: str):
+def _write_k_plot(result: dict, out: str):
     """OUT/pass_at_k.png: pass@k against k (log2 axis), one line per benchmark with its 95%
     bootstrap band over problems; None when matplotlib is missing or there is one k only."""
-    from pathlib import Path
-
-    ks = summary["settings"]["k"]
+    ks = result["settings"]["k"]
     if len(ks) < 2:
         return None
     try:
         from ict.report.plots import k_curves_from_summary, plot_k_curves
 
         return plot_k_curves(
-            k_curves_from_summary(summary),
+            k_curves_from_summary(result),
             Path(out) / "pass_at_k.png",
-            title=f"pass@k against k - {summary['model']} (n = {summary['settings']['n']})",
+            title=f"pass@k against k - {result['model']} (n = {result['settings']['n']})",
         )
     except ImportError:  # matplotlib is an optional dependency (ict[train])
         return None
 
 
-def _write_paper_table(summaries: list[dict], out: str, model: str | None) -> None:
+def _write_paper_table(results: list[dict], out: str) -> None:
     """Print the paper's table and save it as OUT/paper_table.json and OUT/paper_table.md."""
-    from pathlib import Path
-
     from ict.eval.paper import paper_markdown, paper_table
-    from ict.files import write_atomic, write_json_atomic
 
-    table = paper_table(summaries)
-    table["model"] = summaries[0]["model"]
-    table["seeds_used"] = [s["settings"]["seed"] for s in summaries]
+    table = paper_table(results)
+    table["model"] = results[0]["model"]
+    table["seeds_used"] = [r["settings"]["seed"] for r in results]
     text = paper_markdown(table, label=table["model"])
     print("\n" + text)
     write_json_atomic(Path(out) / "paper_table.json", table)
@@ -245,36 +287,33 @@ def _write_paper_table(summaries: list[dict], out: str, model: str | None) -> No
     print(f"wrote {out}/paper_table.json, paper_table.md")
 
 
-def make_sampler(args: argparse.Namespace, settings):
-    """The generation backend for the CLI flags (loads the model)."""
-    if args.backend == "vllm":
+def make_sampler(args: argparse.Namespace, settings: EvalSettings, config):
+    """The generation backend for the CLI flags (loads the model: a run's with its dtype and
+    device unless --device says otherwise)."""
+    if settings.backend == "vllm":
         from ict.eval.backends import VLLMSampler
 
         if args.model is None:
-            from ict.errors import ConfigError
-
             raise ConfigError("--backend vllm needs --model (an HF id or a local HF model dir)")
-        return VLLMSampler(
-            _vllm_model_path(args.model),
-            temperature=settings.temperature,
-            top_p=settings.top_p,
-            max_new_tokens=settings.max_new_tokens,
-            stop=settings.stop,
-        )
+        return VLLMSampler(_vllm_model_path(args.model), settings)
     import torch
 
-    from ict.eval.runner import hf_sampler
+    from ict.eval.backends import hf_sampler
     from ict.models import load_model_and_tokenizer
 
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    model, tokenizer = load_model_and_tokenizer(args.model, device=device)
+    dtype, device = None, args.device
+    if config is not None:
+        from ict.train.trainer import resolve_device
+
+        dtype = getattr(torch, config.dtype)
+        device = device or str(resolve_device(config.device))
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    model, tokenizer = load_model_and_tokenizer(args.model, dtype=dtype, device=device)
     return hf_sampler(model, tokenizer, settings)
 
 
 def _vllm_model_path(model: str) -> str:
     """A run dir or checkpoint dir resolves to its checkpoint folder (vLLM reads HF folders)."""
-    from pathlib import Path
-
     try:
         from ict.models import resolve_checkpoint_dir
 

@@ -103,7 +103,7 @@ def run(args) -> int:
             raise UserError('--model needs at least one --prompt "..."')
         from ict.models import load_model_and_tokenizer
         from ict.precision import choose_precision
-        from ict.report.from_model import records_from_model
+        from ict.train.inspect import records_from_model
 
         model, tokenizer = load_model_and_tokenizer(None if args.model == "default" else args.model)
         precision = choose_precision(args.autocast, next(model.parameters()).device)

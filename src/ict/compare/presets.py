@@ -25,7 +25,7 @@
 Every preset is registered in PRESETS (name -> PresetEntry: a one-line summary, the function that
 builds a fresh Preset, the options it takes) with the `register_preset` decorator; `get_preset`,
 `ict compare --preset NAME` and `ict compare --help` read that registry. Every task is an ict.data
-spec in `train["task"]` (the toy tasks: `toy:add`, `toy:cot`, ict.compare.tasks); `warm` says
+spec in `train["task"]` (the toy tasks: `toy:add`, `toy:cot`, ict.data.toy); `warm` says
 whether the cells start from a supervised warm start (ict.compare.warm_start) instead of `model`.
 """
 
@@ -38,9 +38,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ict.compare.warm_start import WarmStart
+from ict.data import PAPER_BENCHMARKS
 from ict.errors import ConfigError
 from ict.evidence.endpoints import ALPHA, MARGIN
+from ict.testing import save_tiny_model
+from ict.train.config import TrainConfig
+from ict.train.problems import task_spec
 
 # the benchmark fixture files the paper dry run reads (package data: they ship with the wheel)
 FIXTURES_DIR = Path(__file__).resolve().parent / "fixtures" / "benchmarks"
@@ -57,14 +60,33 @@ PAPER_CLAIMS = ["ict-grpo@pass@4", "ict-random_sequence@pass@1"]
 ICT_VS_GRPO = PAPER_CLAIMS[:1]
 
 
+@dataclass(frozen=True)
+class WarmStart:
+    """Supervised warm start of the toy model (all fields enter the cache key)."""
+
+    hidden_size: int = 64
+    num_layers: int = 2
+    num_heads: int = 4
+    intermediate_size: int = 128
+    max_steps: int = 1500
+    batch_size: int = 64
+    learning_rate: float = 3e-3
+    # stop once sampled (T = 1) accuracy on 200 training problems reaches this
+    target_accuracy: float = 0.5
+    check_every: int = 50
+    seed: int = 0
+
+
 @dataclass
 class EvalSpec:
-    """Final held-out evaluation of every cell: `size` problems, `n` samples each, pass@k for `ks`."""
+    """Final held-out evaluation of every cell: `size` problems, `n` samples each, pass@k for `ks`.
+    Everything else (top-p, stop strings, prompt rendering, generation batch) is the cells' own
+    evaluation settings (ict.compare.grid.final_evaluation)."""
 
     size: int | None = 100  # problems per benchmark (None: all)
     n: int = 8
     ks: tuple[int, ...] = (1, 2, 4, 8)
-    temperature: float = 1.0
+    temperature: float | None = None  # None: the cells' sampling temperature
     seed: int = 1234
     benchmarks: tuple[str, ...] = ()  # benchmark specs; () = the training task's held-out split
     max_new_tokens: int | None = None  # None: the cells' training response budget
@@ -96,9 +118,6 @@ class Preset:
     def task(self) -> str:
         """The cells' ict.data task spec: `train["task"]` (TrainConfig's default task if unset)
         with `train["task_config"]` as options."""
-        from ict.train import TrainConfig
-        from ict.train.problems import task_spec
-
         return task_spec(TrainConfig(**self.train))
 
 
@@ -150,7 +169,7 @@ _TOY_TRAIN = dict(
     task_config={},
 )
 
-# toy-cot: the chain task (ict.compare.toy_cot), its response budget and whole logged groups
+# toy-cot: the chain task (ict.data.toy.cot), its response budget and whole logged groups
 # (16 = 2 groups of 8 per logged step) for the first-divergence evidence (ict.report.positions)
 COT_METHODS = ["grpo", "entropy", "stapo", "random", "random_sequence", "ict", "ict_batch_mean"]
 _TOY_COT_TRAIN = dict(
@@ -284,8 +303,6 @@ def paper_preset(
         )
     if dry_run:
         return _paper_dry_run(work_dir)
-    from ict.data import PAPER_BENCHMARKS
-
     return Preset(
         "paper",
         f"The paper's set-up: {PAPER_MODELS[model_size]} trained on GSM8K train + MATH train "
@@ -326,8 +343,6 @@ PAPER_DRY_RUN_EVAL = dict(size=2, n=4, ks=(1, 4), temperature=1.0, seed=1234, ma
 def _paper_dry_run(work_dir: str | os.PathLike | None) -> Preset:
     """The paper preset's dry run: the tiny offline model (saved under `work_dir`) on the
     benchmark fixtures."""
-    from ict.data import PAPER_BENCHMARKS
-
     if work_dir is None:
         raise ConfigError("the paper dry run needs a work_dir for its tiny model")
     if not FIXTURES_DIR.is_dir():
@@ -335,8 +350,6 @@ def _paper_dry_run(work_dir: str | os.PathLike | None) -> Preset:
             f"the paper dry run reads the benchmark fixtures in {FIXTURES_DIR}, which this "
             "install lacks (they are package data of ict: reinstall it)"
         )
-    from ict.testing import save_tiny_model
-
     model_dir = Path(work_dir) / "tiny-model"
     if not (model_dir / "config.json").is_file():
         save_tiny_model(model_dir)

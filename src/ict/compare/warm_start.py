@@ -2,7 +2,7 @@
 task's target responses until it is competent but imperfect, then the start of every RL cell.
 
 It teaches any task that gives supervised targets (`SupervisedTask`: the toy tasks `toy:add` and
-`toy:cot` of ict.compare.tasks). Seeded and cached under ~/.cache/ict/<task.name>/<key> (or
+`toy:cot` of ict.data.toy). Seeded and cached under ~/.cache/ict/<task.name>/<key> (or
 $ICT_CACHE), keyed by the task's and the warm start's settings, so every grid cell starts from the
 same weights and a second grid skips it.
 """
@@ -16,30 +16,21 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
+import torch
+
+from ict.compare.presets import WarmStart
+from ict.data.toy import TOY_TASKS, task_items, toy_task
+from ict.errors import ConfigError, DataError
+from ict.files import write_json_atomic
+from ict.generation import generate
+from ict.testing import tiny_model_and_tokenizer
 
 logger = logging.getLogger("ict.compare")
-
-
-@dataclass(frozen=True)
-class WarmStart:
-    """Supervised warm start of the toy model (all fields enter the cache key)."""
-
-    hidden_size: int = 64
-    num_layers: int = 2
-    num_heads: int = 4
-    intermediate_size: int = 128
-    max_steps: int = 1500
-    batch_size: int = 64
-    learning_rate: float = 3e-3
-    # stop once sampled (T = 1) accuracy on 200 training problems reaches this
-    target_accuracy: float = 0.5
-    check_every: int = 50
-    seed: int = 0
 
 
 class SupervisedTask(Protocol):
@@ -54,6 +45,19 @@ class SupervisedTask(Protocol):
         ...
 
 
+def supervised_task(task) -> SupervisedTask:
+    """A task the warm start can teach: a toy task object as it is, or the task of its spec."""
+    if not isinstance(task, str):
+        return task
+    try:
+        return toy_task(task)
+    except DataError as err:
+        raise ConfigError(
+            f"the supervised warm start needs a task with target responses "
+            f"({', '.join(TOY_TASKS)}), got {task!r}: {err}"
+        ) from err
+
+
 def cache_dir(task: SupervisedTask, warm: WarmStart) -> Path:
     key = hashlib.sha256(
         json.dumps([asdict(task), asdict(warm), 1], sort_keys=True).encode()
@@ -65,8 +69,6 @@ def cache_dir(task: SupervisedTask, warm: WarmStart) -> Path:
 def sft_batch(tokenizer, examples, device):
     """Right-padded SFT batch of (prompt, target) texts, EOS after each target:
     input_ids, attention_mask, labels [B, T] (labels -100 on prompt and padding)."""
-    import torch
-
     rows, labels = [], []
     for prompt_text, target_text in examples:
         p = tokenizer(prompt_text)["input_ids"]
@@ -88,10 +90,6 @@ def sampled_accuracy(
     model, tokenizer, items, *, max_new_tokens: int, seed: int = 0, temperature: float = 1.0
 ) -> float:
     """Mean score of one sample per item (`item.prompt`, `item.score(text)` -> 0.0 or 1.0)."""
-    import torch
-
-    from ict.generation import generate
-
     with torch.no_grad():
         rollout = generate(
             model,
@@ -109,8 +107,6 @@ def new_warm_model(warm: WarmStart, max_positions: int):
     """(model, tokenizer): the untrained tiny Llama a warm start begins from. The tokenizer has
     no chat template: the model learns raw prompts ("Q:...\nA:"), so every evaluation must
     render them raw too (ict.models.format_prompt uses a template whenever one is present)."""
-    from ict.testing import tiny_model_and_tokenizer
-
     model, tokenizer = tiny_model_and_tokenizer(
         seed=warm.seed,
         hidden_size=warm.hidden_size,
@@ -123,15 +119,13 @@ def new_warm_model(warm: WarmStart, max_positions: int):
     return model, tokenizer
 
 
-def warm_start(task, warm: WarmStart = WarmStart(), *, refresh: bool = False):
+def warm_start(task, warm: WarmStart | None = None, *, refresh: bool = False):
     """(model, tokenizer, info): the model after supervised warm start on `task`, from cache if
     present. `task`: a `SupervisedTask` or its ict.data spec ("toy:add", "toy:cot?digits=2").
 
-    info: {"path", "steps", "accuracy", "seconds", "task", "warm_start", "cached"}."""
-    import torch
-
-    from ict.compare.tasks import supervised_task, task_items
-
+    info: {"path", "steps", "accuracy", "seconds", "task", "warm_start", "cached"}; `warm`:
+    default WarmStart()."""
+    warm = warm or WarmStart()
     task = supervised_task(task)
     path = cache_dir(task, warm)
     cached = None if refresh else load_warm_start(path)
@@ -167,8 +161,6 @@ def fit_warm_start(model, warm: WarmStart, next_batch, accuracy_of, *, label: st
     attention_mask, labels) until `accuracy_of(step)` (sampled accuracy, checked every
     `warm.check_every` steps) reaches `warm.target_accuracy` or `warm.max_steps` pass.
     Returns (steps taken, last accuracy); the model is left in eval mode. Seed torch before."""
-    import torch
-
     opt = torch.optim.AdamW(model.parameters(), lr=warm.learning_rate, weight_decay=0.0)
     accuracy, step = 0.0, 0
     for step in range(1, warm.max_steps + 1):
@@ -200,8 +192,6 @@ def save_warm_start(path: Path, model, tokenizer, *, task, warm, steps, accuracy
 
     task, warm: dataclasses recorded in the info; steps, accuracy: what `fit_warm_start` returned;
     t0: `time.perf_counter()` when training started. Returns the info dict."""
-    from ict.files import write_json_atomic
-
     info = {
         "path": str(path),
         "steps": steps,

@@ -15,6 +15,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 
+from ict.data.benchmarks import BENCHMARKS, load_benchmark
 from ict.data.items import Item
 
 logger = logging.getLogger("ict.data")
@@ -38,8 +39,6 @@ def problem_keys(items: Iterable[Item]) -> set[str]:
 
 def related_benchmarks(name: str) -> list[str]:
     """The registered benchmarks that share `name`'s source family (including `name`)."""
-    from ict.data.benchmarks import BENCHMARKS
-
     family = BENCHMARKS[name].family
     return sorted(b.name for b in BENCHMARKS.values() if b.family == family)
 
@@ -70,8 +69,6 @@ def decontaminate_benchmark_train(name: str, items: Sequence[Item], *, data_dir=
     Loads each related benchmark's evaluation split (local file or hub); a DataError there says
     which file is needed. Logs how many problems each eval set removed.
     """
-    from ict.data.benchmarks import BENCHMARKS, load_benchmark
-
     against = {
         other: load_benchmark(other, data_dir=data_dir, split=BENCHMARKS[other].split)
         for other in related_benchmarks(name)

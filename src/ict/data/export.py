@@ -16,6 +16,7 @@ import argparse
 import os
 
 from ict.data.items import Item
+from ict.data.tasks import load_task
 from ict.files import write_atomic
 
 VERL_SOURCES = {"gsm8k": "openai/gsm8k", "math": "DigitalLearningGmbH/MATH-lighteval"}
@@ -44,8 +45,6 @@ def export_verl_parquet(
     """Write the items of `spec` (ict.data.load_task) to `path` as verl Parquet; returns the count."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-
-    from ict.data.tasks import load_task
 
     items = load_task(spec, split, seed, size, data_dir=data_dir)
     table = pa.Table.from_pylist([verl_row(item, i, split) for i, item in enumerate(items)])

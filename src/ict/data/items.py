@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from ict.rewards import default_verifier
 
 
 @dataclass
@@ -37,9 +40,21 @@ class Item:
 
     def score(self, response: str, verifier=None):
         """Score a response: a `ict.rewards.Verdict` (default: the shared default verifier)."""
-        from ict.rewards import default_verifier
-
         return (verifier or default_verifier()).score_one(self, response)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass
+class ScoredItem(Item):
+    """An Item that carries its own rule: `score(response)` -> its `scorer(response)` (a number,
+    e.g. the toy tasks' 1.0 / 0.0) instead of a verifier's Verdict; `verifier` and `answer` still
+    let ict.rewards read it."""
+
+    scorer: Callable[[str], float] | None = field(default=None, repr=False, compare=False)
+
+    def score(self, response: str, verifier=None):
+        if self.scorer is None:
+            return super().score(response, verifier)
+        return self.scorer(response)

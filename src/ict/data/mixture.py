@@ -19,7 +19,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ict.data.benchmarks import BENCHMARKS
 from ict.data.items import Item
+from ict.data.rg import rg_task_names
 from ict.errors import DataError
 
 MIX_PREFIX = "mix:"
@@ -149,8 +151,6 @@ def load_mixture(
 
 
 def _is_rg(spec: str) -> bool:
-    from ict.data.benchmarks import BENCHMARKS
-    from ict.data.rg import rg_task_names
 
     name = spec.split("?", 1)[0]
     return name.startswith("rg:") or (name not in BENCHMARKS and name in rg_task_names())

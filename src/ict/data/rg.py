@@ -1,9 +1,10 @@
 """reasoning-gym tasks as `Item`s, seeded, with disjoint train and held-out (eval) seed ranges.
 
 A reasoning-gym dataset with base seed S generates item i from `Random(S + i)`. Training items
-use base seed `seed` and eval items `EVAL_SEED_OFFSET + seed`, so the generator seeds of the two
-splits never overlap while `seed + size <= EVAL_SEED_OFFSET`. (Tasks with a small problem space,
-e.g. 2-term chain sums, can still repeat a problem's text across splits.)
+use base seed `seed`, eval items `EVAL_SEED_OFFSET + seed` and validation items
+`VALIDATION_SEED_OFFSET + seed`, so the generator seeds of the three splits never overlap while
+`seed + size <= EVAL_SEED_OFFSET`. (Tasks with a small problem space, e.g. 2-term chain sums, can
+still repeat a problem's text across splits.)
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from ict.data.prompts import render_messages
 from ict.errors import DataError
 
 EVAL_SEED_OFFSET = 1_000_000_000
+VALIDATION_SEED_OFFSET = 2 * EVAL_SEED_OFFSET
+SPLIT_OFFSETS = {"train": 0, "eval": EVAL_SEED_OFFSET, "validation": VALIDATION_SEED_OFFSET}
 DEFAULT_TEMPLATES = {"chain_sum": "chain_sum_2shot"}
 
 
@@ -41,14 +44,14 @@ def check_rg_task(task: str) -> None:
 
 def rg_base_seed(split: str, seed: int, size: int) -> int:
     """The base generator seed of a split (see the module docstring)."""
-    if split not in ("train", "eval"):
-        raise DataError(f"split must be 'train' or 'eval', got {split!r}")
+    if split not in SPLIT_OFFSETS:
+        raise DataError(f"split must be one of {', '.join(SPLIT_OFFSETS)}, got {split!r}")
     if seed < 0 or seed + size > EVAL_SEED_OFFSET:
         raise DataError(
             f"seed ({seed}) must be >= 0 and seed + size ({seed + size}) <= {EVAL_SEED_OFFSET} "
-            "so that train and held-out seeds stay disjoint"
+            "so that the train, validation and held-out seeds stay disjoint"
         )
-    return seed if split == "train" else EVAL_SEED_OFFSET + seed
+    return SPLIT_OFFSETS[split] + seed
 
 
 def load_rg_items(
@@ -65,7 +68,7 @@ def load_rg_items(
     Args:
         task: reasoning-gym task name, e.g. "chain_sum".
         config: the task's config fields, e.g. {"min_terms": 2, "max_terms": 2}.
-        split: "train" or "eval" (held-out generator seeds).
+        split: "train", "validation" or "eval" (disjoint generator seeds).
         template: prompt template; default `chain_sum_2shot` for chain_sum, else `answer_tags`.
     """
     import reasoning_gym

@@ -6,98 +6,91 @@ Spec forms (options after `?`, joined by `&`):
     mix:gsm8k@0.5,math@0.5                               weighted mixture (ict.data.mixture)
     hf:openai/gsm8k?config=main&split=train&answer_format=gsm8k     any hub dataset
     data/train.parquet?question=problem&answer=answer    a local JSONL/JSON/Parquet file
-    toy:add?max_a=9&max_b=9, toy:cot?digits=4            the toy tasks of `ict compare`
-                                                         (a task family, see TASK_FAMILIES)
+    toy:add?max_a=9&max_b=9, toy:cot?digits=4            the toy tasks (ict.data.toy; a task
+                                                         family, see TASK_FAMILIES)
 Common options: template=<prompt template>. reasoning-gym: seed=, size= (data seed and count).
 Hub/file options: question=, answer= (column or dotted path, e.g. reward_model.ground_truth),
 answer_format=plain|gsm8k|boxed (how to read the gold answer), verifier=math|exact|choice,
 config=, split= (hub only). Benchmarks: template=, decontaminate=false (keep training problems
 that also appear in a related evaluation set; the default removes them, ict.data.decontam).
+
+Splits: "train" (training problems), "eval" (held-out problems) and "validation" (for tuning,
+disjoint from both). Procedural tasks (reasoning-gym, the toy tasks) generate each split from its
+own generator seeds. A dataset (benchmark, hub dataset, file) has a validation split only when the
+spec carves one from its training rows: `validation_size=N` takes the last N training rows (after
+decontamination) as validation, and its training split then leaves them out.
 """
 
 from __future__ import annotations
 
-import importlib
-import json
-import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl
 
 from ict.data.benchmarks import BENCHMARKS, as_answer, load_benchmark
+from ict.data.categories import TEMPLATE_CATEGORIES, Categorize, generic_categories
 from ict.data.decontam import decontaminate_benchmark_train
 from ict.data.items import Item
 from ict.data.mixture import MIX_PREFIX, load_mixture
 from ict.data.prompts import PROMPT_TEMPLATES, render_messages
 from ict.data.rg import load_rg_items, rg_task_names
 from ict.data.sources import FILE_SUFFIXES, get_field, load_hub_rows, read_rows
+from ict.data.specs import parse_spec
+from ict.data.toy import load_toy_task, toy_categorizer
 from ict.data.unknown import unknown_task_error
 from ict.errors import DataError
 from ict.rewards.extract import extract_boxed, extract_gsm8k_gold
 
 DEFAULT_TASK = "rg:chain_sum?min_terms=2&max_terms=2&min_digits=1&max_digits=2"
-DEFAULT_SIZES = {"train": 10_000, "eval": 100}
+SPLITS = ("train", "validation", "eval")  # the problems a spec yields: see load_task
+DEFAULT_SIZES = {"train": 10_000, "validation": 100, "eval": 100}
 QUESTION_COLUMNS = ("question", "problem", "prompt", "query", "input")
 ANSWER_COLUMNS = ("answer", "final_answer", "solution", "target", "output")
 ANSWER_FORMATS = ("plain", "gsm8k", "boxed")
 
-# Task families: a spec whose name starts with one of these prefixes is loaded by its loader,
-# loader(name, options, *, split, seed, size) -> list[Item] (a callable, or "module:function"
-# imported on first use). Register more with `register_task_family`.
-TASK_FAMILIES: dict[str, Callable[..., list[Item]] | str] = {
-    "toy:": "ict.compare.tasks:load_toy_task",  # toy:add, toy:cot (ict.compare.tasks)
-}
+
+@dataclass(frozen=True)
+class TaskFamily:
+    """Task specs whose name starts with one prefix (e.g. "toy:"): `load(name, options, *, split,
+    seed, size) -> list[Item]`, and `categorizer(name)`: how its responses' tokens are labelled for
+    the report's token-level evidence (ict.data.categories; None: the generic labelling)."""
+
+    load: Callable[..., list[Item]]
+    categorizer: Callable[[str], Categorize | None] | None = None
 
 
-def register_task_family(prefix: str, loader: Callable[..., list[Item]] | str) -> None:
-    """Load every spec whose name starts with `prefix` (e.g. "toy:") with `loader` (see
-    TASK_FAMILIES)."""
+# Task families by name prefix (the toy tasks of ict.data.toy); more with `register_task_family`.
+TASK_FAMILIES: dict[str, TaskFamily] = {"toy:": TaskFamily(load_toy_task, toy_categorizer)}
+
+
+def register_task_family(
+    prefix: str,
+    load: Callable[..., list[Item]],
+    categorizer: Callable[[str], Categorize | None] | None = None,
+) -> None:
+    """Load every spec whose name starts with `prefix` with `load` (see TaskFamily)."""
     if not prefix:
         raise DataError("a task family needs a non-empty name prefix, e.g. 'toy:'")
-    TASK_FAMILIES[prefix] = loader
+    TASK_FAMILIES[prefix] = TaskFamily(load, categorizer)
 
 
-def _family_loader(name: str) -> Callable[..., list[Item]] | None:
-    for prefix, loader in TASK_FAMILIES.items():
+def task_family(name: str) -> TaskFamily | None:
+    """The registered family of a spec name, or None."""
+    for prefix, family in TASK_FAMILIES.items():
         if name.startswith(prefix):
-            if isinstance(loader, str):
-                module, _, attr = loader.partition(":")
-                loader = getattr(importlib.import_module(module), attr)
-            return loader
+            return family
     return None
 
 
-def parse_value(text: str) -> Any:
-    """ "2" -> 2, "0.5" -> 0.5, "true" -> True, "[1,2]" -> [1, 2], anything else stays a string."""
-    if text.lower() in ("true", "false"):
-        return text.lower() == "true"
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
-
-
-def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
-    """Split "name?a=1&b=x" into ("name", {"a": 1, "b": "x"})."""
-    name, _, query = spec.strip().partition("?")
-    if not name:
-        raise DataError(f"empty task name in spec {spec!r}")
-    options = {}
-    for key, value in parse_qsl(query, keep_blank_values=True, strict_parsing=False):
-        options[key] = parse_value(value)
-    if query and not options:
-        raise DataError(f"cannot read the options of {spec!r}; write name?key=value&key2=value2")
-    return name, options
-
-
-def task_label(spec: str) -> str:
-    """A short stable name for outputs and metric keys: the spec without whitespace."""
-    return re.sub(r"\s+", "", spec)
-
-
-def file_stem(label: str) -> str:
-    """A file-name-safe version of a label ("rg:chain_sum?a=1" -> "rg_chain_sum_a=1")."""
-    return re.sub(r"[^A-Za-z0-9._=-]+", "_", label).strip("_")
+def task_categorizer(spec: str | None) -> Categorize:
+    """How the responses of a task spec are labelled (ict.data.categories): its family's
+    labelling, else its prompt template's, else the generic one (also for no spec or a mixture)."""
+    if not spec or spec.strip().startswith(MIX_PREFIX):
+        return generic_categories
+    name, options = parse_spec(spec)
+    family = task_family(name)
+    own = family.categorizer(name) if family is not None and family.categorizer else None
+    return own or TEMPLATE_CATEGORIES.get(str(options.get("template")), generic_categories)
 
 
 def _pop_template(options: dict) -> str | None:
@@ -164,6 +157,24 @@ def rows_to_items_mapped(rows: list[dict], name: str, options: dict[str, Any]) -
     return items
 
 
+def _carve(rows: list, split: str, options: dict, name: str) -> list:
+    """The `split` ("train" or "validation") of a dataset's training rows: with the spec's
+    `validation_size=N`, the last N rows are validation and the rest train; without it all rows
+    are train and asking for validation is a DataError naming the option."""
+    size = options.pop("validation_size", None)
+    if size is None:
+        if split == "validation":
+            raise DataError(
+                f"{name} has no validation split: add validation_size=N to its spec (the last N "
+                "training rows become validation, and training leaves them out)"
+            )
+        return rows
+    size = int(size)
+    if not 0 < size < len(rows):
+        raise DataError(f"{name}: validation_size={size} must be in 1..{len(rows) - 1}")
+    return rows[-size:] if split == "validation" else rows[:-size]
+
+
 def load_task(
     spec: str,
     split: str = "train",
@@ -172,23 +183,24 @@ def load_task(
     *,
     data_dir=None,
 ) -> list[Item]:
-    """Problems for training (split="train") or held-out evaluation (split="eval").
+    """Problems for training (split="train"), tuning ("validation") or held-out evaluation
+    ("eval"); see the module docstring.
 
     Args:
         spec: see the module docstring.
-        seed: data seed for reasoning-gym tasks (train and eval generator seeds are disjoint).
-        size: number of items (reasoning-gym default: 10000 train / 100 eval; files and hub
-            datasets: all rows, or the first `size`).
+        seed: data seed for reasoning-gym tasks (the splits' generator seeds are disjoint).
+        size: number of items (reasoning-gym default: 10000 train / 100 validation / 100 eval;
+            files and hub datasets: all rows, or the first `size`).
         data_dir: directory with local benchmark files (else $ICT_DATA_DIR).
     """
-    if split not in ("train", "eval"):
-        raise DataError(f"split must be 'train' or 'eval', got {split!r}")
+    if split not in SPLITS:
+        raise DataError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
     if spec.strip().startswith(MIX_PREFIX):
         return load_mixture(spec, load_task, split, seed, size, data_dir=data_dir)
     name, options = parse_spec(spec)
-    family = _family_loader(name)
+    family = task_family(name)
     if family is not None:
-        return family(name, options, split=split, seed=seed, size=size)
+        return family.load(name, options, split=split, seed=seed, size=size)
     if name.startswith("rg:") or (name not in BENCHMARKS and name in rg_task_names()):
         task = name.removeprefix("rg:")
         template = _pop_template(options)
@@ -198,12 +210,18 @@ def load_task(
     if name in BENCHMARKS:
         template = _pop_template(options)
         clean = bool(options.pop("decontaminate", True))
+        validation = (
+            {"validation_size": options.pop("validation_size")}
+            if "validation_size" in options
+            else {}
+        )
         if options:
             raise DataError(
-                f"{name}: unknown options {sorted(options)} (template= and decontaminate= apply)"
+                f"{name}: unknown options {sorted(options)} (template=, decontaminate= and "
+                "validation_size= apply)"
             )
         bench = BENCHMARKS[name]
-        if split == "train" and bench.train_split is None:
+        if split != "eval" and bench.train_split is None:
             raise DataError(
                 f"{name} has no training split (it is an evaluation set: {bench.hub_id} {bench.split}); "
                 "train on another source, e.g. hf:<id>?split=train or a local file"
@@ -215,19 +233,26 @@ def load_task(
         items = load_benchmark(name, data_dir=data_dir, split=bench.train_split, template=template)
         if clean:
             items = decontaminate_benchmark_train(name, items, data_dir=data_dir)
+        items = _carve(items, split, validation, name)
         return items[:size] if size else items
     if name.startswith("hf:"):
         hub_id = name.removeprefix("hf:")
         config = options.pop("config", None)
-        hub_split = options.pop("split", "train" if split == "train" else "test")
+        hub_split = options.pop("split", "test" if split == "eval" else "train")
         rows = load_hub_rows(
             hub_id,
             config,
             hub_split,
             hint="Download it where the hub is reachable and pass a local file path as the spec.",
         )
+        if split != "eval":
+            rows = _carve(rows, split, options, name)
         return rows_to_items_mapped(rows[:size] if size else rows, name, options)
     if name.endswith(FILE_SUFFIXES):
         rows = read_rows(name)
+        if split != "eval":
+            rows = _carve(rows, split, options, name)
+        else:
+            options.pop("validation_size", None)
         return rows_to_items_mapped(rows[:size] if size else rows, name, options)
     raise unknown_task_error(name, BENCHMARKS)

@@ -9,13 +9,12 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
+from ict.data.rg import rg_task_names
 from ict.errors import DataError
 
 
 def unknown_task_error(name: str, benchmarks: Iterable[str]) -> DataError:
     """A DataError for an unknown task name; `benchmarks`: the registered benchmark names."""
-    from ict.data.rg import rg_task_names
-
     benchmarks = sorted(benchmarks)
     rg_names = rg_task_names()
     known = benchmarks + ["paper"] + [f"rg:{n}" for n in rg_names] + rg_names

@@ -1,5 +1,5 @@
-"""Evaluation: unbiased pass@k, the resumable `ict eval` runner, and
-`evaluate(...)`, the hook the trainer calls every N steps."""
+"""Evaluation: unbiased pass@k, the one evaluation pipeline (`Evaluation`, `run_eval`) with one
+result schema, and `evaluate(...)`, the hook an external trainer calls every N steps."""
 
 from ict.eval.metrics import (
     DEFAULT_KS,
@@ -10,17 +10,19 @@ from ict.eval.metrics import (
     pass_at_k_per_problem,
 )
 from ict.eval.runner import (
-    EvalSettings,
+    Evaluation,
     evaluate,
     load_eval_items,
     results_table,
     run_eval,
     summary_markdown,
 )
+from ict.eval.settings import EvalSettings
 
 __all__ = [
     "DEFAULT_KS",
     "EvalSettings",
+    "Evaluation",
     "curve_ks",
     "default_ks",
     "evaluate",

@@ -1,16 +1,25 @@
 """Samplers: chat messages -> n sampled responses per prompt, as (text, number of tokens).
 
-`HFSampler` uses `ict.generation.generate` (batched HF `generate`, any device); `VLLMSampler`
-uses vLLM when it is installed (GPU users). Both are deterministic given `seed` per call, so the
-eval cache (one call per fixed chunk of problems) does not change what is sampled.
+A sampler is anything with `sample(prompts, *, n, seed)` (`Sampler`); an evaluation builds one per
+model with a `SamplerFactory` `(model, tokenizer, settings) -> Sampler`, which tests replace with a
+scripted one (`Evaluation(sampler_factory=...)`, `train(..., sampler_factory=...)`).
+
+`HFSampler` uses `ict.generation.generate` (batched HF `generate`, any device; `hf_sampler` is its
+factory); `VLLMSampler` uses vLLM when it is installed (GPU users). Both render prompts as training
+does (`ict.models.format_prompt` with the settings' chat_template and system_prompt) and are
+deterministic given `seed` per call, so the eval cache (one call per fixed chunk of problems) does
+not change what is sampled.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from ict.errors import ConfigError
+from ict.eval.settings import EvalSettings
+from ict.models import format_prompt
 
 Messages = list[dict]
 
@@ -21,6 +30,9 @@ class Sampler(Protocol):
     def sample(
         self, prompts: list[Messages], *, n: int, seed: int
     ) -> list[list[tuple[str, int]]]: ...
+
+
+SamplerFactory = Callable[[Any, Any, EvalSettings], Sampler]  # (model, tokenizer, settings)
 
 
 @dataclass
@@ -34,12 +46,18 @@ class HFSampler:
     max_new_tokens: int = 256
     batch_size: int = 32
     stop: list[str] = field(default_factory=lambda: ["</answer>"])
+    chat_template: bool = True
+    system_prompt: str | None = None
 
     def sample(self, prompts: list[Messages], *, n: int, seed: int) -> list[list[tuple[str, int]]]:
-        from ict.generation import generate
-        from ict.models import format_prompt
+        from ict.generation import generate  # torch: not on `ict eval --help`'s path
 
-        rendered = [format_prompt(self.tokenizer, messages) for messages in prompts]
+        rendered = [
+            format_prompt(
+                self.tokenizer, m, system=self.system_prompt, chat_template=self.chat_template
+            )
+            for m in prompts
+        ]
         rollout = generate(
             self.model,
             self.tokenizer,
@@ -60,6 +78,21 @@ class HFSampler:
         return out
 
 
+def hf_sampler(model, tokenizer, settings: EvalSettings) -> HFSampler:
+    """The default SamplerFactory: an HFSampler for `model` with the sampling of `settings`."""
+    return HFSampler(
+        model,
+        tokenizer,
+        temperature=settings.temperature,
+        top_p=settings.top_p,
+        max_new_tokens=settings.max_new_tokens,
+        batch_size=settings.batch_size,
+        stop=list(settings.stop),
+        chat_template=settings.chat_template,
+        system_prompt=settings.system_prompt,
+    )
+
+
 def vllm_available() -> bool:
     try:
         import vllm  # noqa: F401
@@ -71,16 +104,7 @@ def vllm_available() -> bool:
 class VLLMSampler:
     """vLLM generation (`--backend vllm`); same output as `HFSampler`. Needs `pip install vllm`."""
 
-    def __init__(
-        self,
-        model_path: str,
-        *,
-        temperature=1.0,
-        top_p=1.0,
-        max_new_tokens=256,
-        stop: list[str] | None = None,
-        **llm_kwargs,
-    ):
+    def __init__(self, model_path: str, settings: EvalSettings, **llm_kwargs):
         if not vllm_available():
             raise ConfigError(
                 "--backend vllm needs vLLM, which is not installed: pip install vllm "
@@ -90,23 +114,24 @@ class VLLMSampler:
 
         self.llm = LLM(model=model_path, **llm_kwargs)
         self.tokenizer = self.llm.get_tokenizer()
-        self.temperature, self.top_p, self.max_new_tokens = temperature, top_p, max_new_tokens
-        self.stop = ["</answer>"] if stop is None else stop
+        self.settings = settings
 
     def sample(self, prompts: list[Messages], *, n: int, seed: int) -> list[list[tuple[str, int]]]:
         from vllm import SamplingParams
 
-        from ict.models import format_prompt
-
+        s = self.settings
         params = SamplingParams(
             n=n,
-            temperature=self.temperature,
-            top_p=self.top_p,
-            max_tokens=self.max_new_tokens,
+            temperature=s.temperature,
+            top_p=s.top_p,
+            max_tokens=s.max_new_tokens,
             seed=seed,
-            stop=self.stop,
+            stop=list(s.stop),
             include_stop_str_in_output=True,
         )
-        rendered = [format_prompt(self.tokenizer, messages) for messages in prompts]
+        rendered = [
+            format_prompt(self.tokenizer, m, system=s.system_prompt, chat_template=s.chat_template)
+            for m in prompts
+        ]
         outputs = self.llm.generate(rendered, params, use_tqdm=False)
         return [[(o.text, len(o.token_ids)) for o in out.outputs] for out in outputs]

@@ -1,8 +1,8 @@
 """The paper's results table: pass@1 and pass@4 on its seven benchmarks and their average,
 as the mean over seeds with a Student-t 95% interval over seeds (arXiv 2606.19771, Table 1).
 
-`--benchmarks paper` expands to `PAPER_BENCHMARKS`; `paper_table` takes one eval summary per seed
-(`ict.eval.runner.run_eval`'s return value, or anything with {"benchmarks": {label: {"pass@k"}}})
+`--benchmarks paper` expands to `PAPER_BENCHMARKS`; `paper_table` takes one evaluation result per
+seed (ict.eval.runner's schema, or anything with {"benchmarks": {label: {"pass@k"}}})
 and returns the numbers; `paper_markdown` prints them. Values are fractions in [0, 1] in the
 data and percentages in the Markdown. The average of a seed is the unweighted mean of its seven
 benchmark values (the paper's "Avg."), so the interval of the average is over seeds too.
@@ -10,12 +10,15 @@ benchmark values (the paper's "Avg."), so the interval of the average is over se
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from ict.data import PAPER_BENCHMARKS
 from ict.errors import ConfigError
+from ict.files import write_atomic, write_json_atomic
 
 PAPER_KS = (1, 4)
 PAPER_NAMES = {
@@ -140,56 +143,16 @@ def paper_markdown(table: dict[str, Any], label: str = "") -> str:
 # ---------------------------------------------------------------------------------------------
 # The comparison grid (`ict compare --preset paper`): one table row per method, over seeds
 # ---------------------------------------------------------------------------------------------
-def evaluate_cell(run_dir, spec, *, data_dir=None, max_new_tokens: int = 256) -> dict[str, Any]:
-    """The final evaluation of one trained cell on `spec.benchmarks` (an EvalSpec of
-    ict.compare.presets): {"metrics": {"eval/<bench>/pass@k": ...}, "benchmarks": [...]}, the
-    content of the cell's final_eval.json. `max_new_tokens` is used when spec.max_new_tokens is None.
-    """
-    from ict.eval.runner import evaluate
-    from ict.models import load_model_and_tokenizer
-
-    if not spec.benchmarks:
-        raise ConfigError("evaluate_cell needs spec.benchmarks (e.g. the paper's seven)")
-    model, tokenizer = load_model_and_tokenizer(str(run_dir))
-    metrics = evaluate(
-        model,
-        tokenizer,
-        list(spec.benchmarks),
-        n=spec.n,
-        k=list(spec.ks),
-        temperature=spec.temperature,
-        max_new_tokens=spec.max_new_tokens or max_new_tokens,
-        seed=spec.seed,
-        limit=spec.size,
-        data_dir=data_dir,
-    )
-    return {"metrics": metrics, "benchmarks": list(spec.benchmarks)}
-
-
-def summary_from_metrics(metrics: dict[str, float]) -> dict[str, Any]:
-    """Flat {"eval/<bench>/<metric>": v} (final_eval.json) -> {"benchmarks": {bench: {metric: v}}}."""
-    out: dict[str, dict[str, float]] = {}
-    for key, value in metrics.items():
-        if key.startswith("eval/") and key.count("/") >= 2:
-            bench, metric = key[len("eval/") :].rsplit("/", 1)
-            out.setdefault(bench, {})[metric] = value
-    return {"benchmarks": out}
-
-
 def grid_paper_tables(run_dirs, benchmarks: Sequence[str] = PAPER_BENCHMARKS) -> dict[str, dict]:
     """{method: paper_table over its seeds} from cell dirs `<method>_seed<s>` holding
     final_eval.json; methods in first-seen order. ConfigError naming a cell without results."""
-    import json
-    from pathlib import Path
-
     by_method: dict[str, list[dict]] = {}
     for run_dir in map(Path, run_dirs):
         method = run_dir.name.rsplit("_seed", 1)[0]
         path = run_dir / "final_eval.json"
         if not path.is_file():
             raise ConfigError(f"{run_dir} has no final_eval.json: finish the grid first")
-        metrics = json.loads(path.read_text())["metrics"]
-        by_method.setdefault(method, []).append(summary_from_metrics(metrics))
+        by_method.setdefault(method, []).append(json.loads(path.read_text()))
     return {m: paper_table(summaries, benchmarks) for m, summaries in by_method.items()}
 
 
@@ -223,10 +186,6 @@ def grid_paper_markdown(tables: dict[str, dict], title: str = "") -> str:
 
 def write_grid_paper_table(run_dirs, out_dir) -> str:
     """Write OUT/paper_table.md and OUT/paper_table.json for a finished grid; returns the text."""
-    from pathlib import Path
-
-    from ict.files import write_atomic, write_json_atomic
-
     tables = grid_paper_tables(run_dirs)
     text = grid_paper_markdown(tables)
     write_json_atomic(Path(out_dir) / "paper_table.json", tables)

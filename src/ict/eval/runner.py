@@ -1,18 +1,36 @@
-"""The evaluation runner: sample n responses per problem, verify, cache, summarise.
+"""The one evaluation pipeline: sample n responses per problem, score each by its item's own rule,
+summarise, with one result schema.
 
-Problems are processed in fixed chunks of `max(1, batch_size // n)` consecutive problems; each
-chunk is sampled with its own seed (from the run seed, the benchmark and the chunk index), so a
-rerun after an interruption skips the finished problems (cached one JSON line each in
-OUT/samples/<benchmark>.jsonl) and produces the same summary as an uninterrupted run.
+`Evaluation(tasks, settings)` is what `ict eval`, the trainer's before/after and periodic
+evaluations and the grid's start-point and final evaluations run; `run_eval` is its body for a
+ready sampler (vLLM, or a scripted one in tests). Problems are processed in fixed chunks (see
+ict.eval.settings); with a cache directory each finished problem is one JSON line of
+OUT/samples/<benchmark>.jsonl, so a rerun after an interruption skips them and produces the same
+result.
+
+The result schema (every evaluation file: `ict eval`'s summary.json, heldout_before/after.json,
+eval_steps/step_<step>.json, a grid's start_eval.json and each cell's final_eval.json):
+
+    {"model": label, "date": ISO time, "step": int or None, "seconds": float,
+     "settings": EvalSettings.as_dict(),
+     "benchmarks": {label: {"problems", "n", "pass@k", "pass@k_ci95", "accuracy",
+                            "accuracy_ci95", "format_rate", "response_length_mean",
+                            "verifier_errors", "verifier_timeouts"}},
+     "per_problem": {label: {"ids": [P], "n": [P], "correct": [P]}},
+     "metrics": {"eval/<label>/<metric>": number},          # the numbers of "benchmarks", flat
+     "bootstrap_95": {"eval/<label>/pass@k": [low, high]}}  # their intervals, flat
+
+`label` is the task spec without whitespace (ict.data.task_label); intervals are percentile
+bootstrap intervals over problems (`num_bootstrap` resamples, seeded by the evaluation seed).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -21,92 +39,38 @@ import numpy as np
 
 from ict.data import Item, file_stem, load_task, task_label
 from ict.errors import ConfigError
-from ict.eval.metrics import DEFAULT_KS, default_ks, pass_at_k_per_problem
+from ict.eval.backends import Sampler, SamplerFactory, hf_sampler
+from ict.eval.metrics import default_ks, pass_at_k_per_problem
+from ict.eval.settings import EvalSettings, chunk_seed
 from ict.evidence.bootstrap import bootstrap_ci
 from ict.files import (
     append_jsonl,
+    read_json,
     read_jsonl,
     write_atomic,
     write_json_atomic,
     write_jsonl_atomic,
 )
-from ict.models import EMBEDDED_MODEL_LABEL
+from ict.rewards.results import ItemScorer
+
+Progress = Callable[[str], None]
 
 
-@dataclass
-class EvalSettings:
-    """Everything that determines the samples (all of it is reported with every number)."""
-
-    model: str = EMBEDDED_MODEL_LABEL
-    n: int = 16
-    k: list[int] = field(default_factory=lambda: list(DEFAULT_KS))
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 256
-    batch_size: int = 32
-    seed: int = 0
-    limit: int | None = None
-    backend: str = "hf"
-    stop: list[str] = field(default_factory=lambda: ["</answer>"])
-    num_bootstrap: int = 1000
-
-    def validate(self) -> None:
-        if self.n < 1:
-            raise ConfigError(f"--n must be >= 1, got {self.n}")
-        bad = [k for k in self.k if not 1 <= k <= self.n]
-        if bad:
-            raise ConfigError(
-                f"every k must be in 1..n={self.n}; got {bad}: raise --n or lower --k"
-            )
-        if self.temperature < 0 or not 0 < self.top_p <= 1:
-            raise ConfigError("need --temperature >= 0 and 0 < --top-p <= 1")
-        if self.temperature == 0 and self.n > 1:
-            raise ConfigError("--temperature 0 (greedy) gives n identical samples; use --n 1 --k 1")
-        if self.limit is not None and self.limit < 1:
-            raise ConfigError(f"--limit must be >= 1, got {self.limit}")
-
-    def fingerprint(self, label: str) -> str:
-        """Hash of the settings that determine a benchmark's samples (not limit/k/bootstrap)."""
-        keys = (
-            "model",
-            "n",
-            "temperature",
-            "top_p",
-            "max_new_tokens",
-            "batch_size",
-            "seed",
-            "backend",
-            "stop",
-        )
-        payload = json.dumps([label] + [getattr(self, key) for key in keys])
-        return hashlib.sha256(payload.encode()).hexdigest()[:16]
-
-
-def chunk_seed(seed: int, label: str, chunk: int) -> int:
-    """A 31-bit sampling seed for one chunk of one benchmark."""
-    digest = hashlib.sha256(f"{seed}|{label}|{chunk}".encode()).digest()
-    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
-
-
-def load_eval_items(spec: str, *, limit: int | None = None, data_dir=None) -> list[Item]:
-    """The held-out problems of a benchmark spec (reasoning-gym: eval seeds, 100 by default)."""
-    return load_task(spec, split="eval", size=limit, data_dir=data_dir)
-
-
-def load_all_eval_items(
-    benchmarks: Sequence[str], limit: int | None, data_dir=None
+def load_eval_items(
+    specs: Sequence[str], settings: EvalSettings, data_dir=None
 ) -> dict[str, list[Item]]:
-    """{label: items} for each benchmark spec (load before the model to fail fast on data)."""
+    """{label: items} of each task spec, `settings.split` and `settings.limit` problems (load
+    before the model, so that a data error comes first)."""
     return {
-        task_label(spec): load_eval_items(spec, limit=limit, data_dir=data_dir)
-        for spec in benchmarks
+        task_label(spec): load_task(
+            spec, split=settings.split, size=settings.limit, data_dir=data_dir
+        )
+        for spec in specs
     }
 
 
-def problem_record(
-    index: int, item: Item, samples: list[tuple[str, int]], verdicts, fingerprint: str
-) -> dict:
-    """One JSON line of the samples file: the problem, each sample with its verdict, the counts."""
+def problem_record(index: int, item: Item, samples, verdicts, fingerprint: str) -> dict:
+    """One JSON line of the samples cache: the problem, each sample with its verdict, the counts."""
     rows = [
         {"text": text, "length": length, **verdict.to_dict()}
         for (text, length), verdict in zip(samples, verdicts, strict=True)
@@ -123,8 +87,56 @@ def problem_record(
     }
 
 
+def evaluate_benchmark(
+    label: str,
+    items: list[Item],
+    sampler: Sampler,
+    scorer,
+    settings: EvalSettings,
+    *,
+    model: str,
+    cache_path: Path | None = None,
+    progress: Progress | None = None,
+) -> list[dict]:
+    """Per-problem records of one benchmark, reusing and extending the cache file if given.
+
+    scorer: `.score([(item, text), ...]) -> [Verdict]` (an ict.rewards.ItemScorer)."""
+    fingerprint = settings.fingerprint(label, model)
+    done: dict[int, dict] = {}
+    if cache_path is not None:
+        for row in read_jsonl(cache_path):
+            if row.get("fingerprint") != fingerprint:
+                raise ConfigError(
+                    f"{cache_path} holds samples from other settings (model/sampling/seed); "
+                    "use another --out directory, or --overwrite to discard them"
+                )
+            done[row["index"]] = row
+    per_chunk = max(1, settings.batch_size // settings.n)
+    for start in range(0, len(items), per_chunk):
+        indices = list(range(start, min(start + per_chunk, len(items))))
+        if all(i in done for i in indices):
+            continue
+        chunk_items = [items[i] for i in indices]
+        outputs = sampler.sample(
+            [item.messages for item in chunk_items],
+            n=settings.n,
+            seed=chunk_seed(settings.seed, label, start // per_chunk),
+        )
+        for index, item, samples in zip(indices, chunk_items, outputs, strict=True):
+            if index in done:
+                continue
+            verdicts = scorer.score([(item, text) for text, _ in samples])
+            record = problem_record(index, item, samples, verdicts, fingerprint)
+            if cache_path is not None:
+                append_jsonl(cache_path, record)
+            done[index] = record
+        if progress:
+            progress(f"{label}: {min(start + per_chunk, len(items))}/{len(items)} problems")
+    return [done[i] for i in range(len(items))]
+
+
 def summarise(records: list[dict], settings: EvalSettings) -> dict[str, Any]:
-    """Metrics of one benchmark from its per-problem records."""
+    """The numbers of one benchmark from its per-problem records (see the module docstring)."""
     n = np.array([r["n"] for r in records])
     c = np.array([r["num_correct"] for r in records])
     samples = [s for r in records for s in r["samples"]]
@@ -149,53 +161,9 @@ def summarise(records: list[dict], settings: EvalSettings) -> dict[str, Any]:
     return out
 
 
-def evaluate_benchmark(
-    label: str,
-    items: list[Item],
-    sampler,
-    verifier,
-    settings: EvalSettings,
-    *,
-    cache_path: Path | None = None,
-    progress: Callable[[str], None] | None = None,
-) -> list[dict]:
-    """Per-problem records of one benchmark, reusing and extending the cache file if given."""
-    fingerprint = settings.fingerprint(label)
-    done: dict[int, dict] = {}
-    if cache_path is not None:
-        for row in read_jsonl(cache_path):
-            if row.get("fingerprint") != fingerprint:
-                raise ConfigError(
-                    f"{cache_path} holds samples from other settings (model/sampling/seed); "
-                    "use another --out directory, or --overwrite to discard them"
-                )
-            done[row["index"]] = row
-    per_chunk = max(1, settings.batch_size // settings.n)
-    for start in range(0, len(items), per_chunk):
-        indices = [i for i in range(start, min(start + per_chunk, len(items)))]
-        if all(i in done for i in indices):
-            continue
-        chunk_items = [items[i] for i in indices]
-        outputs = sampler.sample(
-            [item.messages for item in chunk_items],
-            n=settings.n,
-            seed=chunk_seed(settings.seed, label, start // per_chunk),
-        )
-        for index, item, samples in zip(indices, chunk_items, outputs, strict=True):
-            if index in done:
-                continue
-            verdicts = verifier.score([(item, text) for text, _ in samples])
-            record = problem_record(index, item, samples, verdicts, fingerprint)
-            if cache_path is not None:
-                append_jsonl(cache_path, record)
-            done[index] = record
-        if progress:
-            progress(f"{label}: {min(start + per_chunk, len(items))}/{len(items)} problems")
-    return [done[i] for i in range(len(items))]
-
-
 def flat_metrics(benchmarks: dict[str, dict]) -> dict[str, float]:
-    """{"eval/<bench>/pass@k": ..., "eval/<bench>/accuracy": ..., ...} for the trainer's log."""
+    """{"eval/<label>/pass@k": ..., "eval/<label>/accuracy": ..., ...}: a result's numbers, flat
+    (metrics.jsonl, the report); lists (intervals) and counts left out."""
     flat = {}
     for label, metrics in benchmarks.items():
         for key, value in metrics.items():
@@ -204,153 +172,219 @@ def flat_metrics(benchmarks: dict[str, dict]) -> dict[str, float]:
     return flat
 
 
-def run_eval(
-    sampler,
-    benchmarks: Sequence[str],
+def per_problem_counts(records: list[dict]) -> dict[str, list]:
+    """{"ids", "n", "correct"}, each [P]: samples and correct samples per problem, so a report
+    recomputes pass@k per problem and bootstraps over problems (and seeds)."""
+    return {
+        "ids": [str(r["id"]) for r in records],
+        "n": [int(r["n"]) for r in records],
+        "correct": [int(r["num_correct"]) for r in records],
+    }
+
+
+def eval_result(
+    records: dict[str, list[dict]],
     settings: EvalSettings,
     *,
-    out_dir: str | os.PathLike | None = None,
-    data_dir=None,
-    verifier=None,
-    overwrite: bool = False,
-    progress: Callable[[str], None] | None = None,
-    items: dict[str, list[Item]] | None = None,
+    model: str,
+    step: int | None = None,
+    seconds: float | None = None,
 ) -> dict[str, Any]:
-    """Evaluate on each benchmark spec; write OUT/samples/*.jsonl, summary.json, summary.md.
+    """The result schema (module docstring) from each benchmark's per-problem records."""
+    benchmarks = {label: summarise(recs, settings) for label, recs in records.items()}
+    return {
+        "model": model,
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "step": step,
+        "seconds": seconds,
+        "settings": settings.as_dict(),
+        "benchmarks": benchmarks,
+        "per_problem": {label: per_problem_counts(recs) for label, recs in records.items()},
+        "metrics": flat_metrics(benchmarks),
+        "bootstrap_95": {
+            f"eval/{label}/{key.removesuffix('_ci95')}": value
+            for label, m in benchmarks.items()
+            for key, value in m.items()
+            if key.endswith("_ci95")
+        },
+    }
 
-    `items` may hold already loaded problems by label (`load_all_eval_items`); else they are loaded.
-    Returns the summary: {"model", "date", "settings", "benchmarks": {label: metrics}, "metrics"}.
-    """
-    from ict.eval.scoring import ItemScorer
-    from ict.rewards import default_verifier
 
+def only_benchmark(result: dict) -> str:
+    """The label of a result that holds one benchmark (a training run's own task); ValueError
+    otherwise."""
+    labels = list(result["per_problem"])
+    if len(labels) != 1:
+        raise ValueError(f"expected the result of one task, got {labels}")
+    return labels[0]
+
+
+def run_eval(
+    sampler: Sampler,
+    tasks: Sequence[str],
+    settings: EvalSettings,
+    *,
+    model: str,
+    verifier=None,
+    items: dict[str, list[Item]] | None = None,
+    data_dir=None,
+    out_dir=None,
+    overwrite: bool = False,
+    step: int | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Evaluate `sampler` (the model labelled `model`) on each task spec; returns the result.
+
+    verifier: how items without their own rule are judged (default: the shared
+    ict.rewards.default_verifier()); every item is scored by `item.score` (ItemScorer).
+    items: already loaded problems by label (`load_eval_items`). out_dir: cache the samples in
+    OUT/samples/<benchmark>.jsonl (resumable) and write OUT/summary.json and OUT/summary.md."""
     settings.validate()
-    verifier = verifier or ItemScorer(default_verifier())  # each item's own scorer, as training
+    t0 = time.perf_counter()
+    scorer = ItemScorer(verifier)
     out = Path(out_dir) if out_dir is not None else None
-    loaded = (
-        items if items is not None else load_all_eval_items(benchmarks, settings.limit, data_dir)
-    )
-    results = {}
-    for label, items in loaded.items():
+    loaded = items if items is not None else load_eval_items(tasks, settings, data_dir)
+    records = {}
+    for label, bench_items in loaded.items():
         cache = out / "samples" / f"{file_stem(label)}.jsonl" if out is not None else None
         if cache is not None and overwrite and cache.exists():
             cache.unlink()
-        records = evaluate_benchmark(
-            label, items, sampler, verifier, settings, cache_path=cache, progress=progress
-        )
+        records[label] = evaluate_benchmark(
+            label, bench_items, sampler, scorer, settings,
+            model=model, cache_path=cache, progress=progress,
+        )  # fmt: skip
         if cache is not None:
-            write_jsonl_atomic(cache, records)
-        results[label] = summarise(records, settings)
-    summary = {
-        "model": settings.model,
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "settings": asdict(settings),
-        "benchmarks": results,
-        "metrics": flat_metrics(results),
-    }
+            write_jsonl_atomic(cache, records[label])
+    result = eval_result(
+        records, settings, model=model, step=step, seconds=round(time.perf_counter() - t0, 1)
+    )
     if out is not None:
-        write_json_atomic(out / "summary.json", summary)
-        write_atomic(out / "summary.md", summary_markdown(summary))
-    return summary
+        write_json_atomic(out / "summary.json", result)
+        write_atomic(out / "summary.md", summary_markdown(result))
+    return result
 
 
-def _pct(value: float) -> str:
-    return f"{100 * value:.1f}"
+@dataclass
+class Evaluation:
+    """One evaluation: the problems of `tasks` (split, count: `settings`), sampled from a model
+    with `settings` through `sampler_factory` and scored each by its item's own rule.
+
+    data_dir: local benchmark files (ict.data); sampler_factory: (model, tokenizer, settings) ->
+    Sampler (default HF generation; tests inject a scripted one); verifier: see run_eval. The
+    problems are loaded once, on first use."""
+
+    tasks: Sequence[str]
+    settings: EvalSettings
+    data_dir: str | None = None
+    sampler_factory: SamplerFactory = hf_sampler
+    verifier: Any = None
+    _items: dict | None = field(default=None, init=False, repr=False)
+
+    def items(self) -> dict[str, list[Item]]:
+        """{label: items}, loaded once."""
+        if self._items is None:
+            self.settings.validate()
+            self._items = load_eval_items(self.tasks, self.settings, self.data_dir)
+        return self._items
+
+    def run(self, model, tokenizer, *, model_label: str, step: int | None = None) -> dict:
+        """The result (module docstring) of `model` (in memory; its training mode is kept)."""
+        sampler = self.sampler_factory(model, tokenizer, self.settings)
+        return run_eval(
+            sampler, self.tasks, self.settings, model=model_label, verifier=self.verifier,
+            items=self.items(), step=step,
+        )  # fmt: skip
+
+    def write(self, path, model, tokenizer, *, model_label: str, step: int | None = None) -> dict:
+        """`run`, written atomically to `path`; returns the result."""
+        result = self.run(model, tokenizer, model_label=model_label, step=step)
+        write_json_atomic(path, result)
+        return result
+
+    def cached(self, path, model, tokenizer, *, model_label: str, step: int | None = None):
+        """The result saved at `path` when it holds this evaluation of `model_label` (same tasks
+        and settings), else `write` it there."""
+        saved = read_json(Path(path))
+        if self.matches(saved, model_label):
+            return saved
+        return self.write(path, model, tokenizer, model_label=model_label, step=step)
+
+    def key(self, model_label: str) -> str:
+        """A short hash of the model label, the tasks and the settings (a cache file's name)."""
+        payload = json.dumps(
+            [model_label, [task_label(t) for t in self.tasks], self.settings.as_dict()]
+        )
+        return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+    def matches(self, result: dict | None, model_label: str | None = None) -> bool:
+        """True when `result` is this evaluation (its tasks and settings) of `model_label` (None:
+        of any model, e.g. a run directory's own files)."""
+        return (
+            isinstance(result, dict)
+            and (model_label is None or result.get("model") == model_label)
+            and result.get("settings") == self.settings.as_dict()
+            and list(result.get("per_problem", {})) == [task_label(t) for t in self.tasks]
+        )
 
 
-def results_table(summary: dict[str, Any]) -> str:
-    """A Markdown table: one row per benchmark, pass@k and accuracy with their 95% percentile
-    bootstrap intervals over problems (this model's own uncertainty), format rate, length."""
-    ks = summary["settings"]["k"]
+def evaluate(
+    model,
+    tokenizer,
+    tasks: str | Sequence[str],
+    *,
+    n: int = 4,
+    k: Sequence[int] | None = None,
+    limit: int | None = 50,
+    data_dir=None,
+    **settings,
+) -> dict[str, float]:
+    """For an external trainer's loop: the flat metrics {"eval/<label>/pass@k", ...} of an
+    in-memory model on held-out problems (an `Evaluation`; no files written).
+
+    `tasks`: one spec or a list (ict.data.load_task); `k` defaults to 1, 2, 4, ... <= n;
+    `limit`: problems per task; other keywords: EvalSettings fields (temperature, top_p,
+    max_new_tokens, stop, seed, ...)."""
+    tasks = [tasks] if isinstance(tasks, str) else list(tasks)
+    eval_settings = EvalSettings(
+        n=n, k=list(k) if k is not None else default_ks(n), limit=limit, **settings
+    )
+    evaluation = Evaluation(tasks, eval_settings, data_dir=data_dir)
+    return evaluation.run(model, tokenizer, model_label=type(model).__name__)["metrics"]
+
+
+def _fraction(value: float) -> str:
+    return f"{value:.3f}"
+
+
+def results_table(result: dict[str, Any]) -> str:
+    """A Markdown table: one row per benchmark, pass@k and accuracy (fractions) with their 95%
+    percentile bootstrap intervals over problems, format rate, mean response length (tokens)."""
+    ks = result["settings"]["k"]
     head = (
         ["benchmark", "problems"]
         + [f"pass@{k} (95% CI)" for k in ks]
         + ["accuracy (95% CI)", "format", "length"]
     )
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for label, m in summary["benchmarks"].items():
+    for label, m in result["benchmarks"].items():
         cells = [label.replace("|", "\\|"), str(m["problems"])]
-        for k in ks:
-            low, high = m[f"pass@{k}_ci95"]
-            cells.append(f"{_pct(m[f'pass@{k}'])} [{_pct(low)}, {_pct(high)}]")
-        accuracy = _pct(m["accuracy"])
-        if "accuracy_ci95" in m:
-            low, high = m["accuracy_ci95"]
-            accuracy += f" [{_pct(low)}, {_pct(high)}]"
-        fmt = "n/a" if m.get("format_rate") is None else _pct(m["format_rate"])
-        cells += [accuracy, fmt, f"{m['response_length_mean']:.1f}"]
+        for key in [f"pass@{k}" for k in ks] + ["accuracy"]:
+            low, high = m[f"{key}_ci95"]
+            cells.append(f"{_fraction(m[key])} [{_fraction(low)}, {_fraction(high)}]")
+        fmt = "n/a" if m.get("format_rate") is None else _fraction(m["format_rate"])
+        cells += [fmt, f"{m['response_length_mean']:.1f}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-def summary_markdown(summary: dict[str, Any]) -> str:
-    """The summary as a Markdown page: the table, then every setting."""
-    s = summary["settings"]
+def summary_markdown(result: dict[str, Any]) -> str:
+    """The result as a Markdown page: the table, then every setting."""
+    s = result["settings"]
     settings_lines = "\n".join(f"- {key}: {value}" for key, value in s.items())
     return (
-        f"# Evaluation of {summary['model']}\n\n"
-        f"Date: {summary['date']}. Values in %; pass@k is the unbiased estimator averaged over "
-        f"problems with n = {s['n']} samples each; intervals are percentile bootstrap over "
+        f"# Evaluation of {result['model']}\n\n"
+        f"Date: {result['date']}. Values are fractions; pass@k is the unbiased estimator averaged "
+        f"over problems with n = {s['n']} samples each; intervals are percentile bootstrap over "
         f"problems ({s['num_bootstrap']} resamples). Length is in tokens.\n\n"
-        f"{results_table(summary)}\n\n## Settings\n\n{settings_lines}\n"
-    )
-
-
-def evaluate(
-    model,
-    tokenizer,
-    benchmarks: str | Sequence[str],
-    *,
-    n: int = 4,
-    k: Sequence[int] | None = None,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    max_new_tokens: int = 128,
-    batch_size: int = 32,
-    seed: int = 0,
-    limit: int | None = 50,
-    data_dir=None,
-    verifier=None,
-    num_bootstrap: int = 200,
-) -> dict[str, float]:
-    """Training hook: metrics {"eval/<bench>/pass@k", "eval/<bench>/accuracy", ...} of an in-memory
-    model on held-out problems (no files written), e.g. every N steps of an external trainer.
-    (The native trainer's `eval_every` uses ict.train.heldout: per-problem files, `eval_seed`.)
-
-    `benchmarks`: one spec or a list (see ict.data.load_task); `k` defaults to default_ks(n)
-    (1, 2, 4, ... <= n); `limit`: problems per benchmark.
-    """
-    if isinstance(benchmarks, str):
-        benchmarks = [benchmarks]
-    if k is None:
-        k = default_ks(n)
-    settings = EvalSettings(
-        model=type(model).__name__,
-        n=n,
-        k=list(k),
-        temperature=temperature,
-        top_p=top_p,
-        max_new_tokens=max_new_tokens,
-        batch_size=batch_size,
-        seed=seed,
-        limit=limit,
-        num_bootstrap=num_bootstrap,
-    )
-    sampler = hf_sampler(model, tokenizer, settings)
-    summary = run_eval(sampler, benchmarks, settings, data_dir=data_dir, verifier=verifier)
-    return summary["metrics"]
-
-
-def hf_sampler(model, tokenizer, settings: EvalSettings):
-    """The Hugging Face sampler for `model` with the sampling settings of `settings`."""
-    from ict.eval.backends import HFSampler
-
-    return HFSampler(
-        model,
-        tokenizer,
-        temperature=settings.temperature,
-        top_p=settings.top_p,
-        max_new_tokens=settings.max_new_tokens,
-        batch_size=settings.batch_size,
-        stop=settings.stop,
+        f"{results_table(result)}\n\n## Settings\n\n{settings_lines}\n"
     )

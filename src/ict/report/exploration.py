@@ -11,7 +11,7 @@ says so):
   results do not list;
 - the grid's start point (OUT/start_eval.json, or OUT/warm_start.json's "eval", for runs in
   OUT/runs/<cell>): the before-RL reference line, with a bootstrap over problems;
-- eval_steps/step_<step>.json (the trainer's periodic evaluation, ict.train.heldout),
+- eval_steps/step_<step>.json (the trainer's periodic evaluation, ict.train.evaluation),
   heldout_before.json (step 0) and heldout_after.json (its step), when their settings agree:
   pass@1 and pass@n per evaluated step;
 - metrics.jsonl: `valid/entropy` (H) and `valid/renyi2` (H2) in nats, averaged over a window of
@@ -46,7 +46,7 @@ ENTROPY_WINDOW = 5  # logged steps averaged for H / H2 at an evaluated step
 HEALTH = HealthCriterion()  # the collapse criterion of the method-level sentence
 ENTROPY_KEYS = {"entropy": "valid/entropy", "renyi2": "valid/renyi2"}
 STEP_FILES = (
-    "eval_steps"  # ict.train.heldout.STEP_EVAL_DIR (not imported: the report needs no torch)
+    "eval_steps"  # ict.train.evaluation.STEP_EVAL_DIR (not imported: the report needs no torch)
 )
 
 
@@ -156,7 +156,8 @@ def _units(blocks: dict, k: int) -> list[RunUnits]:
 def step_results(run: Run) -> dict[int, dict]:
     """{step: evaluation result} of one run: eval_steps/step_*.json, heldout_before.json as step
     0 and heldout_after.json at its step, keeping only those with the settings of the first found
-    (same problems, samples and sampling seed) and per-problem counts."""
+    (same problems, samples and sampling seed) and per-problem counts of one task, which becomes
+    the result's "per_problem" ({"ids", "n", "correct"})."""
     found: list[tuple[int, dict]] = []
     for path in sorted((run.path / STEP_FILES).glob("step_*.json")):
         match = re.fullmatch(r"step_(\d+)\.json", path.name)
@@ -172,12 +173,13 @@ def step_results(run: Run) -> dict[int, dict]:
     out: dict[int, dict] = {}
     settings = None
     for step, data in found:
-        if not isinstance(data.get("per_problem"), dict) or step in out:
+        blocks = data.get("per_problem")
+        if not isinstance(blocks, dict) or len(blocks) != 1 or step in out:
             continue
         key = _settings_key(data)
         settings = key if settings is None else settings
-        if key == settings:
-            out[step] = data
+        if key == settings:  # the run's one task: its per-problem counts
+            out[step] = {**data, "per_problem": next(iter(blocks.values()))}
     return dict(sorted(out.items()))
 
 

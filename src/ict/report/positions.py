@@ -3,7 +3,8 @@
 Two views, per selector (every key of a record's "selected" masks: ict, entropy, stapo and the
 run's own method):
 - category shares: the share of the selector's picks in each token category (the task labels its
-  own tokens, e.g. ict.compare.toy_cot.token_categories; other tasks get a generic labelling),
+  own tokens, ict.data.task_categorizer: e.g. toy:cot's chain categories; other tasks get a generic
+  labelling),
   next to the share of all response tokens in that category;
 - divergence share: responses with the same prompt at the same step form a group; the group's first
   divergence position is the first token index where its responses do not all agree (a response
@@ -14,41 +15,12 @@ run's own method):
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-Categorize = Callable[[list[str]], list[str]]
-
-
-def generic_categories(tokens: list[str]) -> list[str]:
-    """A task-free labelling: "number" (any digit), "word" (letters), "eos" (special tokens such
-    as </s> or <|im_end|>), "format" (whitespace and punctuation)."""
-    out = []
-    for tok in tokens:
-        stripped = tok.strip()
-        if stripped.startswith("<") and stripped.endswith(">") and len(stripped) > 2:
-            out.append("eos")
-        elif any(ch.isdigit() for ch in tok):
-            out.append("number")
-        elif any(ch.isalpha() for ch in tok):
-            out.append("word")
-        else:
-            out.append("format")
-    return out
-
-
-def categorizer_for(task: str | None) -> Categorize:
-    """The token labelling of a task spec: the chain task's own for "toy:cot", the running-total
-    chain's for a spec with `template=running_total_3shot` (smollm-cot), else generic."""
-    if task and str(task).split("?")[0] == "toy:cot":
-        from ict.compare.toy_cot import token_categories
-
-        return token_categories
-    if task and "template=running_total_3shot" in str(task):
-        from ict.data.running_total import token_categories
-
-        return token_categories
-    return generic_categories
+from ict.data import Categorize, generic_categories, task_categorizer
+from ict.files import read_jsonl
+from ict.report.runs import flat_config
 
 
 def first_divergence(responses: Sequence[Sequence[str]]) -> int | None:
@@ -135,8 +107,6 @@ def pick_evidence(
 
 def run_records(runs) -> list[dict]:
     """samples.jsonl records of report Runs, each tagged with its run directory as "run"."""
-    from ict.files import read_jsonl
-
     out = []
     for run in runs:
         if run.samples_path.exists():
@@ -146,13 +116,11 @@ def run_records(runs) -> list[dict]:
 
 def write_section(doc, runs) -> dict | None:
     """Add "Where the picks fall" to a report Document; returns its numbers (None: no samples)."""
-    from ict.report.runs import flat_config
-
     records = run_records(runs)
     if not records:
         return None
     tasks = {flat_config(r.config).get("task") for r in runs}
-    categorize = categorizer_for(tasks.pop() if len(tasks) == 1 else None)
+    categorize = task_categorizer(tasks.pop() if len(tasks) == 1 else None)
     ev = pick_evidence(records, categorize)
     cats, shares = ev.category_shares()
     doc.heading("Where the picks fall")

@@ -2,7 +2,7 @@
 
 A run directory holds metrics.jsonl (one JSON object per step), optionally config.yaml,
 summary.json and samples.jsonl; see docs/ARCHITECTURE.md. Readers tolerate a truncated last line
-(a run killed while writing; `read_jsonl` is ict.files.read_jsonl) and missing optional files.
+(a run killed while writing; ict.files.read_jsonl) and missing optional files.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from ict.rewards.extract import (
     final_answers,
 )
 from ict.rewards.options import VerifyOptions
+from ict.rewards.results import ItemScorer, as_verdict, unpack_reward
 from ict.rewards.sandbox import Sandbox, VerifierUnavailable
 from ict.rewards.verify import (
     VERIFIERS,
@@ -29,12 +30,14 @@ from ict.rewards.verify import (
 __all__ = [
     "VERIFIERS",
     "Extraction",
+    "ItemScorer",
     "RewardFunction",
     "Sandbox",
     "Verdict",
     "Verifier",
     "VerifierUnavailable",
     "VerifyOptions",
+    "as_verdict",
     "default_verifier",
     "extract_answer",
     "extract_answer_tag",
@@ -47,4 +50,5 @@ __all__ = [
     "final_answers",
     "rg_score",
     "score_response",
+    "unpack_reward",
 ]

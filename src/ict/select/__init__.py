@@ -11,7 +11,6 @@ selector plus a paper's reference, scope, loss and warm-up.
 
 from ict.select import selectors as _selectors  # noqa: F401  (registers the built-ins)
 from ict.select.core import (
-    ALIASES,
     GRANULARITIES,
     SCOPES,
     SELECTORS,
@@ -25,7 +24,6 @@ from ict.select.overlap import jaccard
 from ict.select.topk import keep_count, topk_per_group, topk_token_ids
 
 __all__ = [
-    "ALIASES",
     "GRANULARITIES",
     "SCOPES",
     "SELECTORS",

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import difflib
 import inspect
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -28,16 +27,6 @@ from ict.select.distributed import gather_concat, resolve_group
 from ict.select.topk import topk_per_group, topk_token_ids
 
 SCOPES = ("global", "micro_batch", "sequence")
-# the selectors' earlier names, which are also method names (ict.methods): accepted with a warning
-ALIASES = {
-    "grpo": "every",
-    "ict": "js_top",
-    "ict_kl": "kl_top",
-    "ict_bottom": "js_bottom",
-    "entropy": "entropy_top",
-    "random": "uniform",
-    "stapo": "not_spurious",
-}
 GRANULARITIES = ("position", "token_id")
 
 
@@ -305,14 +294,6 @@ def _parse_name(name) -> list[Selector]:
     parts = []
     for part in name.split("+"):
         part = part.strip().lower()
-        if part in ALIASES and part not in SELECTORS:
-            warnings.warn(
-                f"selector {part!r} is now called {ALIASES[part]!r} (the method {part!r}, "
-                "ict.methods, is the paper's recipe around it); the old name will be removed",
-                DeprecationWarning,
-                stacklevel=3,
-            )
-            part = ALIASES[part]
         if part not in SELECTORS:
             close = difflib.get_close_matches(part, SELECTORS, n=2)
             hint = f" (did you mean {' or '.join(close)}?)" if close else ""

@@ -24,26 +24,10 @@ from ict.files import (
     LATEST,
     STATE_FILE,
     checkpoint_name,
-    is_complete_checkpoint,
-    latest_checkpoint,
     list_checkpoints,
     write_atomic,
 )
 from ict.models import drop_gguf_marker  # a model the user loaded from GGUF
-
-__all__ = [
-    "LATEST",
-    "STATE_FILE",
-    "checkpoint_name",
-    "clean_partial",
-    "is_complete_checkpoint",
-    "latest_checkpoint",
-    "list_checkpoints",
-    "load_checkpoint",
-    "rng_state",
-    "save_checkpoint",
-    "set_rng_state",
-]
 
 
 def rng_state() -> dict:

@@ -17,6 +17,7 @@ from typing import Any
 
 from ict.errors import ConfigError
 from ict.evidence.health import HealthCriterion
+from ict.files import write_atomic
 from ict.methods.options import (
     CLIP_FIELDS,
     METHOD_FIELDS,
@@ -382,8 +383,6 @@ class TrainConfig(MethodOptions):
         data = self.to_dict(grouped=True)
         if extra:
             data["facts"] = extra
-        from ict.files import write_atomic
-
         write_atomic(path, yaml.safe_dump(data, sort_keys=False))
 
     def replace(self, **changes) -> TrainConfig:

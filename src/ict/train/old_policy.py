@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from ict.head import logit_head
+from ict.stats import token_stats_from_hidden
 from ict.train.logprobs import (
     batch_plan,
     column_span,
@@ -81,8 +82,6 @@ def old_policy_pass(model, ref_model, rollout, config, method, device, autocast)
     method: the resolved ict.methods.Method (its reference and whether it scores by KL).
     Returns (stats: TokenStats [N, T] fields, old_logprob [N, T], ref_logprob [N, T] or None).
     """
-    from ict.stats import token_stats_from_hidden
-
     ids = rollout.input_ids.to(device)
     mask = rollout.response_mask.to(device).bool()
     hidden = rollout_hidden(model, rollout, config, device, autocast)

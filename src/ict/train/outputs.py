@@ -2,8 +2,8 @@
 (judged over windows by ict.evidence.health).
 
 metrics.jsonl has one JSON object per step, flushed each step; on resume the lines after the
-checkpoint's step are dropped so that the resumed file matches an uninterrupted run.
-`JsonlWriter` and `truncate_jsonl` are ict.files' (re-exported here).
+checkpoint's step are dropped so that the resumed file matches an uninterrupted run (the writer
+and the truncation are ict.files').
 """
 
 from __future__ import annotations
@@ -14,11 +14,8 @@ from pathlib import Path
 
 from ict.errors import ConfigError
 from ict.evidence.health import HealthCriterion, HealthJudgement, judge_health
-from ict.files import JsonlWriter, truncate_jsonl
 
 HEALTH = HealthCriterion()  # the defaults (ict.evidence.health)
-
-__all__ = ["EntropyHealth", "ExternalLogger", "JsonlWriter", "truncate_jsonl"]
 
 logger = logging.getLogger("ict.train")
 

@@ -8,7 +8,9 @@ from urllib.parse import quote
 
 import numpy as np
 
+from ict.data import load_task
 from ict.errors import DataError
+from ict.models import format_prompt
 from ict.train.config import TrainConfig
 
 
@@ -73,8 +75,6 @@ def load_problems(
     config: TrainConfig, split: str = "train", size: int | None = None
 ) -> list[Problem]:
     """Problems of the task via ict.data.load_task (train split by default)."""
-    from ict.data import load_task
-
     items = load_task(
         task_spec(config), split=split, seed=config.data_seed, size=size or config.train_size
     )
@@ -87,8 +87,9 @@ def load_problems(
 
 
 def render_prompts(tokenizer, prompts: list, config: TrainConfig) -> list[str]:
-    if config.chat_template and getattr(tokenizer, "chat_template", None):
-        from ict.models import format_prompt
-
-        return [format_prompt(tokenizer, p, system=config.system_prompt) for p in prompts]
-    return [p if isinstance(p, str) else "\n".join(m["content"] for m in p) for p in prompts]
+    """The rollout's prompt texts (ict.models.format_prompt with the config's chat_template and
+    system_prompt: the rendering the evaluations use too)."""
+    return [
+        format_prompt(tokenizer, p, system=config.system_prompt, chat_template=config.chat_template)
+        for p in prompts
+    ]

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ict.generation import generate
 from ict.train.config import TrainConfig
 from ict.train.problems import Problem, render_prompts
 from ict.train.safe_rewards import score_responses
@@ -39,8 +40,6 @@ def collect_rollout(
     sampling seed is derived from (seed, step), so a resumed run samples the same responses.
     Returns (batch, metrics: reward/accuracy/format/length/time and throughput).
     """
-    from ict.generation import generate
-
     cfg = config
     prompts = render_prompts(tokenizer, [p.prompt for p in problems], cfg)
     model.eval()

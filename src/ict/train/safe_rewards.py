@@ -12,6 +12,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ict.rewards.results import unpack_reward
+
 logger = logging.getLogger("ict.train")
 
 
@@ -63,24 +65,6 @@ class Scored:
     timeouts: int
 
 
-def _unpack(value) -> tuple[float, bool | None]:
-    """A scoring result -> (reward, formatted). Accepts a number, (reward, formatted), a dict with
-    "reward" (and "format"/"formatted"), or an object with `.reward` (and `.formatted`)."""
-    if isinstance(value, dict):
-        fmt = value.get("formatted", value.get("format"))
-        return float(value["reward"]), None if fmt is None else bool(fmt)
-    if isinstance(value, tuple):
-        return float(value[0]), None if value[1] is None else bool(value[1])
-    if hasattr(value, "reward"):  # e.g. ict.rewards.Verdict: its own error / time-out flags count
-        if getattr(value, "timed_out", False):
-            raise TimeoutError("the verifier timed out")
-        if getattr(value, "error", None):
-            raise RuntimeError(value.error)
-        fmt = getattr(value, "formatted", getattr(value, "format_ok", None))
-        return float(value.reward), None if fmt is None else bool(fmt)
-    return float(value), None
-
-
 def score_responses(
     scorers: list[Callable[[str], object]],
     responses: list[str],
@@ -100,7 +84,7 @@ def score_responses(
             value = (
                 scorer(response) if own_limit else call_with_timeout(scorer, (response,), timeout_s)
             )
-            reward, fmt = _unpack(value)
+            reward, fmt = unpack_reward(value)
             if reward != reward:  # NaN
                 raise ValueError("reward is NaN")
         except TimeoutError as err:

@@ -26,12 +26,41 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ict.data import file_stem
 from ict.errors import ConfigError, UserError
-from ict.files import JsonlWriter, read_jsonl, truncate_jsonl, write_atomic, write_json_atomic
+from ict.eval.runner import only_benchmark
+from ict.files import (
+    JsonlWriter,
+    latest_checkpoint,
+    read_json,
+    read_jsonl,
+    truncate_jsonl,
+    write_atomic,
+    write_json_atomic,
+)
+from ict.loss import LossConfig, compute_advantages
+from ict.methods import StepInputs, select_step, step_metrics, warmup_warning
+from ict.metrics import sorted_score_curve
+from ict.models import disable_dropout, ensure_pad_token, load_model_and_tokenizer, model_label
+from ict.precision import choose_precision
+from ict.report.samples import sample_records
+from ict.report.tokenmap import render_html
+from ict.rewards import default_verifier
 from ict.train import checkpoint as ckpt
 from ict.train.config import TrainConfig
+from ict.train.evaluation import (
+    compare_before_after,
+    headline,
+    step_eval_path,
+    training_evaluation,
+)
+from ict.train.logprobs import batch_plan
+from ict.train.old_policy import old_policy_pass
 from ict.train.outputs import EntropyHealth, ExternalLogger
 from ict.train.problems import PromptSampler, as_problem, load_problems, task_spec
+from ict.train.rollout import collect_rollout
+from ict.train.schedule import LRSchedule
+from ict.train.update import Policy, UpdateBatch, update_policy
 
 logger = logging.getLogger("ict.train")
 
@@ -48,8 +77,6 @@ def resolve_device(name: str) -> torch.device:
 
 
 def default_run_dir(config: TrainConfig) -> Path:
-    from ict.data import file_stem
-
     task = file_stem(Path(str(config.task).split("?")[0]).stem)
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     return Path("runs") / f"{stamp}-{config.method}-{task}-seed{config.seed}"
@@ -57,10 +84,6 @@ def default_run_dir(config: TrainConfig) -> Path:
 
 def _close_default_verifier() -> None:
     """Stop the shared verifier's child process now (left to interpreter shutdown it can abort)."""
-    try:
-        from ict.rewards.verify import default_verifier
-    except ImportError:
-        return
     if default_verifier.cache_info().currsize:
         default_verifier().close()
         default_verifier.cache_clear()
@@ -78,6 +101,7 @@ class Trainer:
         model, tokenizer: pass both to train an in-memory model (tests); else loaded by ict.models.
         problems: training problems (Problem / task items); else loaded by ict.data from config.task.
         resume: continue from run_dir's latest checkpoint.
+        sampler_factory: how the evaluations sample (ict.eval.backends; default HF generation).
     """
 
     def __init__(
@@ -89,11 +113,8 @@ class Trainer:
         tokenizer=None,
         problems=None,
         resume: bool = False,
+        sampler_factory=None,
     ):
-        from ict.loss import LossConfig
-        from ict.methods import warmup_warning
-        from ict.precision import choose_precision
-
         explicit_warmup = config.dense_warmup_steps is not None
         config = config.resolved()  # the method's settings made explicit (saved in config.yaml)
         self.config = config
@@ -119,12 +140,8 @@ class Trainer:
             raise UserError(
                 "pass both model and tokenizer, or neither (then config.model is loaded)"
             )
-        from ict.models import model_label
-
         self.model_label = model_label(config.model, model)
         if model is None:
-            from ict.models import load_model_and_tokenizer
-
             dtype = getattr(torch, config.dtype)
             model, tokenizer = load_model_and_tokenizer(
                 config.model, dtype=dtype, device=self.device
@@ -132,12 +149,8 @@ class Trainer:
         else:
             model.to(self.device)
         if tokenizer.pad_token_id is None:
-            from ict.models import ensure_pad_token
-
             ensure_pad_token(tokenizer)
         if config.disable_dropout:  # the old-policy pass and the update then compute the same p
-            from ict.models import disable_dropout
-
             disable_dropout(model)
         self.model, self.tokenizer = model, tokenizer
         self.ref_model = None
@@ -145,6 +158,12 @@ class Trainer:
             self.ref_model = copy.deepcopy(model).eval().requires_grad_(False)
 
         self.sampler = PromptSampler(len(self.problems), config.seed)
+        # the run's evaluations (before, every eval_every steps, after): one Evaluation of its task
+        self.evaluation = (
+            training_evaluation(config, sampler_factory=sampler_factory)
+            if self.task_loaded
+            else None
+        )
         self.optimizer = torch.optim.AdamW(
             [p for p in model.parameters() if p.requires_grad],
             lr=config.learning_rate,
@@ -152,8 +171,6 @@ class Trainer:
             eps=config.adam_epsilon,
             weight_decay=config.weight_decay,
         )
-        from ict.train.schedule import LRSchedule
-
         self.scheduler = LRSchedule(
             self.optimizer, warmup_steps=config.warmup_steps, kind=config.lr_scheduler,
             max_steps=config.max_steps,
@@ -175,7 +192,7 @@ class Trainer:
         metrics_path, samples_path = self.run_dir / "metrics.jsonl", self.run_dir / "samples.jsonl"
         if self.resume:
             ckpt.clean_partial(self.run_dir)
-            last = ckpt.latest_checkpoint(self.run_dir)
+            last = latest_checkpoint(self.run_dir)
             if last is not None:
                 state = ckpt.load_checkpoint(last, self.model)
                 self.optimizer.load_state_dict(state["optimizer"])
@@ -225,14 +242,6 @@ class Trainer:
 
     def train_step(self) -> dict:
         """One full step (1-8); returns the metrics line written to metrics.jsonl."""
-        from ict.loss import compute_advantages
-        from ict.methods import StepInputs, select_step, step_metrics
-        from ict.metrics import sorted_score_curve
-        from ict.train.logprobs import batch_plan
-        from ict.train.old_policy import old_policy_pass
-        from ict.train.rollout import collect_rollout
-        from ict.train.update import Policy, UpdateBatch, update_policy
-
         cfg, method = self.config, self.method
         step = self.step + 1
         problems = [self.problems[i] for i in self.sampler.next(cfg.prompts_per_step)]
@@ -308,8 +317,6 @@ class Trainer:
         return out
 
     def _write_samples(self, step, batch, stats, mask, selections) -> None:
-        from ict.report.samples import sample_records
-
         rows = range(min(self.config.num_log_samples, batch.rollout.input_ids.shape[0]))
         for record in sample_records(
             rows, step=step, rollout=batch.rollout, prompts=batch.prompts, rewards=batch.rewards,
@@ -319,45 +326,43 @@ class Trainer:
             self.samples_file.write(record)
 
     def _evaluate(self, step: int) -> dict:
-        """Held-out pass@k after `step` steps, as the before/after evaluation (ict.train.heldout:
-        `eval_size` problems x `eval_num_samples` samples, sampling seed `eval_seed`, the same for
-        every method and seed). Writes RUN/eval_steps/step_<step:06d>.json (per-problem counts,
-        atomic) and returns its flat eval/<task>/... numbers for metrics.jsonl; a failure is
-        logged and skipped (a UserError is raised)."""
-        from ict.train.heldout import step_eval_metrics, step_eval_path, write_heldout_eval
-
-        cfg = self.config
+        """The run's evaluation after `step` steps (ict.train.evaluation: `eval_size` problems x
+        `eval_num_samples` samples, sampling seed `eval_seed`, the same for every method and
+        seed) into RUN/eval_steps/step_<step:06d>.json; returns its flat eval/<task>/... numbers
+        for metrics.jsonl. A failure is logged and skipped (a UserError is raised)."""
+        if self.evaluation is None:
+            return {}
         try:
-            result = write_heldout_eval(
-                step_eval_path(self.run_dir, step), self.model, self.tokenizer, cfg,
+            result = self.evaluation.write(
+                step_eval_path(self.run_dir, step), self.model, self.tokenizer,
                 model_label=self.model_label, step=step,
             )  # fmt: skip
         except UserError:
             raise
         except Exception as err:  # noqa: BLE001 - evaluation must not kill the run
-            logger.warning("evaluation on %s at step %d failed: %s", task_spec(cfg), step, err)
+            logger.warning(
+                "evaluation on %s at step %d failed: %s", task_spec(self.config), step, err
+            )
             return {}
-        return step_eval_metrics(result)
+        return result["metrics"]
 
     def _heldout(self, when: str) -> dict | None:
-        """Held-out pass@1 `when` ("before" / "after"), saved as heldout_<when>.json (reused if a
-        resumed run already has it). None when off or when the run has no task spec."""
-        from ict.train.heldout import load_result, write_heldout_eval
-
-        cfg = self.config
-        if not (cfg.heldout_eval and self.task_loaded):
+        """The run's evaluation `when` ("before" / "after") in heldout_<when>.json (reused when a
+        resumed run, or the grid that copied its start-point evaluation there, already holds this
+        evaluation of this model). None when off or when the run has no task spec."""
+        if not (self.config.heldout_eval and self.evaluation is not None):
             return None
         path = self.run_dir / f"heldout_{when}.json"
-        result = load_result(path)
-        if result is not None:
-            return result
+        saved = read_json(path)
+        if self.evaluation.matches(saved):  # this run's own file: its start or its end
+            return saved
         if when == "before" and self.step > 0:
             logger.warning("%s is missing and the run is past step 0: no before/after result", path)
             return None
-        result = write_heldout_eval(
-            path, self.model, self.tokenizer, cfg, model_label=self.model_label, step=self.step
+        result = self.evaluation.write(
+            path, self.model, self.tokenizer, model_label=self.model_label, step=self.step
         )
-        s = result["summary"]
+        s = result["benchmarks"][only_benchmark(result)]
         lo, hi = s["pass@1_ci95"]
         logger.info(
             "held-out pass@1 %s step %d: %.3f [%.3f, %.3f] (%d problems x %d samples, %.0f s)",
@@ -374,8 +379,6 @@ class Trainer:
 
     def _write_token_map(self) -> Path | None:
         """token_map.html of the last logged step's samples (as `ict inspect RUN` writes it)."""
-        from ict.report.tokenmap import render_html
-
         samples = self.run_dir / "samples.jsonl"
         try:
             records = read_jsonl(samples)
@@ -445,8 +448,6 @@ class Trainer:
     def finish(self, seconds: float) -> dict:
         """Held-out after-RL evaluation, plots, summary.json; closes the outputs. Returns the
         summary."""
-        from ict.train.heldout import compare_before_after, headline
-
         cfg = self.config
         before = self._heldout("before")
         after = self._heldout("after") if before is not None else None
@@ -454,7 +455,7 @@ class Trainer:
         plots_dir = None
         if cfg.plots:
             try:
-                from ict.report.plots import plot_run
+                from ict.report.plots import plot_run  # matplotlib: optional (ict[train])
 
                 plot_run(self.run_dir)
                 plots_dir = str(self.run_dir / "plots")
@@ -470,7 +471,7 @@ class Trainer:
             values = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
             return float(np.mean(values)) if values else None
 
-        latest = ckpt.latest_checkpoint(self.run_dir)
+        latest = latest_checkpoint(self.run_dir)
         summary = {
             "method": cfg.method,
             "method_settings": {
@@ -504,7 +505,7 @@ class Trainer:
             summary["paths"]["token_map"] = str(token_map)
         if before is not None and after is not None:
             summary["heldout"] = compare_before_after(before, after) | {
-                "benchmark": before["benchmark"],
+                "benchmark": only_benchmark(before),
                 "settings": {
                     k: before["settings"][k]
                     for k in ("n", "temperature", "top_p", "max_new_tokens", "seed", "limit")
@@ -528,9 +529,11 @@ def train(
     tokenizer=None,
     problems=None,
     stop_after: int | None = None,
+    sampler_factory=None,
 ) -> dict:
     """Train per `config` (see Trainer); returns the summary ({} if stopped early by `stop_after`)."""
     trainer = Trainer(
-        config, run_dir, model=model, tokenizer=tokenizer, problems=problems, resume=resume
-    )
+        config, run_dir, model=model, tokenizer=tokenizer, problems=problems, resume=resume,
+        sampler_factory=sampler_factory,
+    )  # fmt: skip
     return trainer.train(stop_after=stop_after)

@@ -1,6 +1,6 @@
 """The chain task: format, scorer, splits and token categories (no model)."""
 
-from ict.compare.toy_cot import (
+from ict.data.toy.cot import (
     CATEGORIES,
     ToyCotTask,
     prompt,

@@ -1,9 +1,9 @@
-"""The toy task `toy:add`: two-number addition with its own scorer (an ict.data task family).
+"""The toy task `toy:add`: two-number addition with its own scorer (the toy task family).
 
 Prompt "Q:47+35\nA:", target response "47+35=82" then EOS. The copied operands are easy
 (low-entropy tokens); the sum digits are the branching points. `ict.data.load_task("toy:add")`
-gives its problems as items (ict.compare.tasks); the toy presets start from a tiny transformer
-trained on the targets by ict.compare.warm_start.
+gives its problems as items (ict.data.toy); the toy presets start from a tiny transformer trained
+on the targets by ict.compare.warm_start.
 """
 
 from __future__ import annotations
@@ -15,13 +15,11 @@ from typing import ClassVar
 
 import numpy as np
 
-from ict.compare.warm_start import WarmStart  # noqa: F401 - its old import path
-
 _ANSWER = re.compile(r"=\s*(-?\d+)")
 
 
 @dataclass(frozen=True)
-class ToyTask:
+class ToyAddTask:
     """Addition a + b with a in [0, max_a], b in [0, max_b]; train and held-out pairs are disjoint.
 
     The fields are the options of the `toy:add` spec (`toy:add?max_a=9&max_b=9`) and, with the
@@ -37,12 +35,15 @@ class ToyTask:
     check_tokens: ClassVar[int] = 12  # response budget of the warm start's accuracy check
 
     def split(self, split: str, size: int) -> list[tuple[int, int]]:
-        """`size` distinct (a, b) pairs of the split ("train" or "test"); the test split is the
-        first 20% of one seeded permutation of all pairs, train the rest (cycled if size is larger)."""
+        """`size` (a, b) pairs of the split ("train", "validation" or "test"), cycled if `size`
+        is larger than it: in one seeded permutation of all pairs, test is the first 20%,
+        validation the last 10% and train the pairs in between, so the three are disjoint (the
+        supervised warm start's examples, `sft_examples`, still draw from every non-test pair)."""
         pairs = np.array([(a, b) for a in range(self.max_a + 1) for b in range(self.max_b + 1)])
         order = np.random.default_rng(self.seed).permutation(len(pairs))
-        cut = max(1, len(pairs) // 5)
-        pool = order[:cut] if split == "test" else order[cut:]
+        cut, held = max(1, len(pairs) // 5), max(1, len(pairs) // 10)
+        pools = {"test": order[:cut], "validation": order[-held:], "train": order[cut:-held]}
+        pool = pools[split]
         idx = pool[np.arange(size) % len(pool)]
         return [(int(a), int(b)) for a, b in pairs[idx]]
 
@@ -50,6 +51,11 @@ class ToyTask:
     def test_size(self) -> int:
         """Distinct held-out pairs (the size of an evaluation that asks for all of them)."""
         return max(1, (self.max_a + 1) * (self.max_b + 1) // 5)
+
+    @property
+    def validation_size(self) -> int:
+        """Distinct validation pairs."""
+        return max(1, (self.max_a + 1) * (self.max_b + 1) // 10)
 
     def prompt(self, a: int, b: int) -> str:
         return prompt(a, b)
@@ -64,7 +70,12 @@ class ToyTask:
     def sft_examples(self, seed: int, batch_size: int):
         """next() -> `batch_size` (prompt, target) texts drawn with replacement from the training
         pairs, from a stream seeded by `seed` (the supervised warm start's batches)."""
-        train_pairs = self.split("train", (self.max_a + 1) * (self.max_b + 1))
+        # every non-test pair, as before the validation split existed (cached warm starts stay)
+        pairs = np.array([(a, b) for a in range(self.max_a + 1) for b in range(self.max_b + 1)])
+        order = np.random.default_rng(self.seed).permutation(len(pairs))
+        pool = order[max(1, len(pairs) // 5) :]
+        idx = pool[np.arange(len(pairs)) % len(pool)]
+        train_pairs = [(int(a), int(b)) for a, b in pairs[idx]]
         rng = np.random.default_rng(seed)
 
         def next_examples() -> list[tuple[str, str]]:
@@ -86,10 +97,3 @@ def score(response: str, a: int, b: int) -> float:
     """1.0 when the number after the first '=' is a + b, else 0.0."""
     match = _ANSWER.search(response)
     return float(match is not None and int(match.group(1)) == a + b)
-
-
-def warm_start(task: ToyTask = ToyTask(), warm: WarmStart | None = None, *, refresh: bool = False):
-    """The supervised warm start of `task` (ict.compare.warm_start.warm_start; its old name)."""
-    from ict.compare.warm_start import warm_start as run
-
-    return run(task, warm or WarmStart(), refresh=refresh)

@@ -11,7 +11,7 @@ answer is written with `digits + 1` digits. Score 1 only when the final answer i
 wrong step sum or a dropped carry decides the outcome. `token_categories` labels each response
 token (operand copy, carry, step sum, answer digit, formatting, EOS, other) for the report's
 token-level evidence. `ict.data.load_task("toy:cot?digits=4")` gives its problems as items
-(ict.compare.tasks). The toy-cot preset's start model (a tiny transformer trained from scratch by
+(ict.data.toy). The toy-cot preset's start model (a tiny transformer trained from scratch by
 ict.compare.warm_start until about half of its sampled answers are right) is cached under
 ~/.cache/ict/toy-cot (or $ICT_CACHE/toy-cot), keyed by its settings.
 """
@@ -43,23 +43,47 @@ class ToyCotTask:
     max_positions: ClassVar[int] = 128  # the warm-started model's context
 
     def split(self, split: str, size: int) -> list[tuple[int, int]]:
-        """`size` (a, b) pairs of the split ("train" or "test"), seeded and deterministic."""
-        high = 10**self.digits
-        test = np.random.default_rng(self.seed).integers(0, high, (self.test_pool, 2))
+        """`size` (a, b) pairs of the split ("train", "validation" or "test"), seeded and
+        deterministic: test is `test_pool` pairs drawn first (cycled if `size` is larger),
+        validation `test_pool` pairs from their own stream ([seed, 3]) that are not test pairs
+        (cycled likewise), and train pairs (stream [seed, 1]) are neither. The warm start's
+        examples (`sft_examples`) leave out only the test pairs."""
         if split == "test":
-            return [(int(a), int(b)) for a, b in test[np.arange(size) % len(test)]]
-        held = {(int(a), int(b)) for a, b in test}
-        rng = np.random.default_rng([self.seed, 1])
-        out: list[tuple[int, int]] = []
+            test = self._test()
+            return [test[i % len(test)] for i in range(size)]
+        if split == "validation":
+            validation = self._validation()
+            return [validation[i % len(validation)] for i in range(size)]
+        held = set(self._test()) | set(self._validation())
+        return self._draws([self.seed, 1], size, held)
+
+    def _test(self) -> list[tuple[int, int]]:
+        test = np.random.default_rng(self.seed).integers(0, 10**self.digits, (self.test_pool, 2))
+        return [(int(a), int(b)) for a, b in test]
+
+    def _validation(self) -> list[tuple[int, int]]:
+        return self._draws([self.seed, 3], self.test_pool, set(self._test()), distinct=True)
+
+    def _draws(self, seed, size: int, held: set, distinct: bool = False) -> list[tuple[int, int]]:
+        """`size` pairs from the stream seeded by `seed`, leaving out `held` (and repeats)."""
+        rng, out, seen = np.random.default_rng(seed), [], set()
         while len(out) < size:
-            for a, b in rng.integers(0, high, (size, 2)):
-                if (int(a), int(b)) not in held and len(out) < size:
-                    out.append((int(a), int(b)))
+            for a, b in rng.integers(0, 10**self.digits, (size, 2)):
+                pair = (int(a), int(b))
+                if pair in held or (distinct and pair in seen) or len(out) >= size:
+                    continue
+                out.append(pair)
+                seen.add(pair)
         return out
 
     @property
     def test_size(self) -> int:
         """Held-out pairs drawn (the size of an evaluation that asks for all of them)."""
+        return self.test_pool
+
+    @property
+    def validation_size(self) -> int:
+        """Validation pairs drawn (as many as held-out pairs)."""
         return self.test_pool
 
     @property
@@ -137,10 +161,3 @@ def token_categories(tokens: list[str]) -> list[str]:
 def response_tokens(task: ToyCotTask) -> int:
     """Tokens of a full chain response, EOS included (the response budget needs a few more)."""
     return len(target(10**task.digits - 1, 10**task.digits - 1, task.digits)) + 1
-
-
-def warm_start(task: ToyCotTask, warm, *, refresh: bool = False):
-    """The supervised warm start of `task` (ict.compare.warm_start.warm_start; its old name)."""
-    from ict.compare.warm_start import warm_start as run
-
-    return run(task, warm, refresh=refresh)

@@ -1,4 +1,5 @@
-"""samples.jsonl records from a model and prompts, for `ict inspect --model`.
+"""`ict inspect --model`: samples.jsonl records from a model and prompts, scored by a training
+step's own statistics and selection (it lives with training: it re-enacts a step).
 
 Samples responses and runs on them exactly what a training step runs before its update: the
 old-policy pass (`ict.train.old_policy.old_policy_pass`: H, H2 and the method's score, the paper's
@@ -11,13 +12,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import torch
+
+from ict.generation import generate
+from ict.methods import StepInputs, select_step
+from ict.models import format_prompt
 from ict.precision import PrecisionChoice, choose_precision
+from ict.report.samples import sample_records
+from ict.train.config import TrainConfig
+from ict.train.logprobs import batch_plan
+from ict.train.old_policy import old_policy_pass
 
 
 def inspect_config(method: str, num_samples: int, temperature: float, seed: int):
     """The TrainConfig whose statistics and selection settings `records_from_model` uses."""
-    from ict.train.config import TrainConfig
-
     return TrainConfig(
         method=method, num_generations=num_samples, temperature=temperature, seed=seed,
         advantage="grpo" if num_samples >= 2 else "dr_grpo", heldout_eval=False,
@@ -30,12 +38,6 @@ def records_from_rollout(model, tokenizer, rollout, prompts, config, precision, 
     rollout: ict.generation.Rollout; prompts: texts by prompt index; config: a TrainConfig
     (method, temperature, chunking); precision: a PrecisionChoice; advantages: [N] (default +1).
     """
-    import torch
-
-    from ict.methods import StepInputs, select_step
-    from ict.report.samples import sample_records
-    from ict.train.old_policy import old_policy_pass
-
     device = next(model.parameters()).device
     method = config.method_settings()
     model.eval()
@@ -45,8 +47,6 @@ def records_from_rollout(model, tokenizer, rollout, prompts, config, precision, 
     mask = rollout.response_mask.to(device).bool()
     if advantages is None:
         advantages = torch.ones(mask.shape[0], device=device)
-    from ict.train.logprobs import batch_plan
-
     selection = select_step(
         method, config, StepInputs(mask, stats, advantages, rollout.input_ids.to(device)),
         step=method.dense_warmup_steps + 1, seed=config.seed,
@@ -80,11 +80,6 @@ def records_from_model(
     request ("auto" | "bf16" | "fp16" | "off") or an already made `PrecisionChoice`. method: the
     method whose selection is marked under its name (with the ict, entropy and stapo diagnostics).
     """
-    import torch
-
-    from ict.generation import generate
-    from ict.models import format_prompt
-
     device = next(model.parameters()).device
     if not isinstance(precision, PrecisionChoice):
         precision = choose_precision(precision, device)

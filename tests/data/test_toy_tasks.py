@@ -2,10 +2,10 @@
 
 import pytest
 
-from ict.compare.tasks import ScoredItem, toy_task
-from ict.compare.toy import ToyTask
-from ict.compare.toy_cot import ToyCotTask, target
-from ict.data import TASK_FAMILIES, load_task, register_task_family
+from ict.data import TASK_FAMILIES, ScoredItem, load_task, register_task_family
+from ict.data.toy import toy_task
+from ict.data.toy.add import ToyAddTask
+from ict.data.toy.cot import ToyCotTask, target
 from ict.errors import ConfigError, DataError
 
 
@@ -20,7 +20,7 @@ def test_toy_add_loads_as_items_with_its_own_scorer():
     assert item.prompt == f"Q:{a}+{b}\nA:" and item.messages[-1]["content"] == item.prompt
     assert item.score(f"{a}+{b}={a + b}") == 1.0 and item.score(f"{a}+{b}={a + b + 1}") == 0.0
     # the same pairs, in the same order, as the task object's own split
-    assert [i.id for i in held_out] == [f"{x}+{y}" for x, y in ToyTask(9, 9).split("test", 20)]
+    assert [i.id for i in held_out] == [f"{x}+{y}" for x, y in ToyAddTask(9, 9).split("test", 20)]
 
 
 def test_toy_cot_loads_with_its_options_and_scores_the_final_answer():

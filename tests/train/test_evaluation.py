@@ -3,14 +3,14 @@
 import numpy as np
 import pytest
 
-from ict.train.heldout import compare_before_after, headline
+from ict.train.evaluation import compare_before_after, headline
 
 
 def result(correct, n=4, ids=None):
     ids = ids or [f"p{i}" for i in range(len(correct))]
     return {
         "settings": {"n": n},
-        "per_problem": {"ids": ids, "n": [n] * len(correct), "correct": correct},
+        "per_problem": {"task": {"ids": ids, "n": [n] * len(correct), "correct": correct}},
     }
 
 

@@ -1,0 +1,43 @@
+"""Task spec strings: "name?key=value&key2=value2", their labels and file-name stems."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+from urllib.parse import parse_qsl
+
+from ict.errors import DataError
+
+
+def parse_value(text: str) -> Any:
+    """ "2" -> 2, "0.5" -> 0.5, "true" -> True, "[1,2]" -> [1, 2], anything else stays a string."""
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
+    """Split "name?a=1&b=x" into ("name", {"a": 1, "b": "x"})."""
+    name, _, query = spec.strip().partition("?")
+    if not name:
+        raise DataError(f"empty task name in spec {spec!r}")
+    options = {}
+    for key, value in parse_qsl(query, keep_blank_values=True, strict_parsing=False):
+        options[key] = parse_value(value)
+    if query and not options:
+        raise DataError(f"cannot read the options of {spec!r}; write name?key=value&key2=value2")
+    return name, options
+
+
+def task_label(spec: str) -> str:
+    """A short stable name for outputs and metric keys: the spec without whitespace."""
+    return re.sub(r"\s+", "", spec)
+
+
+def file_stem(label: str) -> str:
+    """A file-name-safe version of a label ("rg:chain_sum?a=1" -> "rg_chain_sum_a=1")."""
+    return re.sub(r"[^A-Za-z0-9._=-]+", "_", label).strip("_")
