@@ -9,7 +9,9 @@ the verl environment), or `VERL_USE_EXTERNAL_MODULES=ict.integrations.verl`. Imp
 2. registers the policy losses `ict`, `ict_entropy`, `ict_stapo`, `ict_random`, `ict_grpo`,
    `ict_clip_cov`, `ict_kl_cov`, `ict_entropy_bonus` (config.LOSS_MODES: each a method's name;
    every one runs the method's selection, loss mode and entropy bonus),
-3. wraps four verl methods so the old policy's per-token statistics reach the loss (hooks.py).
+3. wraps four verl methods so the old policy's per-token statistics reach the loss, and verl's
+   start-up `validate_config` so a bad `ict:` setting or verl's v1 trainer stops the run before
+   Ray starts (hooks.py).
 
 A verl config opts in with `actor_rollout_ref.actor.policy_loss.loss_mode=ict`; an optional
 top-level `ict:` section sets the options (config.py). See docs/engines/verl.md.
