@@ -10,6 +10,7 @@ The CPU platform, the HF-sampler rollout and the Ray settings are test fixtures 
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import time
 
@@ -37,7 +38,9 @@ RUNS = {
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    return launch.run_all(tmp_path_factory.mktemp("verl-e2e"), RUNS, jobs=2)
+    # two at a time (~4 GB of memory each); ICT_VERL_E2E_JOBS=4 where memory allows
+    jobs = int(os.environ.get("ICT_VERL_E2E_JOBS", "2"))
+    return launch.run_all(tmp_path_factory.mktemp("verl-e2e"), RUNS, jobs=jobs)
 
 
 def _common_checks(steps):
