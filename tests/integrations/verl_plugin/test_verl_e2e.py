@@ -22,7 +22,7 @@ from e2e_fixtures import launch  # noqa: E402
 
 from ict.integrations.verl.config import V1_REFUSAL  # noqa: E402
 
-pytestmark = [pytest.mark.verl, pytest.mark.slow]
+pytestmark = pytest.mark.verl
 
 RESPONSES = launch.PROMPTS_PER_STEP * launch.ROLLOUT_N  # rollouts per step
 ICT_RATIO = 0.10  # the paper's ICT keeps ceil(10% of each response's length) tokens
@@ -61,6 +61,7 @@ def _common_checks(steps):
                 assert math.isfinite(value), key
 
 
+@pytest.mark.slow
 def test_ict_dense_warmup_then_sparse_selection(runs):
     step1, step2 = steps = runs["ict"]["steps"]
     _common_checks(steps)
@@ -81,6 +82,7 @@ def test_ict_dense_warmup_then_sparse_selection(runs):
     assert step2["ict/selected/js"] > step2["ict/valid/js"] > 0  # the top-JS tokens
 
 
+@pytest.mark.slow
 def test_clip_cov_cuts_one_token_per_update(runs):
     steps = runs["clip_cov"]["steps"]
     _common_checks(steps)
@@ -90,6 +92,7 @@ def test_clip_cov_cuts_one_token_per_update(runs):
         assert s["actor/ict/loss_mode_fraction"] == pytest.approx(1 / s["ict/valid_tokens"])
 
 
+@pytest.mark.slow
 def test_grpo_through_the_plugin_equals_verls_vanilla_loss(runs):
     ours, verls = runs["grpo"]["steps"], runs["vanilla"]["steps"]
     _common_checks(ours)
@@ -104,6 +107,7 @@ def test_grpo_through_the_plugin_equals_verls_vanilla_loss(runs):
             assert mine[key] == pytest.approx(theirs[key], rel=1e-5, abs=1e-7), key
 
 
+@pytest.mark.slow
 def test_verls_default_v1_trainer_is_refused_in_one_line_before_any_worker(tmp_path):
     model, data = launch.write_inputs(tmp_path)
     overrides = launch.cpu_overrides(model, data, tmp_path / "metrics.jsonl")
@@ -119,3 +123,28 @@ def test_verls_default_v1_trainer_is_refused_in_one_line_before_any_worker(tmp_p
     assert len(lines) == 1 and lines[0].endswith(V1_REFUSAL), log[-3000:]
     assert "ray init kwargs" not in log and "TaskRunner" not in log  # Ray never started
     assert time.monotonic() - began < 240
+
+
+def test_verls_start_up_check_carries_the_plugins_config_checks():
+    """verl's own validate_config (main_ppo's start-up check) refuses the v1 trainer and bad ict
+    settings once the plugin is loaded; the shipped config passes it."""
+    from hydra import compose, initialize_config_dir
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    import ict.integrations.verl  # noqa: F401  (the patches)
+    from ict.errors import ConfigError
+
+    config_dir = str(launch.SCRIPT.parent / "config")
+
+    def check(*overrides):
+        with initialize_config_dir(config_dir=config_dir, version_base=None):
+            cfg = compose(config_name="ict_dapo", overrides=list(overrides))
+        validate_config(cfg, need_reference_policy(cfg), need_critic(cfg))
+
+    check()  # the shipped config: legacy trainer, every requirement met
+    with pytest.raises(ConfigError, match="set trainer.use_v1=false"):
+        check("trainer.use_v1=true")
+    with pytest.raises(ConfigError, match="use_fused_kernels=False"):
+        check("actor_rollout_ref.model.use_fused_kernels=true")
+    check("trainer.use_v1=true", "actor_rollout_ref.actor.policy_loss.loss_mode=vanilla")
