@@ -16,11 +16,12 @@ export TOKENIZERS_PARALLELISM ?= false
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 
-.PHONY: browser venv venv-verl run test test-core test-verl test-slow lint bench clean help
+.PHONY: browser venv venv-verl run test test-core test-verl test-verl-e2e test-slow lint bench clean help
 
 help:
 	@echo "make run        install into $(VENV) and train the embedded default (SmolLM2-135M, method ict)"
 	@echo "make test       install and run the test suite (core + TRL + verl environment)"
+	@echo "make test-verl-e2e  verl's own driver end to end with the plugin, on CPU (in make test)"
 	@echo "make test-slow  also run the tests marked slow"
 	@echo "make bench      run the benchmarks in benchmarks/"
 	@echo "make lint       ruff"
@@ -73,3 +74,7 @@ venv-verl: $(VERL_VENV)/.installed
 
 test-verl: venv-verl
 	$(VERL_VENV)/bin/python -m pytest -q -m verl tests/integrations/verl_plugin
+
+# verl's own main_ppo driver with the plugin on a CPU (also part of test-verl; several minutes)
+test-verl-e2e: venv-verl
+	$(VERL_VENV)/bin/python -m pytest -q -m verl tests/integrations/verl_plugin/test_verl_e2e.py

@@ -5,7 +5,8 @@
 # verl 0.9.1 pins transformers<5.11 (the main .venv has a newer one), and its extras (fsdp, vllm,
 # sglang, cpu) pin torch==2.11.0 with CUDA kernels. So verl is installed here WITHOUT extras and
 # with --no-deps, after TORCH_SPEC, and we add by hand the runtime packages that the modules ict
-# patches actually import (checked with `python -c "import verl.trainer.main_ppo"`). On a GPU
+# patches and verl's `main_ppo` driver import (step 5 checks; the end-to-end test
+# tests/integrations/verl_plugin/test_verl_e2e.py runs that driver on a CPU). On a GPU
 # machine use `TORCH_SPEC=torch==2.11.0` (or your own CUDA build) and add vllm/sglang yourself:
 # see docs/engines/verl.md. Idempotent: re-running only installs what is missing.
 set -euo pipefail
@@ -39,7 +40,10 @@ PIP=("$VENV_DIR/bin/python" -m pip install -q --disable-pip-version-check)
   "tensordict>=0.8.0,<=0.10.0,!=0.9.0" \
   "ray>=2.41.0" omegaconf hydra-core codetiming \
   accelerate peft datasets torchdata \
-  fastapi uvicorn pillow cachetools
+  fastapi uvicorn pillow cachetools \
+  "aiohttp>=3.14.4"
+# aiohttp: verl's reward loop imports it on every `main_ppo` run; verl gets it through
+# `ray[default]` (whose metadata pins aiohttp>=3.14.4), which we install without the extra.
 
 # 4. ict itself (core deps are torch + numpy, already there) and the test tools.
 "${PIP[@]}" --no-deps -e "$REPO_ROOT"
@@ -49,5 +53,6 @@ PIP=("$VENV_DIR/bin/python" -m pip install -q --disable-pip-version-check)
 OMP_NUM_THREADS=1 "$VENV_DIR/bin/python" - <<'PY'
 import torch, verl  # noqa: F401
 import verl.trainer.ppo.core_algos, verl.workers.utils.losses  # noqa: F401,E401
+import verl.trainer.main_ppo, verl.trainer.main_ppo_v0, verl.experimental.reward_loop  # noqa: F401,E401
 print(f"verl env ok: verl {verl.__version__}, torch {torch.__version__}")
 PY

@@ -10,6 +10,7 @@ set -euo pipefail
 SIZE="${1:-7b}"; METHOD="${2:-ict}"; shift $(( $# > 2 ? 2 : $# ))
 NNODES="${NNODES:-2}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+PYTHON="${PYTHON:-python3}"   # the verl environment's interpreter
 
 case "$SIZE" in
   0.5b) MODEL=Qwen/Qwen2.5-0.5B; TP=1; MAXTOK=24576 ;;
@@ -22,7 +23,7 @@ ray status >/dev/null 2>&1 || { echo "no Ray cluster here: start it first (see t
 
 # More GPUs -> a bigger rollout batch: 64 prompts x 16 samples per node.
 BATCH=$(( 64 * NNODES ))
-python3 -m verl.trainer.main_ppo \
+"$PYTHON" -m verl.trainer.main_ppo \
   --config-path="$HERE/config" --config-name=ict_dapo \
   actor_rollout_ref.model.path="$MODEL" \
   actor_rollout_ref.actor.policy_loss.loss_mode="$METHOD" \

@@ -6,6 +6,7 @@
 set -euo pipefail
 SIZE="${1:-1.5b}"; METHOD="${2:-ict}"; shift $(( $# > 2 ? 2 : $# ))
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+PYTHON="${PYTHON:-python3}"   # the verl environment's interpreter
 
 case "$SIZE" in
   0.5b) MODEL=Qwen/Qwen2.5-0.5B; TP=1; MAXTOK=24576; OFFLOAD=false ;;
@@ -14,10 +15,11 @@ case "$SIZE" in
   *) echo "size must be 0.5b, 1.5b or 7b, got $SIZE" >&2; exit 2 ;;
 esac
 
-python3 -c "import ict.integrations.verl" || {
+# (find_spec: a quick check that loads no verl; the plugin itself loads in every verl process)
+"$PYTHON" -c "import importlib.util as u, sys; sys.exit(u.find_spec('ict.integrations.verl') is None)" || {
   echo "ict is not importable in this environment: pip install -e . --no-deps (see docs/engines/verl.md)" >&2; exit 2; }
 
-python3 -m verl.trainer.main_ppo \
+"$PYTHON" -m verl.trainer.main_ppo \
   --config-path="$HERE/config" --config-name=ict_dapo \
   actor_rollout_ref.model.path="$MODEL" \
   actor_rollout_ref.actor.policy_loss.loss_mode="$METHOD" \

@@ -10,7 +10,8 @@ the verl environment), or `VERL_USE_EXTERNAL_MODULES=ict.integrations.verl`. Imp
    `ict_clip_cov`, `ict_kl_cov`, `ict_entropy_bonus` (config.LOSS_MODES: each a method's name;
    every one runs the method's selection, loss mode and entropy bonus),
 3. wraps five verl methods so the old policy's per-token statistics reach the loss and the step's
-   metrics reach verl's log (hooks.py, metrics.py).
+   metrics reach verl's log (hooks.py, metrics.py), and verl's start-up `validate_config` so a bad
+   `ict:` setting or verl's v1 trainer stops the run before Ray starts (hooks.py).
 
 A verl config opts in with `actor_rollout_ref.actor.policy_loss.loss_mode=ict`; an optional
 top-level `ict:` section sets the options (config.py). See docs/engines/verl.md.

@@ -68,6 +68,13 @@ LOSS_MODES: dict[str, str] = {
 # What the verl old-policy pass computes (a subset of ict.stats.REFERENCES / ict.select SCOPES):
 VERL_REFERENCES = ("group_position", "batch_mean")  # others need more than verl gives the hook
 VERL_SCOPES = ("global", "sequence")  # verl's micro-batches are not the selection's
+# verl's v1 trainer (`trainer.use_v1=true`, its default) moves every batch through TransferQueue,
+# reorders rollouts across ranks unconditionally and never calls the legacy RayPPOTrainer methods
+# the driver hooks wrap: refused at start-up (hooks._wrap_validate_config), docs/engines/verl.md.
+V1_REFUSAL = (
+    "the ict losses run on verl's legacy trainer only (their driver step hooks RayPPOTrainer, which "
+    "verl's v1 trainer does not use): set trainer.use_v1=false"
+)
 LOSS_AGG_TO_VERL = {  # ict.loss aggregation -> verl loss_agg_mode
     "token_mean": "token-mean",
     "seq_mean_token_mean": "seq-mean-token-mean",
@@ -189,6 +196,8 @@ def validate(spec: IctVerlConfig, cfg: Any = None) -> None:
         raise ConfigError(f"ict.chunk_size={spec.chunk_size!r} must be a positive integer")
     if cfg is None:
         return
+    if _get(cfg, "trainer.use_v1", False):
+        raise ConfigError(V1_REFUSAL)
     actor = _get(cfg, "actor_rollout_ref.actor", {})
     if _get(actor, "fsdp_config.ulysses_sequence_parallel_size", 1) not in (1, None) or _get(
         actor, "ulysses_sequence_parallel_size", 1

@@ -1,8 +1,8 @@
 """The smallest version-checked patches that get old-policy token statistics to the loss.
 
 verl 0.9.1 computes entropy inside `FSDPEngineWithLMHead.prepare_model_outputs` and hands a
-registered policy loss nothing but log-probs, advantages and the mask. Five wrappers close the gap
-(each calls verl's original; nothing else of verl changes):
+registered policy loss nothing but log-probs, advantages and the mask. Five wrappers close the gap,
+and a sixth checks the config at start-up (each calls verl's original; nothing else changes):
 
 worker  FSDPEngine.forward_backward_batch
           old-policy pass (batch meta `ict_stats`): run verl's forward; the hook below adds H and
@@ -24,6 +24,9 @@ driver  RayPPOTrainer._update_actor
           global) with ict.select, now that advantages exist (STAPO needs them), sends the
           method's loss settings (normaliser, aggregation, loss mode, entropy bonus), logs metrics
           (and the step keys every engine logs: metrics.driver_metrics).
+start   verl.utils.config.validate_config (main_ppo calls it before Ray starts)
+          reads the `ict:` section with from_verl_config: bad settings, and verl's v1 trainer
+          (`trainer.use_v1=true`, whose PPOTrainer is not RayPPOTrainer), stop the run in one line.
 """
 
 from __future__ import annotations
@@ -533,6 +536,20 @@ def _wrap_update_actor(original):
     return _update_actor
 
 
+def _wrap_validate_config(original):
+    """verl's start-up check (main_ppo calls it before Ray starts): the `ict:` section and the
+    trainer are checked here too, so a bad setting or `trainer.use_v1=true` stops the run in one
+    line before any worker starts."""
+
+    @functools.wraps(original)
+    def validate_config(config, *args, **kwargs):
+        from_verl_config(config)
+        return original(config, *args, **kwargs)
+
+    setattr(validate_config, _PATCHED_ATTR, True)
+    return validate_config
+
+
 def _patch(owner, name: str, wrapper) -> None:
     original = getattr(owner, name)
     if getattr(original, _PATCHED_ATTR, False):
@@ -541,7 +558,8 @@ def _patch(owner, name: str, wrapper) -> None:
 
 
 def apply_patches() -> None:
-    """Install the five wrappers (idempotent)."""
+    """Install the five wrappers and the start-up check (idempotent)."""
+    import verl.utils.config as verl_config
     from verl.trainer.ppo.ray_trainer import RayPPOTrainer
     from verl.workers.engine.fsdp.transformer_impl import FSDPEngine, FSDPEngineWithLMHead
 
@@ -550,3 +568,4 @@ def apply_patches() -> None:
     _patch(FSDPEngine, "train_batch", wrap_train_batch)  # the step metrics (metrics.py)
     _patch(RayPPOTrainer, "_compute_old_log_prob", _wrap_compute_old_log_prob)
     _patch(RayPPOTrainer, "_update_actor", _wrap_update_actor)
+    _patch(verl_config, "validate_config", _wrap_validate_config)
