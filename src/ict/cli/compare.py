@@ -8,9 +8,11 @@ import shlex
 import sys
 from pathlib import Path
 
+from ict.compare.tuning import tuning_path
 from ict.console import quiet_console
 from ict.errors import ConfigError
 from ict.evidence.endpoints import ALPHA, MARGIN, Endpoints, declare
+from ict.files import read_json
 
 EXAMPLES = """\
 examples:
@@ -20,12 +22,14 @@ examples:
   ict compare                               # embedded SmolLM2 on chain_sum (preset smollm)
   ict compare --preset smollm-cot --methods grpo,ict,random_sequence --seeds 2   # SmolLM2 chains
   ict compare --preset toy --methods grpo,ict --seeds 5 --steps 100
+  ict compare --preset toy-cot-long --tuning-only   # each method's learning rate on validation
   ict compare --runs runs/a runs/b runs/c   # report from existing run directories (any engine)
   ict compare --runs runs/* --primary ict-grpo@pass@4 --alpha 0.05 --margin 0.03   # with endpoints
   ict compare --rerender docs/reports/toy-cot --preset toy-cot   # re-render verdicts from report.json
   ict compare --preset paper --dry-run      # the paper's grid end to end on a tiny model + fixtures
   ict compare --preset paper --model-size 1.5b   # the paper's grid on GPUs (docs/paper.md)
 Rerunning the same command resumes: finished cells are skipped, interrupted ones resume.
+Several processes may run the same command on one --out: each runs cells the others do not hold.
 """
 
 
@@ -77,6 +81,18 @@ def add_parser(subparsers, summary: str) -> None:
     )
     p.add_argument("--seeds", type=int, help="number of seeds 0..N-1 (default: the preset's, 3)")
     p.add_argument("--steps", type=int, help="RL steps per cell (default: the preset's)")
+    p.add_argument(
+        "--tuning",
+        choices=["per_method", "shared", "off"],
+        help="the tuning stage before the test cells (default: the preset's; docs/compare.md): "
+        "per_method chooses each method's learning rate on validation problems with tuning "
+        "seeds, shared one learning rate for all, off runs every method at the preset's",
+    )
+    p.add_argument(
+        "--tuning-only",
+        action="store_true",
+        help="stop after the tuning stage (its method x value table: OUT/tuning/tuning.json)",
+    )
     p.add_argument(
         "--out",
         help="grid directory (default runs/compare-<preset>); the report goes to OUT/report",
@@ -194,7 +210,12 @@ def run(args) -> int:
             seeds=range(args.seeds) if args.seeds else None,
             overrides=overrides,
             log=lambda line: print(line, flush=True),
+            tuning=args.tuning,
+            tuning_only=args.tuning_only,
         )
+    if args.tuning_only:
+        print(f"tuning: {tuning_path(out)}")
+        return 0
     _grid_report(args, preset, out, dirs)
     return 0
 
@@ -260,6 +281,7 @@ def _grid_report(args, preset, out: Path, dirs: list[Path]) -> None:
         confidence=args.confidence,
         notes=_grid_notes(preset, out),
         endpoints=endpoints_from(args, preset),
+        tuning=read_json(tuning_path(out)),
     )
     print(f"report: {md} and {md.with_suffix('.html')}")
     if preset.eval.benchmarks:  # the paper's table: P@1 / P@4 per benchmark and their average

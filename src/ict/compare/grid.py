@@ -24,8 +24,11 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import os
+import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +36,17 @@ from typing import Any
 import torch
 
 from ict.compare.presets import EvalSpec, Preset, using_data_dir
+from ict.compare.tuning import (
+    TUNING_DIR,
+    Choice,
+    TuningSpec,
+    cell_score,
+    choose,
+    shared_per_seed,
+    tuning_path,
+    tuning_record,
+    value_name,
+)
 from ict.compare.warm_start import warm_start
 from ict.errors import ConfigError
 from ict.eval import Evaluation
@@ -40,7 +54,7 @@ from ict.eval.backends import SamplerFactory
 from ict.files import read_json, write_json_atomic
 from ict.models import load_model_and_tokenizer, model_label
 from ict.train import TrainConfig, train
-from ict.train.evaluation import training_evaluation
+from ict.train.evaluation import STEP_EVAL_DIR, training_evaluation
 from ict.train.trainer import resolve_device
 
 logger = logging.getLogger("ict.compare")
@@ -86,7 +100,9 @@ class GridOptions:
     methods: default the preset's; seeds: default range(preset.seeds); overrides: TrainConfig
     fields applied to every cell (e.g. max_steps); stop_after: train at most this many steps per
     cell in this call (simulates an interruption; tests); log: takes one line (default print);
-    sampler_factory: how every evaluation samples (ict.eval.backends; tests inject one)."""
+    sampler_factory: how every evaluation samples (ict.eval.backends; tests inject one);
+    tuning: the tuning stage's mode, overriding the preset's (ict.compare.tuning); tuning_only:
+    stop after it; poll_s: seconds between looks at cells other processes hold (`claim`)."""
 
     methods: Sequence[str] | None = None
     seeds: Sequence[int] | None = None
@@ -94,6 +110,9 @@ class GridOptions:
     stop_after: int | None = None
     log: Callable[[str], None] = print
     sampler_factory: SamplerFactory | None = None
+    tuning: str | None = None  # "per_method" | "shared" | "off"; None: the preset's (off if none)
+    tuning_only: bool = False  # stop after the tuning stage (its table in OUT/tuning/tuning.json)
+    poll_s: float = 15.0  # how often to look for cells another process is running
 
 
 @dataclass
@@ -155,20 +174,29 @@ def run_grid(preset: Preset, out_dir: str | Path, **options) -> list[Path]:
 
 
 def _run_grid(preset: Preset, out: Path, grid: GridOptions) -> list[Path]:
-    """The grid's steps: plan the cells, record the grid, prepare the start, run each cell."""
-    cells = plan_cells(preset, out, grid)
-    write_grid_record(out, preset, cells, grid)
+    """The grid's steps: plan the cells, prepare the start, the tuning stage (when on), record the
+    grid, evaluate the start, run each cell (waiting for cells another process holds)."""
+    cells = plan_cells(preset, out, grid)  # validates every test cell before anything runs
     start = prepare_start(preset, out, grid.log)
+    spec = tuning_spec(preset, grid)
+    if spec is not None:
+        selected = run_tuning(preset, out, spec, start, grid)
+        if selected is None or grid.tuning_only:
+            return []
+        cells = plan_cells(preset, out, grid, {m: {spec.param: v} for m, v in selected.items()})
+    write_grid_record(out, preset, cells, grid)
     if not preset.eval.benchmarks:  # the paper's table (named benchmarks) has no start row
         evaluate_start(cells[0], start, preset, grid)
-    for cell in cells:
-        run_cell(cell, start, preset, grid)
+    run_all(cells, start, preset, grid)
     return [cell.run_dir for cell in cells]
 
 
-def plan_cells(preset: Preset, out: Path, grid: GridOptions) -> list[Cell]:
+def plan_cells(
+    preset: Preset, out: Path, grid: GridOptions, per_method: dict[str, dict] | None = None
+) -> list[Cell]:
     """The cells in run order, seed-major (an unfinished grid still has every method for its
-    first seeds); their TrainConfigs are validated here, before anything is written."""
+    first seeds); their TrainConfigs are validated here, before anything is written.
+    `per_method`: TrainConfig fields of each method's cells (the tuning stage's selection)."""
     methods = list(preset.methods if grid.methods is None else grid.methods)
     seeds = list(range(preset.seeds)) if grid.seeds is None else list(grid.seeds)
     if not methods or not seeds:
@@ -178,15 +206,7 @@ def plan_cells(preset: Preset, out: Path, grid: GridOptions) -> list[Cell]:
         Cell(
             method,
             seed,
-            # the grid evaluates every cell itself: no per-run before/after held-out evaluation
-            TrainConfig(
-                **{
-                    "heldout_eval": False,
-                    **preset.cell_train(method),
-                    **(grid.overrides or {}),
-                    "seed": seed,
-                }
-            ),
+            cell_config(preset, method, seed, grid, (per_method or {}).get(method)),
             cell_dir(out, method, seed),
             f"[{index}/{len(pairs)}] {method} seed {seed}:",
         )
@@ -194,15 +214,199 @@ def plan_cells(preset: Preset, out: Path, grid: GridOptions) -> list[Cell]:
     ]
 
 
+def cell_config(
+    preset: Preset, method: str, seed: int, grid: GridOptions, extra: dict | None = None
+) -> TrainConfig:
+    """A cell's TrainConfig: the preset's shared and per-method settings, the grid's overrides,
+    `extra` (a tuning value, the validation split) and the seed. The grid evaluates every cell
+    itself: no per-run before/after held-out evaluation."""
+    return TrainConfig(
+        **{
+            "heldout_eval": False,
+            **preset.cell_train(method),
+            **(grid.overrides or {}),
+            **(extra or {}),
+            "seed": seed,
+        }
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The tuning stage (ict.compare.tuning: the rule; here: its cells)
+# ---------------------------------------------------------------------------------------------
+def tuning_spec(preset: Preset, grid: GridOptions) -> TuningSpec | None:
+    """The tuning stage this call runs: the preset's TuningSpec with the grid's mode, or None
+    (mode "off", or a preset without one). ConfigError for a mode the preset cannot run."""
+    mode = grid.tuning
+    if mode == "off" or (mode is None and preset.tuning is None):
+        return None
+    if preset.tuning is None:
+        raise ConfigError(
+            f"preset {preset.name!r} declares no tuning grid; --tuning needs a preset with one "
+            "(e.g. toy-cot-long) or --tuning off"
+        )
+    spec = preset.tuning if mode is None else TuningSpec(**{**preset.tuning.__dict__, "mode": mode})
+    seeds = list(range(preset.seeds)) if grid.seeds is None else list(grid.seeds)
+    spec.validate(seeds)
+    return spec
+
+
+def tuning_cell(
+    preset: Preset, out: Path, spec: TuningSpec, method: str, value: float, seed: int,
+    grid: GridOptions,
+) -> Cell:  # fmt: skip
+    """The (method, value, tuning seed) cell: evaluated on the validation split, periodically and
+    at the end (OUT/tuning/runs/<method>_<param><value>_seed<seed>)."""
+    short = "lr" if spec.param == "learning_rate" else spec.param
+    extra = {spec.param: value, "eval_split": "validation"}
+    if spec.validation_size is not None:
+        extra["eval_size"] = spec.validation_size
+    if spec.validation_samples is not None:
+        extra["eval_num_samples"] = spec.validation_samples
+    name = f"{method}_{short}{value_name(value)}_seed{seed}"
+    return Cell(
+        method, seed, cell_config(preset, method, seed, grid, extra),
+        out / TUNING_DIR / "runs" / name, f"[tuning] {method} {short}={value_name(value)} seed {seed}:",
+    )  # fmt: skip
+
+
+def checkpoint_results(run_dir: Path) -> list[dict]:
+    """A finished cell's evaluations after RL: its periodic ones (eval_steps/, step > 0) and its
+    final one when that is not at a periodic step."""
+    results = [read_json(p) for p in sorted((run_dir / STEP_EVAL_DIR).glob("step_*.json"))]
+    results = [r for r in results if r is not None and int(r.get("step", 0)) > 0]
+    final = read_json(run_dir / "final_eval.json")
+    if final is not None and int(final.get("step", -1)) not in {int(r["step"]) for r in results}:
+        results.append(final)
+    return results
+
+
+def run_tuning(
+    preset: Preset, out: Path, spec: TuningSpec, start: StartPoint, grid: GridOptions
+) -> dict[str, float] | None:
+    """Train every tuning cell (growing a method's grid by one point when its choice sits at an
+    edge, up to `spec.grow` times), apply the rule and write OUT/tuning/tuning.json; returns
+    {method: selected value}, or None when stopped early (`stop_after`). Resumable, and shared
+    with other processes through claims."""
+    methods = list(preset.methods if grid.methods is None else grid.methods)
+    grids = {m: list(spec.grid(m)) for m in methods}
+    grows = dict.fromkeys(methods, 0)
+    while True:
+        cells = [
+            tuning_cell(preset, out, spec, m, v, s, grid)
+            for m in methods for v in grids[m] for s in spec.seeds
+        ]  # fmt: skip
+        run_all(cells, start, preset, grid)
+        if any(cell_state(c.run_dir, c.config.max_steps) != "done" for c in cells):
+            return None  # stopped early (stop_after): a rerun resumes the stage
+        scores: dict[str, dict[float, dict[int, float]]] = {m: {} for m in methods}
+        for c in cells:
+            value = getattr(c.config, spec.param)
+            score = cell_score(checkpoint_results(c.run_dir), spec.metric)
+            scores[c.method].setdefault(value, {})[c.seed] = score
+        choices = _choices(spec, methods, grids, grows, scores)
+        growing = {m: c.grow_to for m, c in choices.items() if c.grow_to is not None}
+        if not growing:
+            break
+        for m, value in growing.items():
+            grids[m] = sorted({*grids[m], value})
+            grows[m] += 1
+            grid.log(f"[tuning] {m}: best at the grid's edge; adding {spec.param}={value:.3g}")
+    write_json_atomic(tuning_path(out), tuning_record(spec, choices))
+    selected = {m: c.selected for m, c in choices.items()}
+    grid.log(
+        "[tuning] selected "
+        + ", ".join(f"{m} {spec.param}={value_name(v)}" for m, v in selected.items())
+        + f" ({tuning_path(out)})"
+    )
+    return selected
+
+
+def _choices(spec, methods, grids, grows, scores) -> dict[str, Choice]:
+    """Each method's Choice (per-method mode), or one shared Choice for every method."""
+    if spec.mode == "per_method":
+        return {m: choose(scores[m], spec, grids[m], grows[m]) for m in methods}
+    shared = choose(shared_per_seed(scores), spec, grids[methods[0]], grows[methods[0]])
+    return dict.fromkeys(methods, shared)
+
+
+# ---------------------------------------------------------------------------------------------
+# Running cells, alone or beside other processes on the same grid directory
+# ---------------------------------------------------------------------------------------------
+@contextmanager
+def claim(run_dir: Path) -> Iterator[bool]:
+    """Hold `run_dir` for this process while the block runs: yields True when the claim is
+    ours, False when a live process on this machine holds it. The claim is the file
+    `.<name>.claim` beside the cell (pid and host); a claim whose process is gone is taken over.
+    So several `ict compare` processes can share one grid directory, each running other cells."""
+    path = run_dir.parent / f".{run_dir.name}.claim"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    me = f"{os.getpid()} {socket.gethostname()}"
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            if _held_by_live_process(path):
+                yield False
+                return
+            path.unlink(missing_ok=True)  # stale: its process is gone
+            continue
+        with os.fdopen(fd, "w") as f:
+            f.write(me)
+        try:
+            yield True
+        finally:
+            path.unlink(missing_ok=True)
+        return
+    yield False
+
+
+def _held_by_live_process(path: Path) -> bool:
+    """True when the claim at `path` names a running process of this host (or another host)."""
+    try:
+        pid, host = path.read_text().split()
+    except (OSError, ValueError):
+        return True  # being written right now
+    if host != socket.gethostname():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def run_all(cells: Sequence[Cell], start: StartPoint, preset: Preset, grid: GridOptions) -> None:
+    """Bring every cell to "done": run those no other process holds, then wait for the rest
+    (running one itself when its holder is gone). Returns early only with `stop_after`."""
+    pending = list(cells)
+    while pending:
+        held = []
+        for cell in pending:
+            if run_cell(cell, start, preset, grid) == "held":
+                held.append(cell)
+        if grid.stop_after is not None:
+            return
+        pending = [c for c in held if cell_state(c.run_dir, c.config.max_steps) != "done"]
+        if pending:
+            grid.log(f"waiting for {len(pending)} cell(s) another process is running")
+            time.sleep(grid.poll_s)
+
+
 def write_grid_record(out: Path, preset: Preset, cells: list[Cell], grid: GridOptions) -> None:
     """OUT/grid.json: the preset's name, the methods and seeds of this call, the shared training
-    settings and the evaluation."""
+    settings, each method's learning rate (the tuning stage's choice when it ran) and the
+    evaluation."""
     out.mkdir(parents=True, exist_ok=True)
     record = {
         "preset": preset.name,
         "methods": list(dict.fromkeys(c.method for c in cells)),
         "seeds": list(dict.fromkeys(c.seed for c in cells)),
         "train": {"heldout_eval": False, **preset.train, **(grid.overrides or {})},
+        "learning_rate": {c.method: c.config.learning_rate for c in cells},
+        "tuned": tuning_path(out).is_file(),
         "eval": preset.eval.__dict__,
     }
     write_json_atomic(out / "grid.json", record)
@@ -250,17 +454,24 @@ def evaluate_start(cell: Cell, start: StartPoint, preset: Preset, grid: GridOpti
     write_json_atomic(out / "start_eval.json", result)
 
 
-def run_cell(cell: Cell, start: StartPoint, preset: Preset, grid: GridOptions) -> None:
+def run_cell(cell: Cell, start: StartPoint, preset: Preset, grid: GridOptions) -> str:
     """Bring one cell to "done" (see the module docstring): train or resume it unless it is
-    trained, then evaluate it; a cell stopped early by `stop_after` is left to a rerun."""
-    state = cell_state(cell.run_dir, cell.config.max_steps)
-    if state == "done":
+    trained, then evaluate it; a cell stopped early by `stop_after` is left to a rerun. Returns
+    "done", "stopped" (stop_after) or "held" (another process holds it: `claim`)."""
+    if cell_state(cell.run_dir, cell.config.max_steps) == "done":
         grid.log(f"{cell.tag} done, skipped")
-        return
-    start_heldout(cell, start, grid)
-    if state in ("new", "partial") and not train_cell(cell, start, state, grid):
-        return
-    evaluate_cell(cell, preset, grid)
+        return "done"
+    with claim(cell.run_dir) as mine:
+        if not mine:
+            return "held"
+        state = cell_state(cell.run_dir, cell.config.max_steps)  # it may have finished meanwhile
+        if state == "done":
+            return "done"
+        start_heldout(cell, start, grid)
+        if state in ("new", "partial") and not train_cell(cell, start, state, grid):
+            return "stopped"
+        evaluate_cell(cell, preset, grid)
+        return "done"
 
 
 def start_heldout(cell: Cell, start: StartPoint, grid: GridOptions) -> None:

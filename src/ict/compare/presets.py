@@ -38,6 +38,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ict.compare.tuning import TuningSpec
 from ict.data import PAPER_BENCHMARKS
 from ict.errors import ConfigError
 from ict.evidence.endpoints import ALPHA, MARGIN
@@ -109,6 +110,9 @@ class Preset:
     primary: list[str] = field(default_factory=list)
     alpha: float = ALPHA
     equivalence_margin: float = MARGIN
+    # the tuning stage (ict.compare.tuning): each method's learning rate chosen on validation
+    # problems with tuning seeds before the test cells run; None: every method at train's lr
+    tuning: TuningSpec | None = None
 
     def cell_train(self, method: str) -> dict:
         """The TrainConfig fields of a `method` cell: shared settings, then the method's own."""

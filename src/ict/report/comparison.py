@@ -42,6 +42,7 @@ from ict.report.plots import SMOOTHING_TEXT, plot_methods
 from ict.report.positions import write_section
 from ict.report.runs import Run, flat_config, load_run
 from ict.report.selection_overlap import POSITION_BINS, overlap_study, plot_overlap
+from ict.report.tuning import write_tuning_section
 from ict.report.verdicts import (
     VERDICT_HEADER,
     difference_text,
@@ -409,6 +410,7 @@ def build_report(
     confidence: float = 0.95,
     notes: Sequence[str] = (),
     endpoints: Endpoints | None = None,
+    tuning: dict | None = None,
 ) -> Path:
     """Write OUT_DIR/report.md, report.html (self-contained), report.json and plots/*.png.
 
@@ -417,7 +419,8 @@ def build_report(
     exploration (pass@k against k, pass@1 / pass@n / H / H2 against step:
     ict.report.exploration), curves, the ICT vs 20-Entropy overlap, where picks fall, settings.
     `endpoints`: the declared primary comparisons, alpha and margin (None: none declared, every
-    comparison exploratory). Returns the path of report.md. Raises DataError when no run
+    comparison exploratory); `tuning`: the grid's tuning record (OUT/tuning/tuning.json), shown
+    after the endpoints. Returns the path of report.md. Raises DataError when no run
     directory can be read."""
     if not run_dirs:
         raise DataError("no run directories given; pass --runs DIR [DIR ...] or run a grid first")
@@ -444,6 +447,8 @@ def build_report(
         "metrics": {},
     }
     write_endpoints_section(doc, judgement)  # first: declared before any number
+    if write_tuning_section(doc, tuning) is not None:
+        raw["tuning"] = tuning
     doc.heading("Runs")
     _runs_section(doc, runs, groups, notes, baseline, confidence)
     _results_section(doc, runs, results, baseline, confidence, judgement, raw)

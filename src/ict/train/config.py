@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ict.data.tasks import SPLITS
 from ict.errors import ConfigError
 from ict.evidence.health import HealthCriterion
 from ict.files import write_atomic
@@ -218,6 +219,12 @@ class TrainConfig(MethodOptions):
     eval_every: int = _f(0, "run", "held-out pass@k every N steps via ict.eval (0 = off)")
     eval_size: int = _f(64, "run", "held-out problems for periodic evaluation")
     eval_num_samples: int = _f(4, "run", "samples per held-out problem (n of pass@k)")
+    eval_split: str = _f(
+        "eval",
+        "run",
+        "problems of the held-out evaluations: eval (the test problems) | validation (disjoint "
+        "from training and test: a tuning stage's) | train",
+    )
     report_to: str = _f(
         "none",
         "run",
@@ -257,6 +264,7 @@ class TrainConfig(MethodOptions):
             "lr_scheduler": SCHEDULERS,
             "autocast": PRECISION_CHOICES,
             "report_to": REPORT_TO,
+            "eval_split": SPLITS,
             "dtype": ("float32", "bfloat16", "float16"),
         }
         for name, allowed in choices.items():

@@ -46,6 +46,7 @@ def eval_settings(config: TrainConfig, **changes) -> EvalSettings:
         batch_size=config.generation_batch_size,
         seed=config.eval_seed,
         limit=config.eval_size,
+        split=config.eval_split,
         stop=list(config.stop),
         chat_template=config.chat_template,
         system_prompt=config.system_prompt,

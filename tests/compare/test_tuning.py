@@ -1,0 +1,131 @@
+"""The tuning stage: the declared rule by hand, and a grid that tunes on validation problems, grows
+its grid at an edge, resumes, and runs its test cells at the selected learning rates."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from ict.compare.grid import cell_dir, claim, run_grid
+from ict.compare.tuning import (
+    TuningSpec,
+    cell_score,
+    choose,
+    edge_of,
+    grown,
+    select_value,
+    shared_per_seed,
+    tuning_path,
+)
+from ict.errors import ConfigError
+
+from .test_grid import tiny_preset
+
+
+def result(step, **passes):
+    return {"step": step, "benchmarks": {"t": {f"pass@{k}": v for k, v in passes.items()}}}
+
+
+def test_cell_score_is_the_mean_over_checkpoints_of_the_mean_over_k():
+    results = [result(50, **{"1": 0.2, "4": 0.6}), result(100, **{"1": 0.4, "4": 0.8})]
+    assert cell_score(results, (1, 4)) == pytest.approx(((0.2 + 0.6) / 2 + (0.4 + 0.8) / 2) / 2)
+    assert cell_score(results, (1,)) == pytest.approx(0.3)
+    assert math.isnan(cell_score([], (1,)))
+
+
+def test_the_smallest_value_within_the_margin_of_the_best_wins():
+    assert select_value({1e-5: 0.50, 1e-4: 0.60, 1e-3: 0.59}, 0.02) == 1e-4
+    assert select_value({1e-5: 0.585, 1e-4: 0.60, 1e-3: 0.61}, 0.02) == 1e-4
+    assert select_value({1e-5: 0.595, 1e-4: 0.60, 1e-3: 0.61}, 0.02) == 1e-5
+    assert select_value({1e-5: 0.595, 1e-4: 0.60, 1e-3: 0.61}, 0.0) == 1e-3
+    assert select_value({1e-5: math.nan, 1e-4: 0.1}, 0.0) == 1e-4
+    with pytest.raises(ConfigError, match="no tuning cell"):
+        select_value({1e-5: math.nan}, 0.0)
+
+
+def test_a_choice_at_an_edge_grows_the_grid_by_its_own_ratio_once():
+    grid = (2e-5, 6.3e-5, 2e-4)
+    assert grown(grid, "high") == pytest.approx(6.35e-4) and grown(grid, "low") == 6.35e-6  # 2e-5 * 2e-5 / 6.3e-5
+    spec = TuningSpec(values=grid, tie_margin=0.0, grow=1)
+    at_top = {2e-5: {0: 0.1, 1: 0.3}, 6.3e-5: {0: 0.3, 1: 0.3}, 2e-4: {0: 0.5, 1: 0.4}}
+    c = choose(at_top, spec, grid, grows_used=0)
+    assert c.selected == 2e-4 and c.grow_to == grown(grid, "high")
+    assert c.scores[2e-5] == pytest.approx(0.2) and c.scores[2e-4] == pytest.approx(0.45)
+    assert choose(at_top, spec, grid, grows_used=1).grow_to is None  # growth used up
+    inside = {2e-5: {0: 0.1}, 6.3e-5: {0: 0.5}, 2e-4: {0: 0.4}}
+    assert choose(inside, spec, grid, 0).grow_to is None and edge_of(6.3e-5, grid) is None
+
+
+def test_shared_mode_averages_the_methods_on_common_values_and_seeds():
+    per_method = {
+        "grpo": {1e-4: {0: 0.6, 1: 0.4}, 1e-3: {0: 0.2, 1: 0.2}},
+        "ict": {1e-4: {0: 0.2, 1: 0.2}, 1e-3: {0: 0.8}},
+    }
+    shared = shared_per_seed(per_method)
+    assert shared == {1e-4: {0: 0.4, 1: 0.30000000000000004}, 1e-3: {0: 0.5}}
+
+
+def test_the_spec_refuses_overlapping_seeds_and_bad_grids():
+    with pytest.raises(ConfigError, match="disjoint"):
+        TuningSpec(seeds=(1, 1000)).validate(range(5))
+    with pytest.raises(ConfigError, match="two positive"):
+        TuningSpec(values=(1e-4,)).validate(range(5))
+    with pytest.raises(ConfigError, match="not one of"):
+        TuningSpec(mode="best").validate(range(5))
+    TuningSpec().validate(range(5))
+
+
+def test_a_claim_is_exclusive_and_a_dead_holder_is_taken_over(tmp_path):
+    run = tmp_path / "runs" / "grpo_seed0"
+    with claim(run) as mine:
+        assert mine
+        with claim(run) as again:  # held by a live process (this one)
+            assert not again
+    assert not list(run.parent.glob(".*.claim"))  # released
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    lock = run.parent / f".{run.name}.claim"
+    lock.write_text(f"{int(dead.stdout)} {os.uname().nodename}")
+    with claim(run) as mine:  # the holder is gone: taken over
+        assert mine
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ICT_CACHE", str(tmp_path / "cache"))
+
+
+def test_a_grid_tunes_on_validation_then_tests_at_each_methods_choice(tmp_path, cache):
+    preset = tiny_preset()
+    preset.tuning = TuningSpec(values=(1e-4, 1e-3), seeds=(1000,), metric=(1, 2), grow=1)
+    out, logs = tmp_path / "grid", []
+    assert run_grid(preset, out, seeds=[0], stop_after=1, log=logs.append) == []  # interrupted
+    assert not tuning_path(out).exists()
+    dirs = run_grid(preset, out, seeds=[0], log=logs.append)  # resumes the tuning cells
+
+    record = json.loads(tuning_path(out).read_text())
+    for method in ("grpo", "ict"):
+        m = record["methods"][method]
+        # a two-point grid always puts the choice at an edge: grown once, to three points
+        assert len(m["grid"]) == 3 and m["selected"] in m["grid"]
+        scores = {}  # the rule recomputed from the tuning cells' own validation results
+        for value in m["grid"]:
+            run = out / "tuning" / "runs" / f"{method}_lr{value:.3g}_seed1000"
+            final = json.loads((run / "final_eval.json").read_text())
+            assert final["settings"]["split"] == "validation"
+            (summary,) = final["benchmarks"].values()
+            scores[value] = (summary["pass@1"] + summary["pass@2"]) / 2
+        assert m["selected"] == select_value(scores, record["rule"]["tie_margin"])
+        test_cell = cell_dir(out, method, 0)
+        config = yaml.safe_load((test_cell / "config.yaml").read_text())
+        assert config["optim"]["learning_rate"] == m["selected"]
+        test_final = json.loads((test_cell / "final_eval.json").read_text())
+        assert test_final["settings"]["split"] == "eval"
+    assert dirs == [cell_dir(out, "grpo", 0), cell_dir(out, "ict", 0)]
+    grid_record = json.loads((out / "grid.json").read_text())
+    assert grid_record["tuned"] and grid_record["learning_rate"] == record["selected"]
+    assert any("adding learning_rate=" in line for line in logs)
