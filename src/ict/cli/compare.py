@@ -87,6 +87,12 @@ def add_parser(subparsers, summary: str) -> None:
     p.add_argument(
         "--baseline", default="grpo", help="method the others are compared with (default grpo)"
     )
+    p.add_argument(
+        "--no-fast",
+        action="store_true",
+        help="sample with Hugging Face generate even where ict.fast applies (the toy presets' "
+        "small models; the same samples, more time)",
+    )
     p.add_argument("--confidence", type=float, default=0.95, help="interval level (default 0.95)")
     p.add_argument(
         "--primary",
@@ -194,6 +200,7 @@ def run(args) -> int:
             seeds=range(args.seeds) if args.seeds else None,
             overrides=overrides,
             log=lambda line: print(line, flush=True),
+            fast=not args.no_fast,
         )
     _grid_report(args, preset, out, dirs)
     return 0
