@@ -221,7 +221,38 @@ def capture_generations(log: list):
     return lambda: setattr(gen, "generate", original)
 
 
-def setting(name: str, quick: bool, device: str):
+SMOLLM2_135M = dict(
+    hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+    num_key_value_heads=3, vocab_size=49152, max_position_embeddings=8192, rope_theta=100000.0,
+    rms_norm_eps=1e-5, tie_word_embeddings=True,
+)  # fmt: skip
+
+
+def random_model(name: str):
+    """(model, tokenizer) of the setting's shape with random weights and the character tokenizer
+    of ict.testing padded to the vocabulary (no download, no cache: a GPU machine runs this)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from ict.testing import tiny_tokenizer
+
+    if name == "toy-cot":
+        from ict.compare.presets import TOY_COT_WARM
+        from ict.compare.warm_start import new_warm_model
+
+        return new_warm_model(TOY_COT_WARM, 128)
+    tokenizer = tiny_tokenizer(SMOLLM2_135M["vocab_size"])
+    config = LlamaConfig(
+        **SMOLLM2_135M, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model, tokenizer
+
+
+def setting(name: str, quick: bool, device: str, random_weights: bool = False):
     """(model, tokenizer, TrainConfig overrides, label) of a roofline setting."""
     if quick:
         from ict.testing import tiny_model_and_tokenizer
@@ -238,31 +269,39 @@ def setting(name: str, quick: bool, device: str):
         from ict.compare.warm_start import warm_start
 
         preset = get_preset("toy-cot-long")
-        model, tokenizer, _ = warm_start(preset.task, preset.warm)
+        if random_weights:
+            model, tokenizer = random_model(name)
+        else:
+            model, tokenizer, _ = warm_start(preset.task, preset.warm)
         keep = (
             "task", "chat_template", "stop", "max_new_tokens", "prompts_per_step",
             "num_generations", "generation_batch_size", "micro_batch_size", "mini_batch_size",
             "eval_size", "eval_num_samples", "temperature", "learning_rate",
         )  # fmt: skip
         train = {k: preset.train[k] for k in keep if k in preset.train}
-        return model, tokenizer, train, "toy-cot-long cell (3-layer 128-wide Llama, warm start)"
-    model, tokenizer, label = _common.load_model(False)
+        weights = "random weights" if random_weights else "warm start"
+        return model, tokenizer, train, f"toy-cot-long cell (3-layer 128-wide Llama, {weights})"
+    if random_weights:
+        model, tokenizer = random_model(name)
+        label = "SmolLM2-135M's shape, random weights"
+    else:
+        model, tokenizer, label = _common.load_model(False)
     return model, tokenizer, dict(eval_size=8, eval_num_samples=4), "default run: " + label
 
 
-def run_setting(name, quick, device, steps, machine_rates, fast):
+def run_setting(name, quick, device, steps, machine_rates, fast, autocast="off", random=False):
     from ict.train import TrainConfig, Trainer
     from ict.train.heldout import heldout_eval
     from ict.train.problems import Problem, load_problems
 
-    model, tokenizer, train, label = setting(name, quick, device)
+    model, tokenizer, train, label = setting(name, quick, device, random)
     shape = Shape.of(model)
-    dtype = str(next(model.parameters()).dtype).replace("torch.", "")
+    weights = str(next(model.parameters()).dtype).replace("torch.", "")
     out = tempfile.mkdtemp(prefix="ict_roofline_")
     config = TrainConfig(
         **{
             **train, "method": "grpo", "max_steps": steps + 1, "device": device,
-            "autocast": "off", "save_every": 0, "log_samples_every": 0, "plots": False,
+            "autocast": autocast, "save_every": 0, "log_samples_every": 0, "plots": False,
             "progress": False, "heldout_eval": False, "output_dir": out, "warmup_steps": 0,
         }
     )  # fmt: skip
@@ -325,11 +364,13 @@ def run_setting(name, quick, device, steps, machine_rates, fast):
         gf, gd = generation_cost(shape, gen)
         f, d = f + gf, d + gd
     phases["evaluation"] = [eval_s, f, d]
-    peak = machine_rates["peak"][dtype]
-    model_rate = machine_rates["model_gemm"][name][dtype]
+    passes = trainer.precision.as_dict()["dtype"] or weights  # statistics and update (autocast)
     bw = machine_rates["bandwidth"]
     table = []
     for phase, (seconds, flops, data) in phases.items():
+        dtype = passes if phase in ("statistics", "update") else weights
+        peak = machine_rates["peak"][dtype]
+        model_rate = machine_rates["model_gemm"][name][dtype]
         rate, bps = flops / max(seconds, 1e-12), data / max(seconds, 1e-12)
         intensity = flops / max(data, 1.0)
         ridge = peak / bw
@@ -381,6 +422,18 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=None, help="machine timings (default 5)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--fast", action="store_true", help="with ict.fast's fast path on")
+    parser.add_argument(
+        "--autocast",
+        default="off",
+        help="of the statistics and update passes "
+        "(TrainConfig.autocast: off | auto | bf16; default off)",
+    )
+    parser.add_argument(
+        "--random-weights",
+        action="store_true",
+        help="each setting's shape with random weights (no warm start, no "
+        "embedded model: what the GPU check runs)",
+    )
     parser.add_argument("--json", default=None)
     a = parser.parse_args(argv)
     steps = a.steps or (1 if a.quick else 3)
@@ -410,7 +463,10 @@ def main(argv=None) -> int:
             f"GEMM at {m}'s width ([1024, {widths[m][0]}] x [{widths[m][0]}, {widths[m][1]}]): "
             + ", ".join(f"{k} {v / 1e9:.1f} GFLOP/s" for k, v in r.items())
         )
-    results = [run_setting(m, a.quick, a.device, steps, rates, a.fast) for m in a.models]
+    results = [
+        run_setting(m, a.quick, a.device, steps, rates, a.fast, a.autocast, a.random_weights)
+        for m in a.models
+    ]
     for r in results:
         print_table(r)
     if a.json:

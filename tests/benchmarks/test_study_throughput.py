@@ -48,3 +48,22 @@ def test_study_throughput_quick(tmp_path):
         "cells per hour, fast / today" in res.stdout
         and "same results on both paths: yes" in res.stdout
     )
+
+
+def test_fast_options_quick(tmp_path):
+    out = tmp_path / "options.json"
+    res = subprocess.run(
+        [sys.executable, str(BENCH / "fast_options.py"), "--quick", "--json", str(out)],
+        env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = {r["option"]: r for r in json.loads(out.read_text())["results"]}
+    assert set(rows) == {
+        "decode B=32", "decode B=256", "eval batch", "seeds batched", "forward, no gradient",
+        "forward + backward", "prompt encoding",
+    }  # fmt: skip
+    assert rows["decode B=32"]["same_samples"] and rows["decode B=256"]["same_samples"]
+    for r in rows.values():
+        if "baseline_cpu_s" in r:
+            assert r["speedup_cpu"] == pytest.approx(r["baseline_cpu_s"] / r["option_cpu_s"])
+    assert "| decode B=32 |" in res.stdout
