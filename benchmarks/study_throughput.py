@@ -9,8 +9,9 @@ and once with the fast path (`ict.fast`, what `ict compare` uses for these prese
 of a cell back to back with alternating order, and prints:
   - cells per hour of each path (3600 / mean seconds per cell: training, periodic and final
     evaluations, the cell's files) and their ratio, wall clock and process CPU time;
-  - where a cell's time goes (rollout, statistics, update, periodic evaluation, final evaluation,
-    the rest: checkpoints, samples, copies), summed over the cells;
+  - where a cell's time goes (rollout with its rewards, statistics, update, periodic evaluation,
+    final evaluation, the rest: checkpoints, samples, metrics, copies), wall and CPU time, summed
+    over the cells;
   - the per-study start (warm start from its cache, the start point's evaluations), once per path;
   - whether the two paths wrote the same results: every metrics.jsonl number but times and
     throughputs, every eval_steps/*.json and final_eval.json but its seconds.
@@ -60,24 +61,41 @@ def quick_preset():
 
 
 class Timers:
-    """Seconds spent in the grid's evaluation calls, by name, while installed."""
+    """Wall and process CPU seconds spent in the grid's phases, by name, while installed."""
 
     def __init__(self):
-        self.seconds = {"periodic_eval": 0.0, "final_eval": 0.0}
+        self.wall = dict.fromkeys(PHASES[:-1], 0.0)
+        self.cpu = dict.fromkeys(PHASES[:-1], 0.0)
         self._undo = []
 
     def wrap(self, owner, attr: str, name: str):
         original = getattr(owner, attr)
 
         def timed(*a, **k):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             try:
                 return original(*a, **k)
             finally:
-                self.seconds[name] += time.perf_counter() - t0
+                self.wall[name] += time.perf_counter() - t0
+                self.cpu[name] += time.process_time() - c0
 
         setattr(owner, attr, timed)
         self._undo.append((owner, attr, original))
+
+    def install(self):
+        """The trainer's three step phases (imported from their modules at each step) and the
+        grid's two evaluations."""
+        import ict.train.old_policy as old_policy
+        import ict.train.rollout as rollout
+        import ict.train.update as update
+        from ict.compare import grid
+        from ict.train.trainer import Trainer
+
+        self.wrap(rollout, "collect_rollout", "rollout")
+        self.wrap(old_policy, "old_policy_pass", "statistics")
+        self.wrap(update, "update_policy", "update")
+        self.wrap(Trainer, "_evaluate", "periodic_eval")
+        self.wrap(grid, "evaluate_cell", "final_eval")
 
     def restore(self):
         for owner, attr, original in reversed(self._undo):
@@ -88,7 +106,6 @@ def run_cell_timed(preset, out: Path, method: str, seed: int, steps: int | None,
     """One cell through the grid's steps on one path; returns its record (seconds, phases)."""
     from ict.compare import grid
     from ict.fast import fast_path
-    from ict.train.trainer import Trainer
 
     options = grid.GridOptions(
         methods=[method], seeds=[seed], overrides={"max_steps": steps} if steps else None,
@@ -96,8 +113,7 @@ def run_cell_timed(preset, out: Path, method: str, seed: int, steps: int | None,
     )  # fmt: skip
     cells = grid.plan_cells(preset, out, options)
     timers = Timers()
-    timers.wrap(Trainer, "_evaluate", "periodic_eval")
-    timers.wrap(grid, "evaluate_cell", "final_eval")
+    timers.install()
     try:
         with fast_path(fast):
             start = STARTS[(id(preset), fast)]
@@ -108,14 +124,10 @@ def run_cell_timed(preset, out: Path, method: str, seed: int, steps: int | None,
         timers.restore()
     run_dir = cells[0].run_dir
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    phases = {
-        "rollout": sum(r["time/rollout_s"] for r in rows),
-        "statistics": sum(r["time/stats_s"] for r in rows),
-        "update": sum(r["time/update_s"] for r in rows),
-        **timers.seconds,
-    }
-    phases["other"] = wall - sum(phases.values())
+    phases = {**timers.wall, "other": wall - sum(timers.wall.values())}
+    cpu_phases = {**timers.cpu, "other": cpu - sum(timers.cpu.values())}
     return {"method": method, "seed": seed, "wall_s": wall, "cpu_s": cpu, "phases": phases,
+            "cpu_phases": cpu_phases,
             "run_dir": str(run_dir), "steps": len(rows)}  # fmt: skip
 
 
@@ -211,6 +223,7 @@ def main(argv=None) -> int:
             "s_per_cell": wall, "cpu_s_per_cell": cpu, "cells_per_hour": 3600 / wall,
             "cells_per_cpu_hour": 3600 / cpu,
             "phases": {p: sum(c[path]["phases"][p] for c in cells) for p in PHASES},
+            "cpu_phases": {p: sum(c[path]["cpu_phases"][p] for c in cells) for p in PHASES},
             "start_s": starts[path]["wall_s"],
         }  # fmt: skip
     ratio = summary["fast"]["cells_per_hour"] / summary["today"]["cells_per_hour"]
@@ -233,10 +246,15 @@ def main(argv=None) -> int:
     print(_common.table(headers, rows))
     print(f"\ncells per hour, fast / today: {ratio:.2f}x wall, {cpu_ratio:.2f}x CPU time")
     print(f"same results on both paths: {'yes' if identical else 'NO'} ({len(cells)} cells)\n")
-    headers = ["phase (s, all cells)", *PATHS, "today / fast"]
+    headers = ["phase (s, all cells)", "today wall", "fast wall", "today CPU", "fast CPU",
+               "today / fast (CPU)", "share of today's CPU"]  # fmt: skip
+    t, f = summary["today"], summary["fast"]
+    total = sum(t["cpu_phases"].values())
     rows = [
-        [ph, f"{summary['today']['phases'][ph]:.1f}", f"{summary['fast']['phases'][ph]:.1f}",
-         f"{summary['today']['phases'][ph] / max(summary['fast']['phases'][ph], 1e-9):.2f}x"]
+        [ph, f"{t['phases'][ph]:.1f}", f"{f['phases'][ph]:.1f}", f"{t['cpu_phases'][ph]:.1f}",
+         f"{f['cpu_phases'][ph]:.1f}",
+         f"{t['cpu_phases'][ph] / max(f['cpu_phases'][ph], 1e-9):.2f}x",
+         f"{100 * t['cpu_phases'][ph] / max(total, 1e-9):.0f}%"]
         for ph in PHASES
     ]  # fmt: skip
     print(_common.table(headers, rows))

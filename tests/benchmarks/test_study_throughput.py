@@ -30,7 +30,7 @@ def test_study_throughput_quick(tmp_path):
         assert s["s_per_cell"] > 0 and s["cells_per_hour"] == pytest.approx(3600 / s["s_per_cell"])
         walls = [c[path]["wall_s"] for c in result["cells"]]
         assert s["s_per_cell"] == pytest.approx(sum(walls) / len(walls))
-        assert set(s["phases"]) == {
+        assert set(s["cpu_phases"]) == set(s["phases"]) == {
             "rollout", "statistics", "update", "periodic_eval", "final_eval", "other"
         }  # fmt: skip
         assert all(c[path]["steps"] == 3 for c in result["cells"])
