@@ -24,8 +24,11 @@ by them shows a low fraction):
   bytes = every weight read once per forward call (decoding: once per step; the backward reads
       them again and writes their gradients) + every linear layer's input read and output written
       once + the key/value cache read once per decoding step.
-The machine-level numbers are best-of; phase times are the trainer's own timers (wall clock),
-summed over --steps steps after one warm-up step.
+Times are process CPU time on a CPU (one intra-op thread: what this process computed, robust to
+other jobs on a shared machine; wall time after a synchronize on a GPU): the machine's numbers
+best of --repeats; each phase's the sum over --steps steps after one warm-up step (rollout: the
+`generate` call; statistics: `old_policy_pass`; update: `update_policy`; evaluation: one
+`heldout_eval` of the setting's eval_size x eval_num_samples).
 """
 
 from __future__ import annotations
@@ -54,15 +57,22 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def clock(device: str) -> float:
+    """Seconds: process CPU time on a CPU (what this one-thread process computed, whatever else
+    the machine runs), wall time after a synchronize on a GPU."""
+    if device.startswith("cuda"):
+        sync(device)
+        return time.perf_counter()
+    return time.process_time()
+
+
 def best_time(fn, device: str, repeats: int) -> float:
     fn()
-    sync(device)
     best = float("inf")
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = clock(device)
         fn()
-        sync(device)
-        best = min(best, time.perf_counter() - t0)
+        best = min(best, clock(device) - t0)
     return best
 
 
@@ -199,26 +209,44 @@ def sequence_cost(shape, rows, groups, prompt, width, head_rows, passes=1):
 # ---------------------------------------------------------------------------------------------
 # running the phases
 # ---------------------------------------------------------------------------------------------
-def capture_generations(log: list):
-    """Wrap ict.generation.generate so that each call's shapes land in `log`."""
-    import ict.generation as gen
+class Clocked:
+    """Wrap `owner.attr` so that each call's seconds (`clock`) land in `self.calls[name]`."""
 
-    original = gen.generate
+    def __init__(self, device: str):
+        self.device, self.calls, self._undo = device, {}, []
 
-    def wrapped(model, tokenizer, prompts, **kw):
-        out = original(model, tokenizer, prompts, **kw)
+    def wrap(self, owner, attr: str, name: str, after=None):
+        original = getattr(owner, attr)
+
+        def timed(*a, **k):
+            t0 = clock(self.device)
+            out = original(*a, **k)
+            self.calls.setdefault(name, []).append(clock(self.device) - t0)
+            if after is not None:
+                after(a, k, out)
+            return out
+
+        setattr(owner, attr, timed)
+        self._undo.append((owner, attr, original))
+
+    def restore(self):
+        for owner, attr, original in reversed(self._undo):
+            setattr(owner, attr, original)
+
+
+def generation_shapes(log: list):
+    """`after` hook for ict.generation.generate: each call's shapes into `log`."""
+
+    def after(args, kw, out):
         n = out.input_ids.shape[0]
-        per = max(1, kw.get("batch_size", 32) // kw.get("num_samples", 1)) * kw.get(
-            "num_samples", 1
-        )
+        samples = kw.get("num_samples", 1)
+        per = max(1, kw.get("batch_size", 32) // samples) * samples
         lengths = out.response_lengths.tolist()
         widths = [max(lengths[i : i + per]) for i in range(0, n, per)]
         rows = [len(lengths[i : i + per]) for i in range(0, n, per)]
-        log.append(Generation(n, len(prompts), out.prompt_length, widths, rows))
-        return out
+        log.append(Generation(n, len(args[2]), out.prompt_length, widths, rows))
 
-    gen.generate = wrapped
-    return lambda: setattr(gen, "generate", original)
+    return after
 
 
 SMOLLM2_135M = dict(
@@ -307,21 +335,20 @@ def run_setting(name, quick, device, steps, machine_rates, fast, autocast="off",
     )  # fmt: skip
     import contextlib
 
+    import ict.generation as generation
+    import ict.train.old_policy as old_policy
+    import ict.train.rollout as rollout_module
+    import ict.train.update as update
     from ict.fast import fast_path
 
     gens: list[Generation] = []
-    restore = capture_generations(gens)
     batches = []
-    import ict.train.rollout as rollout_module
-
-    original_collect = rollout_module.collect_rollout
-
-    def collect(*a, **k):
-        batch, metrics = original_collect(*a, **k)
-        batches.append(batch)
-        return batch, metrics
-
-    rollout_module.collect_rollout = collect
+    clocked = Clocked(device)
+    clocked.wrap(generation, "generate", "generate", generation_shapes(gens))
+    clocked.wrap(rollout_module, "collect_rollout", "collect",
+                 lambda a, k, out: batches.append(out[0]))  # fmt: skip
+    clocked.wrap(old_policy, "old_policy_pass", "statistics")
+    clocked.wrap(update, "update_policy", "update")
     ctx = fast_path() if fast else contextlib.nullcontext()
     try:
         with ctx:
@@ -330,35 +357,36 @@ def run_setting(name, quick, device, steps, machine_rates, fast, autocast="off",
             problems = [Problem(p.prompt, _common.toy_score) for p in load_problems(config)]
             trainer = Trainer(config, model=model, tokenizer=tokenizer, problems=problems)
             rows = [trainer.train_step() for _ in range(steps + 1)]
-            gens.clear()
-            t0 = time.perf_counter()
+            step_gens, gens[:] = list(gens), []
+            t0 = clock(device)
             heldout_eval(trainer.model, tokenizer, config, model_label=label)
-            eval_s = time.perf_counter() - t0
+            eval_s = clock(device) - t0
             eval_gens = list(gens)
         trainer.close()
     finally:
-        restore()
-        rollout_module.collect_rollout = original_collect
-    rows, batches = rows[1:], batches[1:]  # the first step warms up
+        clocked.restore()
+    seconds = {k: v[1 : steps + 1] for k, v in clocked.calls.items()}  # the first step warms up
+    rows, batches, step_gens = rows[1:], batches[1:], step_gens[1:]
     phases = {"rollout": [0.0, 0.0, 0.0], "statistics": [0.0, 0.0, 0.0], "update": [0.0, 0.0, 0.0]}
-    for r, batch in zip(rows, batches, strict=True):
+    for i, (r, batch, gen) in enumerate(zip(rows, batches, step_gens, strict=True)):
         ro = batch.rollout
         n, p = ro.input_ids.shape[0], ro.prompt_length
         g = config.num_generations if config.share_prompt else 1
         lengths = ro.response_lengths.tolist()
         width = ro.input_ids.shape[1] - p
-        gen = Generation(n, n // config.num_generations, p, [max(lengths)], [n])
-        f, d = generation_cost(shape, gen)
-        phases["rollout"] = [phases["rollout"][0] + r["time/rollout_s"], phases["rollout"][1] + f,
-                             phases["rollout"][2] + d]  # fmt: skip
         valid = sum(lengths)
-        f, d = sequence_cost(shape, n, n // g, p, width, 2 * valid)
-        phases["statistics"] = [phases["statistics"][0] + r["time/stats_s"],
-                                phases["statistics"][1] + f, phases["statistics"][2] + d]  # fmt: skip
         share = r.get("update/rows_run", n) / max(1, r.get("update/rows", n))
-        f, d = sequence_cost(shape, n, n // g, p, width, valid, passes=3)
-        phases["update"] = [phases["update"][0] + r["time/update_s"],
-                            phases["update"][1] + f * share, phases["update"][2] + d * share]  # fmt: skip
+        counts = {
+            "rollout": generation_cost(shape, gen),
+            "statistics": sequence_cost(shape, n, n // g, p, width, 2 * valid),
+            "update": tuple(
+                x * share for x in sequence_cost(shape, n, n // g, p, width, valid, passes=3)
+            ),
+        }
+        timers = {"rollout": "generate", "statistics": "statistics", "update": "update"}
+        for phase, (f, d) in counts.items():
+            t = seconds[timers[phase]][i]
+            phases[phase] = [phases[phase][0] + t, phases[phase][1] + f, phases[phase][2] + d]
     f = d = 0.0
     for gen in eval_gens:
         gf, gd = generation_cost(shape, gen)
