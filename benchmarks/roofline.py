@@ -491,12 +491,13 @@ def main(argv=None) -> int:
             f"GEMM at {m}'s width ([1024, {widths[m][0]}] x [{widths[m][0]}, {widths[m][1]}]): "
             + ", ".join(f"{k} {v / 1e9:.1f} GFLOP/s" for k, v in r.items())
         )
-    results = [
-        run_setting(m, a.quick, a.device, steps, rates, a.fast, a.autocast, a.random_weights)
-        for m in a.models
-    ]
-    for r in results:
-        print_table(r)
+    results = []
+    for m in a.models:
+        results.append(
+            run_setting(m, a.quick, a.device, steps, rates, a.fast, a.autocast, a.random_weights)
+        )
+        print_table(results[-1])
+        sys.stdout.flush()
     if a.json:
         Path(a.json).write_text(
             json.dumps(
