@@ -111,6 +111,9 @@ def test_unsupported_models_and_settings_fall_back_to_hf():
     biased, _ = tiny_model_and_tokenizer(seed=0)
     biased.config.attention_bias = True
     assert "attention bias" in why_not(biased)
+    eager, _ = tiny_model_and_tokenizer(seed=0)
+    eager.config._attn_implementation = "eager"
+    assert "attention other than sdpa" in why_not(eager)
     assert lean_for(tiny_model_and_tokenizer()[0]) is None  # the path is off by default
     half, _ = tiny_model_and_tokenizer(seed=0)
     assert "bfloat16" in why_not(half.to(torch.bfloat16))
