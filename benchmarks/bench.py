@@ -1,7 +1,8 @@
 """Run the benchmark set behind docs/benchmarks.md and print every table (what `make bench` runs).
 
-  python benchmarks/bench.py            # the full set on SmolLM2: the commands behind every
-                                        # table (2-3 hours on a shared 2-core CPU)
+  python benchmarks/bench.py            # the full set: the roofline (toy-cot cell and SmolLM2),
+                                        # the toy-cot-long study on both paths, then the step
+                                        # benchmarks on SmolLM2 (3-4 hours on a shared 2-core CPU)
   python benchmarks/bench.py --quick    # every step benchmark on the tiny model, about a minute
   python benchmarks/bench.py --only step_vs_trl rollout
 
@@ -25,6 +26,10 @@ HERE = Path(__file__).parent
 #  arguments of --quick or None = not in the quick set)
 STEP = ["--prompts", "2", "--generations", "8", "--max-new-tokens", "32"]
 BENCHMARKS = [
+    # the roofline and the small-model study first: their tables lead docs/benchmarks.md
+    ("roofline", [], ["--quick"]),
+    ("study_throughput", ["--methods", "grpo", "ict"], ["--quick"]),
+    ("fast_options", ["--repeats", "3"], ["--quick"]),
     ("stats_in_step", ["--heads", "smollm2", "--repeats", "3"], ["--quick"]),
     (
         "stats_in_step",

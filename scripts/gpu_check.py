@@ -7,6 +7,10 @@ model, and short ICT runs of the native trainer and of ICTGRPOTrainer; prints ra
 Parts (each in its own subprocess with a time limit; a part that cannot run is reported as
 SKIPPED or FAILED with its reason, and the others still run):
   env          python, torch, CUDA device, transformers / accelerate / trl / datasets / vllm versions
+  roofline     benchmarks/roofline.py: the matmul peak (float32, bfloat16) and memory bandwidth of
+               the device, and each phase of a training step and an evaluation (rollout,
+               statistics, update, evaluation) against them, for the toy-cot cell's and
+               SmolLM2-135M's shapes (random weights; bf16 autocast; tiny: --quick)
   token_stats  benchmarks/token_stats.py: V = 151936 (Qwen2.5), D = 896, N = 4096 (tiny: 256),
                cases (c) hidden-state statistics, (d) matmul + log_softmax floor, (a) naive
   train_step   benchmarks/train_step.py on a random-weight model of Qwen2.5-0.5B's shape (24 layers,
@@ -44,7 +48,7 @@ QWEN05B_SHAPE = dict(
     rope_theta=1000000.0,
     tie_word_embeddings=True,
 )
-PARTS = ("env", "token_stats", "train_step", "native", "trl")
+PARTS = ("env", "roofline", "token_stats", "train_step", "native", "trl")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -279,6 +283,20 @@ def main(argv=None) -> int:
     if "env" in parts:
         report["env"] = env_report(device)
         print("[env] " + ", ".join(f"{k} {v}" for k, v in report["env"].items()), flush=True)
+
+    if "roofline" in parts:
+        json_path = Path(tempfile.mkdtemp(prefix="ict_gpu_check_")) / "roofline.json"
+        cmd = [py, "benchmarks/roofline.py", "--device", device, "--json", str(json_path)]
+        cmd += ["--quick"] if args.tiny else ["--random-weights", "--autocast", "auto"]
+        part = run_part("roofline", cmd, 240 if args.tiny else 150, log_dir)
+        if json_path.is_file():
+            part["result"] = json.loads(json_path.read_text())
+            for result in part["result"]["results"]:
+                for phase in result["phases"]:
+                    key = f"roofline {result['model']} {phase['phase']} % matmul peak"
+                    ratios[key] = 100 * phase["peak_fraction"]
+        report["parts"]["roofline"] = part
+        print(part["stdout"][part["stdout"].find("matmul peak") :], flush=True)
 
     if "token_stats" in parts:
         n, cases, repeats = (

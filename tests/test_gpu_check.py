@@ -82,6 +82,22 @@ def test_driver_all_parts_on_cpu(tmp_path):
     assert "train_step update_ict_over_grpo" in report["ratios"]
 
 
+def test_driver_runs_the_roofline_on_cpu(tmp_path):
+    res = subprocess.run(
+        [sys.executable, str(SCRIPT), "--cpu", "--tiny", "--parts", "env,roofline", "--out",
+         str(tmp_path)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "| rollout | float32 |" in res.stdout and "% matmul peak" in res.stdout
+    report = json.loads((tmp_path / "gpu_check.json").read_text())
+    phases = report["parts"]["roofline"]["result"]["results"][0]["phases"]
+    assert [p["phase"] for p in phases] == ["rollout", "statistics", "update", "evaluation"]
+    assert report["ratios"]["roofline toy-cot update % matmul peak"] == pytest.approx(
+        100 * phases[2]["peak_fraction"]
+    )
+
+
 def test_driver_refuses_cuda_without_a_gpu():
     import torch
 

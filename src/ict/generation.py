@@ -101,6 +101,25 @@ def _generate_shared_prompts(model, ids, attn, num_samples, share_prompt, sampli
     )
 
 
+def _fast_sampler(model, sampling: dict, pad_id: int):
+    """`ict.fast.generate.decode` bound to the sampling settings when the fast path is on and
+    supports `model` (ict.fast); else None (HF `generate`)."""
+    from ict.fast import lean_for
+
+    lean = lean_for(model)
+    if lean is None:
+        return None
+    from functools import partial
+
+    from ict.fast.generate import decode, eos_of
+
+    return partial(
+        decode, lean, temperature=sampling.get("temperature", 0.0) if sampling["do_sample"] else 0.0,
+        top_p=sampling.get("top_p", 1.0), max_new_tokens=sampling["max_new_tokens"],
+        pad_id=pad_id, eos_ids=eos_of(model),
+    )  # fmt: skip
+
+
 @torch.no_grad()
 def generate(
     model,
@@ -155,13 +174,19 @@ def generate(
     prompts_per_batch = max(1, batch_size // num_samples)
     was_training = model.training
     model.eval()
+    fast = _fast_sampler(model, sampling, pad_id)  # ict.fast, when on and it supports the model
     chunks = []
     for first in range(0, len(prompts), prompts_per_batch):
         ids = encoded["input_ids"][first : first + prompts_per_batch].to(device)
         attn = encoded["attention_mask"][first : first + prompts_per_batch].to(device)
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             torch.manual_seed(seed * 1_000_003 + first)
-            out = _generate_shared_prompts(model, ids, attn, num_samples, share_prompt, sampling)
+            if fast is not None:
+                out = fast(ids, attn, num_samples)
+            else:
+                out = _generate_shared_prompts(
+                    model, ids, attn, num_samples, share_prompt, sampling
+                )
         chunks.append(out[:, ids.shape[1] :].cpu())
     model.train(was_training)
 

@@ -103,6 +103,12 @@ def add_parser(subparsers, summary: str) -> None:
     p.add_argument(
         "--baseline", default="grpo", help="method the others are compared with (default grpo)"
     )
+    p.add_argument(
+        "--no-fast",
+        action="store_true",
+        help="sample with Hugging Face generate even where ict.fast applies (the toy presets' "
+        "small models; the same samples, more time)",
+    )
     p.add_argument("--confidence", type=float, default=0.95, help="interval level (default 0.95)")
     p.add_argument(
         "--primary",
@@ -212,6 +218,7 @@ def run(args) -> int:
             log=lambda line: print(line, flush=True),
             tuning=args.tuning,
             tuning_only=args.tuning_only,
+            fast=not args.no_fast,
         )
     if args.tuning_only:
         print(f"tuning: {tuning_path(out)}")

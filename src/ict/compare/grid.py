@@ -102,7 +102,9 @@ class GridOptions:
     cell in this call (simulates an interruption; tests); log: takes one line (default print);
     sampler_factory: how every evaluation samples (ict.eval.backends; tests inject one);
     tuning: the tuning stage's mode, overriding the preset's (ict.compare.tuning); tuning_only:
-    stop after it; poll_s: seconds between looks at cells other processes hold (`claim`)."""
+    stop after it; poll_s: seconds between looks at cells other processes hold (`claim`);
+    fast: sample with ict.fast when the cells start from a warm start (same samples, less time;
+    False: Hugging Face `generate` throughout)."""
 
     methods: Sequence[str] | None = None
     seeds: Sequence[int] | None = None
@@ -113,6 +115,7 @@ class GridOptions:
     tuning: str | None = None  # "per_method" | "shared" | "off"; None: the preset's (off if none)
     tuning_only: bool = False  # stop after the tuning stage (its table in OUT/tuning/tuning.json)
     poll_s: float = 15.0  # how often to look for cells another process is running
+    fast: bool = True  # ict.fast for cells that start from an in-memory small model (warm start)
 
 
 @dataclass
@@ -175,19 +178,24 @@ def run_grid(preset: Preset, out_dir: str | Path, **options) -> list[Path]:
 
 def _run_grid(preset: Preset, out: Path, grid: GridOptions) -> list[Path]:
     """The grid's steps: plan the cells, prepare the start, the tuning stage (when on), record the
-    grid, evaluate the start, run each cell (waiting for cells another process holds)."""
+    grid, evaluate the start, run each cell (waiting for cells another process holds); sampling
+    through ict.fast when the cells start from a warm start (`GridOptions.fast`)."""
+    from ict.fast import fast_path
+
     cells = plan_cells(preset, out, grid)  # validates every test cell before anything runs
-    start = prepare_start(preset, out, grid.log)
-    spec = tuning_spec(preset, grid)
-    if spec is not None:
-        selected = run_tuning(preset, out, spec, start, grid)
-        if selected is None or grid.tuning_only:
-            return []
-        cells = plan_cells(preset, out, grid, {m: {spec.param: v} for m, v in selected.items()})
-    write_grid_record(out, preset, cells, grid)
-    if not preset.eval.benchmarks:  # the paper's table (named benchmarks) has no start row
-        evaluate_start(cells[0], start, preset, grid)
-    run_all(cells, start, preset, grid)
+    with fast_path(grid.fast and preset.warm is not None):
+        start = prepare_start(preset, out, grid.log)
+        spec = tuning_spec(preset, grid)
+        if spec is not None:
+            selected = run_tuning(preset, out, spec, start, grid)
+            if selected is None or grid.tuning_only:
+                return []
+            per_method = {m: {spec.param: v} for m, v in selected.items()}
+            cells = plan_cells(preset, out, grid, per_method)
+        write_grid_record(out, preset, cells, grid)
+        if not preset.eval.benchmarks:  # the paper's table (named benchmarks) has no start row
+            evaluate_start(cells[0], start, preset, grid)
+        run_all(cells, start, preset, grid)
     return [cell.run_dir for cell in cells]
 
 

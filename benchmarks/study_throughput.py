@@ -1,0 +1,283 @@
+"""Cells per hour of a small study through today's path and ict.fast's, side by side in one run.
+
+A study is `ict compare --preset toy-cot-long`: for each (method, seed) cell the grid trains 150
+GRPO-family steps (4 prompts x 8 samples, 52-token chains, 2 updates per step), evaluates 32
+held-out problems x 64 samples every 50 steps and evaluates the trained cell once more
+(final_eval.json). This benchmark runs the grid's own steps (`plan_cells`, `prepare_start`,
+`run_cell`) for each cell twice, once with Hugging Face `generate` (`fast=False`, today's path)
+and once with the fast path (`ict.fast`, what `ict compare` uses for these presets), the two runs
+of a cell back to back with alternating order, and prints:
+  - cells per hour of each path (3600 / mean seconds per cell: training, periodic and final
+    evaluations, the cell's files) and their ratio, wall clock and process CPU time;
+  - where a cell's time goes (rollout with its rewards, statistics, update, periodic evaluation,
+    final evaluation, the rest: checkpoints, samples, metrics, copies), wall and CPU time, summed
+    over the cells;
+  - the per-study start (warm start from its cache, the start point's evaluations), once per path;
+  - whether the two paths wrote the same results: every metrics.jsonl number but times and
+    throughputs, every eval_steps/*.json and final_eval.json but its seconds.
+
+  OMP_NUM_THREADS=1 python benchmarks/study_throughput.py                    # 2 methods x 1 seed
+  OMP_NUM_THREADS=1 python benchmarks/study_throughput.py --steps 50 --methods grpo ict entropy
+  python benchmarks/study_throughput.py --quick     # tiny warm start, 3 steps (the test runs it)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+import _common  # noqa: E402
+
+PATHS = ("today", "fast")
+PHASES = ("rollout", "statistics", "update", "periodic_eval", "final_eval", "other")
+VOLATILE = ("time/", "throughput/")  # metrics that time the run, not its results
+
+
+def quick_preset():
+    """toy-cot-long's settings (4 prompts x 8, 2 updates per step, periodic evaluation) on sums of
+    0..2 with a tiny warm start about half right (mixed rewards: the updates run), 3 steps."""
+    import dataclasses
+
+    from ict.compare.presets import EvalSpec, get_preset
+    from ict.compare.warm_start import WarmStart
+
+    preset = get_preset("toy-cot-long")
+    preset.warm = WarmStart(
+        hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32, max_steps=50,
+        check_every=25, batch_size=16, learning_rate=1e-2, target_accuracy=0.3,
+    )  # fmt: skip
+    preset.train.update(
+        task="toy:add", task_config={"max_a": 2, "max_b": 2}, max_new_tokens=8, max_steps=3,
+        eval_every=2, eval_size=3, eval_num_samples=8, save_every=2, log_samples_every=2,
+    )  # fmt: skip
+    preset.eval = dataclasses.replace(EvalSpec(size=3, n=8, ks=(1, 8)))
+    return preset
+
+
+class Timers:
+    """Wall and process CPU seconds spent in the grid's phases, by name, while installed."""
+
+    def __init__(self):
+        self.wall = dict.fromkeys(PHASES[:-1], 0.0)
+        self.cpu = dict.fromkeys(PHASES[:-1], 0.0)
+        self._undo = []
+
+    def wrap(self, owner, attr: str, name: str):
+        original = getattr(owner, attr)
+
+        def timed(*a, **k):
+            t0, c0 = time.perf_counter(), time.process_time()
+            try:
+                return original(*a, **k)
+            finally:
+                self.wall[name] += time.perf_counter() - t0
+                self.cpu[name] += time.process_time() - c0
+
+        setattr(owner, attr, timed)
+        self._undo.append((owner, attr, original))
+
+    def install(self):
+        """The trainer's three step phases (imported from their modules at each step) and the
+        grid's two evaluations."""
+        import ict.train.old_policy as old_policy
+        import ict.train.rollout as rollout
+        import ict.train.update as update
+        from ict.compare import grid
+        from ict.train.trainer import Trainer
+
+        self.wrap(rollout, "collect_rollout", "rollout")
+        self.wrap(old_policy, "old_policy_pass", "statistics")
+        self.wrap(update, "update_policy", "update")
+        self.wrap(Trainer, "_evaluate", "periodic_eval")
+        self.wrap(grid, "evaluate_cell", "final_eval")
+
+    def restore(self):
+        for owner, attr, original in reversed(self._undo):
+            setattr(owner, attr, original)
+
+
+def run_cell_timed(preset, out: Path, method: str, seed: int, steps: int | None, fast: bool):
+    """One cell through the grid's steps on one path; returns its record (seconds, phases)."""
+    from ict.compare import grid
+    from ict.fast import fast_path
+
+    options = grid.GridOptions(
+        methods=[method], seeds=[seed], overrides={"max_steps": steps} if steps else None,
+        log=lambda line: None, fast=fast,
+    )  # fmt: skip
+    cells = grid.plan_cells(preset, out, options)
+    timers = Timers()
+    timers.install()
+    try:
+        with fast_path(fast):
+            start = STARTS[(id(preset), fast)]
+            t0, c0 = time.perf_counter(), time.process_time()
+            grid.run_cell(cells[0], start, preset, options)
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    finally:
+        timers.restore()
+    run_dir = cells[0].run_dir
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    phases = {**timers.wall, "other": wall - sum(timers.wall.values())}
+    cpu_phases = {**timers.cpu, "other": cpu - sum(timers.cpu.values())}
+    return {"method": method, "seed": seed, "wall_s": wall, "cpu_s": cpu, "phases": phases,
+            "cpu_phases": cpu_phases,
+            "run_dir": str(run_dir), "steps": len(rows)}  # fmt: skip
+
+
+STARTS: dict = {}
+
+
+def prepare(preset, out: Path, fast: bool, methods: list[str], steps: int | None) -> dict:
+    """The grid's per-study start on one path (warm start from its cache, the start point's
+    evaluations: warm_start.json and the step-0 held-out file, as `run_grid` makes them)."""
+    from ict.compare import grid
+    from ict.fast import fast_path
+
+    t0 = time.perf_counter()
+    with fast_path(fast):
+        start = grid.prepare_start(preset, out, lambda line: None)
+        first = grid.plan_cells(
+            preset,
+            out,
+            grid.GridOptions(
+                methods=methods[:1], seeds=[0], overrides={"max_steps": steps} if steps else None
+            ),
+        )[0]
+        grid.start_heldout(first, start, lambda line: None)  # OUT/start_heldout, once per grid
+    STARTS[(id(preset), fast)] = start
+    return {"wall_s": time.perf_counter() - t0}
+
+
+def results_of(run_dir: Path) -> dict:
+    """What a cell's results are, without its timings."""
+    metrics = []
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        metrics.append({k: v for k, v in row.items() if not k.startswith(VOLATILE)})
+    evals = {}
+    for path in sorted((run_dir / "eval_steps").glob("*.json")) + [run_dir / "final_eval.json"]:
+        data = json.loads(path.read_text())
+        data.pop("seconds", None)
+        evals[path.name] = data
+    return {"metrics": metrics, "evals": evals}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--methods", nargs="+", default=None, help="default grpo ict")
+    parser.add_argument("--seeds", type=int, default=1, help="seeds 0..N-1 (default 1)")
+    parser.add_argument("--steps", type=int, default=None, help="default: the preset's 150")
+    parser.add_argument("--out", default=None, help="grid folders (default: a temp dir)")
+    parser.add_argument("--json", default=None)
+    a = parser.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(1)
+    from ict.compare.presets import get_preset
+
+    if a.quick:
+        os.environ.setdefault("ICT_CACHE", tempfile.mkdtemp(prefix="ict_cache_"))
+        preset = quick_preset()
+    else:
+        preset = get_preset("toy-cot-long")
+    methods = a.methods or ["grpo", "ict"]
+    out = Path(a.out or tempfile.mkdtemp(prefix="ict_study_"))
+    info = _common.machine()
+    from ict.compare.warm_start import warm_start
+
+    warm_start(
+        preset.task, preset.warm
+    )  # into the cache if missing (not timed): both paths load it
+    starts = {path: prepare(preset, out / path, path == "fast", methods, a.steps) for path in PATHS}
+    cells = []
+    for index, (seed, method) in enumerate((s, m) for s in range(a.seeds) for m in methods):
+        order = PATHS if index % 2 == 0 else PATHS[::-1]
+        pair = {}
+        for path in order:
+            pair[path] = run_cell_timed(preset, out / path, method, seed, a.steps, path == "fast")
+            print(
+                f"{method} seed {seed} [{path}]: {pair[path]['wall_s']:.1f} s wall, "
+                f"{pair[path]['cpu_s']:.1f} s CPU",
+                flush=True,
+            )
+        pair["identical"] = results_of(Path(pair["today"]["run_dir"])) == results_of(
+            Path(pair["fast"]["run_dir"])
+        )
+        cells.append(pair)
+    info["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
+    summary = {}
+    for path in PATHS:
+        wall = sum(c[path]["wall_s"] for c in cells) / len(cells)
+        cpu = sum(c[path]["cpu_s"] for c in cells) / len(cells)
+        summary[path] = {
+            "s_per_cell": wall, "cpu_s_per_cell": cpu, "cells_per_hour": 3600 / wall,
+            "cells_per_cpu_hour": 3600 / cpu,
+            "phases": {p: sum(c[path]["phases"][p] for c in cells) for p in PHASES},
+            "cpu_phases": {p: sum(c[path]["cpu_phases"][p] for c in cells) for p in PHASES},
+            "start_s": starts[path]["wall_s"],
+        }  # fmt: skip
+    ratio = summary["fast"]["cells_per_hour"] / summary["today"]["cells_per_hour"]
+    cpu_ratio = summary["fast"]["cells_per_cpu_hour"] / summary["today"]["cells_per_cpu_hour"]
+    identical = all(c["identical"] for c in cells)
+
+    steps = cells[0]["today"]["steps"]
+    print(f"\nmachine: {_common.describe_machine(info)}; load average at the end "
+          f"{info['load_average_end'][0]:.2f}")  # fmt: skip
+    print(f"study: {preset.name}, methods {', '.join(methods)}, {a.seeds} seed(s), {steps} steps "
+          f"per cell, {len(cells)} cells per path\n")  # fmt: skip
+    headers = ["path", "s / cell", "CPU s / cell", "cells / hour", "cells / CPU hour",
+               "study start (s)"]  # fmt: skip
+    rows = [
+        [p, f"{summary[p]['s_per_cell']:.1f}", f"{summary[p]['cpu_s_per_cell']:.1f}",
+         f"{summary[p]['cells_per_hour']:.1f}", f"{summary[p]['cells_per_cpu_hour']:.1f}",
+         f"{summary[p]['start_s']:.1f}"]
+        for p in PATHS
+    ]  # fmt: skip
+    print(_common.table(headers, rows))
+    print(f"\ncells per hour, fast / today: {ratio:.2f}x wall, {cpu_ratio:.2f}x CPU time")
+    print(f"same results on both paths: {'yes' if identical else 'NO'} ({len(cells)} cells)\n")
+    headers = ["phase (s, all cells)", "today wall", "fast wall", "today CPU", "fast CPU",
+               "today / fast (CPU)", "share of today's CPU"]  # fmt: skip
+    t, f = summary["today"], summary["fast"]
+    total = sum(t["cpu_phases"].values())
+    rows = [
+        [ph, f"{t['phases'][ph]:.1f}", f"{f['phases'][ph]:.1f}", f"{t['cpu_phases'][ph]:.1f}",
+         f"{f['cpu_phases'][ph]:.1f}",
+         f"{t['cpu_phases'][ph] / max(f['cpu_phases'][ph], 1e-9):.2f}x",
+         f"{100 * t['cpu_phases'][ph] / max(total, 1e-9):.0f}%"]
+        for ph in PHASES
+    ]  # fmt: skip
+    print(_common.table(headers, rows))
+    if a.json:
+        Path(a.json).write_text(
+            json.dumps(
+                {
+                    "machine": info,
+                    "preset": preset.name,
+                    "methods": methods,
+                    "seeds": a.seeds,
+                    "steps": steps,
+                    "cells": cells,
+                    "summary": summary,
+                    "ratio": ratio,
+                    "cpu_ratio": cpu_ratio,
+                    "identical": identical,
+                },
+                indent=1,
+            )  # fmt: skip
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
