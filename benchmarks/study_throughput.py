@@ -83,17 +83,15 @@ class Timers:
         self._undo.append((owner, attr, original))
 
     def install(self):
-        """The trainer's three step phases (imported from their modules at each step) and the
+        """The trainer's three step phases (where ict.train.trainer binds them at import) and the
         grid's two evaluations."""
-        import ict.train.old_policy as old_policy
-        import ict.train.rollout as rollout
-        import ict.train.update as update
+        import ict.train.trainer as trainer
         from ict.compare import grid
         from ict.train.trainer import Trainer
 
-        self.wrap(rollout, "collect_rollout", "rollout")
-        self.wrap(old_policy, "old_policy_pass", "statistics")
-        self.wrap(update, "update_policy", "update")
+        self.wrap(trainer, "collect_rollout", "rollout")
+        self.wrap(trainer, "old_policy_pass", "statistics")
+        self.wrap(trainer, "update_policy", "update")
         self.wrap(Trainer, "_evaluate", "periodic_eval")
         self.wrap(grid, "evaluate_cell", "final_eval")
 
@@ -143,14 +141,12 @@ def prepare(preset, out: Path, fast: bool, methods: list[str], steps: int | None
     t0 = time.perf_counter()
     with fast_path(fast):
         start = grid.prepare_start(preset, out, lambda line: None)
-        first = grid.plan_cells(
-            preset,
-            out,
-            grid.GridOptions(
-                methods=methods[:1], seeds=[0], overrides={"max_steps": steps} if steps else None
-            ),
-        )[0]
-        grid.start_heldout(first, start, lambda line: None)  # OUT/start_heldout, once per grid
+        options = grid.GridOptions(
+            methods=methods[:1], seeds=[0], overrides={"max_steps": steps} if steps else None,
+            log=lambda line: None, fast=fast,
+        )  # fmt: skip
+        first = grid.plan_cells(preset, out, options)[0]
+        grid.start_heldout(first, start, options)  # OUT/start_evals, once per grid
     STARTS[(id(preset), fast)] = start
     return {"wall_s": time.perf_counter() - t0}
 
@@ -161,11 +157,11 @@ def results_of(run_dir: Path) -> dict:
     for line in (run_dir / "metrics.jsonl").read_text().splitlines():
         row = json.loads(line)
         metrics.append({k: v for k, v in row.items() if not k.startswith(VOLATILE)})
+    from ict.eval.runner import without_when
+
     evals = {}
     for path in sorted((run_dir / "eval_steps").glob("*.json")) + [run_dir / "final_eval.json"]:
-        data = json.loads(path.read_text())
-        data.pop("seconds", None)
-        evals[path.name] = data
+        evals[path.name] = without_when(json.loads(path.read_text()))
     return {"metrics": metrics, "evals": evals}
 
 

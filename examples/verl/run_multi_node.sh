@@ -23,6 +23,12 @@ ray status >/dev/null 2>&1 || { echo "no Ray cluster here: start it first (see t
 
 # More GPUs -> a bigger rollout batch: 64 prompts x 16 samples per node.
 BATCH=$(( 64 * NNODES ))
+# a method whose authors fix the clip range gets it (Clip-Cov: 1 / 1, docs/METHOD.md)
+EXTRA=()
+if [ "$METHOD" = ict_clip_cov ]; then
+  EXTRA=(actor_rollout_ref.actor.clip_ratio_low=1 actor_rollout_ref.actor.clip_ratio_high=1)
+fi
+
 "$PYTHON" -m verl.trainer.main_ppo \
   --config-path="$HERE/config" --config-name=ict_dapo \
   actor_rollout_ref.model.path="$MODEL" \
@@ -33,4 +39,4 @@ BATCH=$(( 64 * NNODES ))
   data.train_batch_size="$BATCH" actor_rollout_ref.actor.ppo_mini_batch_size="$BATCH" \
   trainer.nnodes="$NNODES" trainer.n_gpus_per_node=8 \
   trainer.experiment_name="${METHOD}_qwen2.5_${SIZE}_${NNODES}nodes" \
-  "$@"
+  ${EXTRA[@]+"${EXTRA[@]}"} "$@"

@@ -19,6 +19,12 @@ esac
 "$PYTHON" -c "import importlib.util as u, sys; sys.exit(u.find_spec('ict.integrations.verl') is None)" || {
   echo "ict is not importable in this environment: pip install -e . --no-deps (see docs/engines/verl.md)" >&2; exit 2; }
 
+# a method whose authors fix the clip range gets it (Clip-Cov: 1 / 1, docs/METHOD.md)
+EXTRA=()
+if [ "$METHOD" = ict_clip_cov ]; then
+  EXTRA=(actor_rollout_ref.actor.clip_ratio_low=1 actor_rollout_ref.actor.clip_ratio_high=1)
+fi
+
 "$PYTHON" -m verl.trainer.main_ppo \
   --config-path="$HERE/config" --config-name=ict_dapo \
   actor_rollout_ref.model.path="$MODEL" \
@@ -30,4 +36,4 @@ esac
   actor_rollout_ref.actor.fsdp_config.optimizer_offload="$OFFLOAD" \
   trainer.nnodes=1 trainer.n_gpus_per_node=8 \
   trainer.experiment_name="${METHOD}_qwen2.5_${SIZE}" \
-  "$@"
+  ${EXTRA[@]+"${EXTRA[@]}"} "$@"

@@ -12,12 +12,13 @@ from ict.train import TrainConfig
 
 def test_preset_settings():
     preset = get_preset("toy-cot-long")
-    assert preset.methods == [
-        "grpo", "ict", "random_sequence", "entropy", "clip_cov", "kl_cov", "entropy_bonus",
-        "ict_branch",
-    ]  # fmt: skip
+    assert preset.methods == ["grpo", "ict", "random_sequence", "entropy", "kl_cov"]
+    tuning = preset.tuning  # each method's learning rate tuned on validation, seeds disjoint
+    assert tuning.values == (2e-5, 6.3e-5, 2e-4) and tuning.mode == "per_method"
+    assert not set(tuning.seeds) & set(range(preset.seeds)) and tuning.metric == (1, 4)
+    tuning.validate(range(preset.seeds))
     assert (
-        preset.seeds >= 5
+        preset.seeds >= 20
         and preset.train["max_steps"] >= 150
         and preset.train["max_steps"] % preset.train["eval_every"] == 0
     )
@@ -68,6 +69,7 @@ def test_toy_cot_long_grid_end_to_end(tmp_path, monkeypatch):
     out = tmp_path / "grid"
     methods = "clip_cov,kl_cov,entropy_bonus,ict_branch"
     args = ["compare", "--preset", "toy-cot-long", "--methods", methods, "--seeds", "1"]
+    args += ["--tuning", "off"]  # every method at the preset's lr (the stage: test_tuning.py)
     assert main([*args, "--out", str(out)]) == 0
     for method in methods.split(","):
         run = out / "runs" / f"{method}_seed0"

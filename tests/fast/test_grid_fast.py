@@ -9,6 +9,7 @@ import pytest
 import ict.generation as generation
 from ict.compare.grid import cell_dir, run_grid
 from ict.compare.warm_start import warm_start
+from ict.eval.runner import without_when
 from tests.compare.test_grid import tiny_preset
 
 VOLATILE = ("time/", "throughput/")
@@ -41,9 +42,7 @@ def results(run_dir):
     metrics = [{k: v for k, v in r.items() if not k.startswith(VOLATILE)} for r in rows]
     evals = {}
     for path in sorted(run_dir.glob("eval_steps/*.json")) + [run_dir / "final_eval.json"]:
-        data = json.loads(path.read_text())
-        data.pop("seconds", None)
-        evals[path.name] = data
+        evals[path.name] = without_when(json.loads(path.read_text()))
     return metrics, evals
 
 

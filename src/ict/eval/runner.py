@@ -182,6 +182,15 @@ def per_problem_counts(records: list[dict]) -> dict[str, list]:
     }
 
 
+WHEN_FIELDS = ("date", "seconds")  # when a result was made and how long it took
+
+
+def without_when(result: dict) -> dict:
+    """A result without its WHEN_FIELDS: what two evaluations of the same model, problems and
+    settings share exactly (the same samples give the same numbers)."""
+    return {k: v for k, v in result.items() if k not in WHEN_FIELDS}
+
+
 def eval_result(
     records: dict[str, list[dict]],
     settings: EvalSettings,

@@ -78,7 +78,9 @@ def wrap_train_batch(original):
             step = {"update/param_change_rel": change.relative(reduce)}
             step.update(ict_loss.take_step_counts(reduce))
             if outputs is not None and "metrics" in outputs:
-                outputs["metrics"].update(step)
+                # one-element lists, as verl's micro-batch metrics: its worker gathers them over
+                # data-parallel ranks and flattens lists of lists (a bare float breaks that)
+                outputs["metrics"].update({k: [v] for k, v in step.items()})
         return outputs
 
     return train_batch
