@@ -111,7 +111,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     repeats = a.repeats or (1 if a.quick else 3)
     budget = 12 if a.quick else 60
-    from ict.compare.toy_cot import prompt as cot_prompt
+    from ict.data.toy.cot import prompt as cot_prompt
     from ict.fast import fast_path
     from ict.fast.generate import decode, eos_of
     from ict.fast.llama import LeanLlama

@@ -28,7 +28,7 @@ Times are process CPU time on a CPU (one intra-op thread: what this process comp
 other jobs on a shared machine; wall time after a synchronize on a GPU): the machine's numbers
 best of --repeats; each phase's the sum over --steps steps after one warm-up step (rollout: the
 `generate` call; statistics: `old_policy_pass`; update: `update_policy`; evaluation: one
-`heldout_eval` of the setting's eval_size x eval_num_samples).
+`training_evaluation(config).run` of the setting's eval_size x eval_num_samples).
 """
 
 from __future__ import annotations
@@ -319,7 +319,7 @@ def setting(name: str, quick: bool, device: str, random_weights: bool = False):
 
 def run_setting(name, quick, device, steps, machine_rates, fast, autocast="off", random=False):
     from ict.train import TrainConfig, Trainer
-    from ict.train.heldout import heldout_eval
+    from ict.train.evaluation import training_evaluation
     from ict.train.problems import Problem, load_problems
 
     model, tokenizer, train, label = setting(name, quick, device, random)
@@ -336,19 +336,21 @@ def run_setting(name, quick, device, steps, machine_rates, fast, autocast="off",
     import contextlib
 
     import ict.generation as generation
-    import ict.train.old_policy as old_policy
     import ict.train.rollout as rollout_module
-    import ict.train.update as update
+    import ict.train.trainer as trainer_module
     from ict.fast import fast_path
 
     gens: list[Generation] = []
     batches = []
     clocked = Clocked(device)
+    # the names the callers use: the rollout and the trainer import theirs at module level, the
+    # evaluation's sampler at call time
     clocked.wrap(generation, "generate", "generate", generation_shapes(gens))
-    clocked.wrap(rollout_module, "collect_rollout", "collect",
+    clocked.wrap(rollout_module, "generate", "generate", generation_shapes(gens))
+    clocked.wrap(trainer_module, "collect_rollout", "collect",
                  lambda a, k, out: batches.append(out[0]))  # fmt: skip
-    clocked.wrap(old_policy, "old_policy_pass", "statistics")
-    clocked.wrap(update, "update_policy", "update")
+    clocked.wrap(trainer_module, "old_policy_pass", "statistics")
+    clocked.wrap(trainer_module, "update_policy", "update")
     ctx = fast_path() if fast else contextlib.nullcontext()
     try:
         with ctx:
@@ -359,7 +361,7 @@ def run_setting(name, quick, device, steps, machine_rates, fast, autocast="off",
             rows = [trainer.train_step() for _ in range(steps + 1)]
             step_gens, gens[:] = list(gens), []
             t0 = clock(device)
-            heldout_eval(trainer.model, tokenizer, config, model_label=label)
+            training_evaluation(config).run(trainer.model, tokenizer, model_label=label)
             eval_s = clock(device) - t0
             eval_gens = list(gens)
         trainer.close()

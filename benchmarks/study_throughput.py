@@ -14,7 +14,7 @@ of a cell back to back with alternating order, and prints:
     over the cells;
   - the per-study start (warm start from its cache, the start point's evaluations), once per path;
   - whether the two paths wrote the same results: every metrics.jsonl number but times and
-    throughputs, every eval_steps/*.json and final_eval.json but its seconds.
+    throughputs, every eval_steps/*.json and final_eval.json but its seconds and date.
 
   OMP_NUM_THREADS=1 python benchmarks/study_throughput.py                    # 2 methods x 1 seed
   OMP_NUM_THREADS=1 python benchmarks/study_throughput.py --steps 50 --methods grpo ict entropy
@@ -85,16 +85,13 @@ class Timers:
     def install(self):
         """The trainer's three step phases (imported from their modules at each step) and the
         grid's two evaluations."""
-        import ict.train.old_policy as old_policy
-        import ict.train.rollout as rollout
-        import ict.train.update as update
+        import ict.train.trainer as trainer
         from ict.compare import grid
-        from ict.train.trainer import Trainer
 
-        self.wrap(rollout, "collect_rollout", "rollout")
-        self.wrap(old_policy, "old_policy_pass", "statistics")
-        self.wrap(update, "update_policy", "update")
-        self.wrap(Trainer, "_evaluate", "periodic_eval")
+        self.wrap(trainer, "collect_rollout", "rollout")  # the names train_step calls
+        self.wrap(trainer, "old_policy_pass", "statistics")
+        self.wrap(trainer, "update_policy", "update")
+        self.wrap(trainer.Trainer, "_evaluate", "periodic_eval")
         self.wrap(grid, "evaluate_cell", "final_eval")
 
     def restore(self):
@@ -141,6 +138,7 @@ def prepare(preset, out: Path, fast: bool, methods: list[str], steps: int | None
     from ict.fast import fast_path
 
     t0 = time.perf_counter()
+    options = grid.GridOptions(log=lambda line: None, fast=fast)
     with fast_path(fast):
         start = grid.prepare_start(preset, out, lambda line: None)
         first = grid.plan_cells(
@@ -150,7 +148,8 @@ def prepare(preset, out: Path, fast: bool, methods: list[str], steps: int | None
                 methods=methods[:1], seeds=[0], overrides={"max_steps": steps} if steps else None
             ),
         )[0]
-        grid.start_heldout(first, start, lambda line: None)  # OUT/start_heldout, once per grid
+        grid.evaluate_start(first, start, preset, options)  # OUT/start_eval.json, once per grid
+        grid.start_heldout(first, start, options)  # the cells' step-0 evaluation, once per grid
     STARTS[(id(preset), fast)] = start
     return {"wall_s": time.perf_counter() - t0}
 
@@ -164,7 +163,8 @@ def results_of(run_dir: Path) -> dict:
     evals = {}
     for path in sorted((run_dir / "eval_steps").glob("*.json")) + [run_dir / "final_eval.json"]:
         data = json.loads(path.read_text())
-        data.pop("seconds", None)
+        for key in ("seconds", "date"):  # when it ran, not what it found
+            data.pop(key, None)
         evals[path.name] = data
     return {"metrics": metrics, "evals": evals}
 

@@ -42,7 +42,8 @@ def results(run_dir):
     evals = {}
     for path in sorted(run_dir.glob("eval_steps/*.json")) + [run_dir / "final_eval.json"]:
         data = json.loads(path.read_text())
-        data.pop("seconds", None)
+        for key in ("seconds", "date"):  # when it ran, not what it found
+            data.pop(key, None)
         evals[path.name] = data
     return metrics, evals
 
