@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Run TRL's own GRPO trainer tests offline against ict, and report what differs.
 
-    git clone https://github.com/huggingface/trl /tmp/trl      # TRL's source (its sdist has no tests)
-    export ICT_TRL_SOURCE=/tmp/trl                               # or pass --trl-source /tmp/trl
+    git clone https://github.com/huggingface/trl ../trl    # TRL's source (its PyPI sdist has no tests)
+    export ICT_TRL_SOURCE=../trl                             # or pass --trl-source ../trl each time
     .venv/bin/python scripts/peer_tests/trl_grpo.py                    # all tests (about 4 h on 2 cores)
     .venv/bin/python scripts/peer_tests/trl_grpo.py --quick            # a handful of basic tests
-    .venv/bin/python scripts/peer_tests/trl_grpo.py -k "loss_types" --out /tmp/t.json
+    .venv/bin/python scripts/peer_tests/trl_grpo.py -k "loss_types" --out loss_types.json
     .venv/bin/python scripts/peer_tests/trl_grpo.py --resume scripts/peer_tests/.cache/runs/<stamp>
     .venv/bin/python scripts/peer_tests/trl_grpo.py --table scripts/peer_tests/.cache/runs/<stamp>
     .venv/bin/python scripts/peer_tests/trl_grpo.py --rerun-differing scripts/peer_tests/.cache/trl_grpo.json
