@@ -7,7 +7,7 @@ PYTHON      ?= python3
 VENV        ?= .venv
 VERL_VENV   ?= .venv-verl
 TORCH_SPEC  ?= torch==2.13.0
-EXTRAS      ?= train,trl,dev
+EXTRAS      ?= train,trl,dev,tensorboard,wandb  # the loggers: tests/cli/test_report_to.py writes their files
 THREADS     ?= 2
 PIP         := $(VENV)/bin/python -m pip
 export OMP_NUM_THREADS ?= $(THREADS)

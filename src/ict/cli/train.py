@@ -125,6 +125,9 @@ def run(args: argparse.Namespace) -> int:
 
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     config, resume = resolve_config(args)
+    from ict.train.outputs import check_report_to
+
+    check_report_to(config.report_to)  # one line, before torch, the task or the model load
     verbose = getattr(args, "verbose", False)
     from tqdm.contrib.logging import logging_redirect_tqdm
 
