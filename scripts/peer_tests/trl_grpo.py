@@ -171,7 +171,7 @@ def run_mode(mode, src, cache, selection, k, timeout, python, extra, bf16, runs:
     log(f"\n=== run {mode}: {' '.join(cmd[1:])}\n    (cwd {src}; log {logfile})")
     start = time.time()
     env = child_env(cache, mode, results, timeout, cache / "standins.json", bf16)
-    with open(logfile, "a") as out:
+    with open(logfile, "a", buffering=1) as out:  # line-buffered: readable while it runs
         proc = subprocess.Popen(
             cmd, cwd=src, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
