@@ -19,11 +19,13 @@ flags of TINY_FLAGS (a flag already there takes the tiny value); a Hub model id 
 replaced by a tiny offline model (ict.testing.save_tiny_model); the placeholders of PLACEHOLDERS
 (`runs/<run>`, `runs/my-run`, `CKPT`, ...) by tiny run directories; `--data-dir data/` by the
 benchmark fixtures shipped with ict; a path of this repository (examples/, scripts/, src/) by its
-absolute path (commands run in a temporary directory).
+absolute path (commands run in a temporary directory), and so are the relative entries of a
+`PYTHONPATH=...` prefix.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -182,6 +184,8 @@ def tiny_argv(
     env = {}
     while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):
         key, value = words.pop(0).split("=", 1)
+        if key == "PYTHONPATH":  # relative entries name the repository's folders (src, .)
+            value = os.pathsep.join(str((ROOT / v).resolve()) for v in value.split(os.pathsep) if v)
         env[key] = value
     words = [runs.get(w, w) for w in words]
     words = [tiny_model if HUB_ID.fullmatch(w) else w for w in words]
