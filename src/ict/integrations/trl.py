@@ -398,7 +398,7 @@ class _ParamChangeCallback(TrainerCallback):
 class ICTGRPOTrainer(GRPOTrainer):
     """`GRPOTrainer` that updates only the tokens chosen by an ict selector (see module docstring)."""
 
-    def __init__(self, model, reward_funcs, args=None, *rest, **kwargs):
+    def __init__(self, model, reward_funcs=None, args=None, *rest, **kwargs):  # TRL's signature
         if args is None:  # as TRL builds its default GRPOConfig, with the ict default method
             name = model if isinstance(model, str) else model.config._name_or_path
             args = ICTGRPOConfig(f"{str(name).split('/')[-1]}-GRPO")
@@ -829,6 +829,9 @@ class ICTGRPOTrainer(GRPOTrainer):
         self._metrics[mode]["policy_loss"].append(
             float(totals[-1]) / self.accelerator.num_processes
         )
+        if mode == "train" and self.accelerator.sync_gradients and self.args.entropy_coef:
+            # ict's bonus coefficient, logged once per optimizer step as TRL logs its own
+            self._metrics[mode]["entropy_coef"].append(float(self.args.entropy_coef))
         if float(totals[-2]) > 0:
             for key, total in zip(keys, totals[:-2].tolist(), strict=True):
                 self._metrics[mode][_ICT_LOSS_METRICS[key]].append(total / float(totals[-2]))
