@@ -8,11 +8,11 @@ tests/docs/test_generated_lists.py fails when this file and the registries diffe
 # (name, selector, description), in the registry's order
 METHODS: tuple[tuple[str, str, str], ...] = (
     ('grpo', 'every', 'GRPO: every valid token.'),
-    ('entropy', 'entropy_top', '20-Entropy: global top 20% by entropy.'),
+    ('entropy', 'entropy_top', "20-Entropy (Wang et al. 2025): global top 20% by entropy, DAPO's token mean over the selected tokens."),
     ('stapo', 'not_spurious', 'STAPO: every token except the spurious ones.'),
     ('random', 'uniform', "Control: a random 10% of the batch's tokens."),
-    ('clip_cov', 'every', 'Clip-Cov (Cui et al. 2025): GRPO, with the gradient cut on a random few tokens of high advantage-log-prob covariance.'),
-    ('kl_cov', 'every', 'KL-Cov (Cui et al. 2025): GRPO without the ratio clip, a |log-ratio| penalty on the tokens of highest advantage-log-prob covariance.'),
+    ('clip_cov', 'every', 'Clip-Cov (Cui et al. 2025): GRPO, with the gradient cut on a random few tokens of high advantage-log-prob covariance; token mean, clip range 1 / 1.'),
+    ('kl_cov', 'every', 'KL-Cov (Cui et al. 2025): GRPO without the ratio clip, a |log-ratio| penalty on the tokens of highest advantage-log-prob covariance; token mean.'),
     ('entropy_bonus', 'every', "GRPO minus 0.01 x the policy's entropy (an entropy bonus)."),
     ('random_sequence', 'uniform', "Control: a random 10% of each response, with ICT's warm-up and loss."),
     ('ict', 'js_top', 'ICT as the paper defines it: JS to the position-aligned group mean, top 10% of each response, Sparse-GRPO, dense warm-up.'),
