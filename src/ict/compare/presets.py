@@ -413,9 +413,7 @@ def get_preset(name: str, **options) -> Preset:
     return preset
 
 
-@register_preset(
-    "toy", "tiny transformer on a+b: supervised warm start, 6 methods x 5 seeds (2 CPU cores)"
-)
+@register_preset("toy", "tiny transformer on a+b with a supervised warm start (2 CPU cores)")
 def toy_preset() -> Preset:
     return Preset(
         "toy",
@@ -430,9 +428,7 @@ def toy_preset() -> Preset:
     )
 
 
-@register_preset(
-    "toy-cot", "reasoning chains: 52-token answers of a tiny transformer, 7 methods x 5 seeds"
-)
+@register_preset("toy-cot", "reasoning chains: 52-token answers of a tiny transformer")
 def toy_cot_preset() -> Preset:
     return Preset(
         "toy-cot",
@@ -453,7 +449,7 @@ def toy_cot_preset() -> Preset:
 
 @register_preset(
     "toy-cot-long",
-    "toy-cot for 150 RL steps, each method at its tuned learning rate: 5 methods x 20 seeds",
+    "toy-cot for 150 RL steps, each method at its tuned learning rate",
 )
 def toy_cot_long_preset() -> Preset:
     return Preset(
@@ -475,7 +471,7 @@ def toy_cot_long_preset() -> Preset:
     )
 
 
-@register_preset("quick", "the toy task and warm start, 10 RL steps, 2 seeds: a few minutes")
+@register_preset("quick", "the toy task and warm start, shortened: a few minutes")
 def quick_preset() -> Preset:
     # 10 steps would all be the paper's dense warm-up (Theta = 10): cut it to 3 so ICT's
     # selection is exercised; an explicit value applies to every method (baselines included)
@@ -492,7 +488,7 @@ def quick_preset() -> Preset:
     )
 
 
-@register_preset("smollm", "the embedded SmolLM2-135M-Instruct on the default task (the default)")
+@register_preset("smollm", "the embedded SmolLM2-135M-Instruct on ict train's default task")
 def smollm_preset() -> Preset:
     return Preset(
         "smollm",

@@ -152,6 +152,12 @@ def token_stats_from_hidden(
     head is the policy's, bias and transform included (there None means the policy's value and
     an infinite softcap means no cap). Other arguments and the result as in `token_stats`.
     """
+    for name, x, example in (
+        ("hidden", hidden, "the model's final hidden states"),
+        ("lm_head_weight", lm_head_weight, "model.lm_head.weight, or ict.head.logit_head(model)"),
+    ):
+        if not isinstance(x, Tensor):
+            raise DataError(f"{name} must be a tensor ({example}), got {type(x).__name__}")
     if hidden.dim() != 3:
         raise DataError(f"hidden must be [B, T, D], got shape {tuple(hidden.shape)}")
     if lm_head_weight.dim() != 2 or lm_head_weight.shape[1] != hidden.shape[-1]:
@@ -250,6 +256,11 @@ def _check_common(bt, tokens, mask, temperature, reference, group_ids, device, d
         if group_ids is None:
             raise ConfigError(
                 f'reference="{reference}" needs group_ids=[B] (the prompt index of each row)'
+            )
+        if not isinstance(group_ids, Tensor):
+            raise DataError(
+                f"group_ids must be an integer tensor [B], got {type(group_ids).__name__} "
+                "(wrap it: torch.tensor(group_ids))"
             )
         if tuple(group_ids.shape) != (bt[0],) or group_ids.dtype.is_floating_point:
             raise DataError(
