@@ -88,8 +88,15 @@ def test_report_markdown_is_honest(report_dir):
     # the entropy run of seed 1 collapses over windows, with the criterion beside the flag
     assert "1: COLLAPSE" in md and "1 of 9 runs flagged" in md
     assert "last-3 vs first-3 mean H (collapse < 0.2x, explosion > 3x)" in md
-    # declared before any number: the first section, then the runs
-    assert md.index("## Declared endpoints") < md.index("## Runs") < md.index("## Final results")
+    # declared before any number, then the answer as a figure, then the tables, then the runs
+    assert (
+        md.index("## Declared endpoints")
+        < md.index("## Answer")
+        < md.index("![")
+        < md.index("## Final results")
+        < md.index("## Runs")
+    )
+    assert md.index("answer_forest.png") < md.index("## Final results")
     assert "Mean Jaccard" in md and "| ICT token |" in md.replace("rank | ", "")
     for link in re.findall(r"!\[[^]]*\]\(([^)]+)\)", md):
         assert (report_dir / link).exists()
@@ -161,7 +168,8 @@ def test_report_golden_settings_table_and_method_names(per_problem_report):
     import os
 
     md = (per_problem_report / "report.md").read_text()
-    section = md[md.index("## Final results") : md.index("## Entropy health")]
+    start = md.index("## Final results")
+    section = md[start : md.index("\n## ", start) + 1]  # up to the next section
     if os.environ.get("ICT_UPDATE_GOLDEN"):
         GOLDEN.parent.mkdir(exist_ok=True)
         GOLDEN.write_text(section)

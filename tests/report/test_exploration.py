@@ -101,7 +101,7 @@ def test_final_pass_at_k_for_every_k_equals_the_binomial_formula(grid):
 
 def test_report_has_a_row_per_k_and_the_plots(grid):
     md = (grid["report"] / "report.md").read_text()
-    section = md[md.index("## Exploration") : md.index("## Curves")]
+    section = md[md.index("## Exploration") : md.index("## Final results")]
     assert "| k | before RL | grpo | ict |" in section
     for k in (1, 2, 4, 8):
         assert f"\n| {k} | " in section

@@ -142,3 +142,44 @@ def test_plot_run_draws_the_paper_diagnostics_and_score_curve(tmp_path):
     del rows[0]["score_curve"]
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert "score_curve" not in {p.stem for p in plot_run(run, tmp_path / "again")}
+
+
+def test_one_colour_per_method_from_the_registry():
+    from ict.methods import METHODS
+    from ict.report.plots import PALETTE, method_color
+
+    names = list(METHODS)
+    colours = [method_color(m) for m in names]
+    assert len(set(colours)) == len(names) <= len(PALETTE)  # distinct while the palette lasts
+    # a label's method decides: a difference, a suffix, the same colour in every figure
+    assert method_color("ict - grpo") == method_color("ict (selected)") == method_color("ict")
+    assert method_color("ict") != method_color("grpo")
+    # a name outside the registry: a palette colour fixed by the name alone
+    assert method_color("my_method") == method_color("my_method") in PALETTE
+
+
+def test_forest_plot_panels_in_order_of_k(tmp_path):
+    from ict.evidence.endpoints import declare, parse_endpoint
+    from ict.report.answer import write_answer_section
+    from ict.report.document import Document
+    from ict.report.verdicts import evaluate
+
+    seeds = range(4)
+    values = {
+        f"eval/t/pass@{k}": {
+            "grpo": {s: 0.5 + 0.01 * s for s in seeds},
+            "ict": {s: 0.4 + 0.02 * s + 0.001 * k for s in seeds},
+        }
+        for k in (16, 1, 4)
+    }
+    endpoints = declare(primary=[parse_endpoint("ict-grpo@pass@4")])
+    judgement = evaluate(values, "grpo", endpoints)
+    doc = Document("t")
+    path = write_answer_section(doc, judgement, values, 0.95, "grpo", tmp_path)
+    assert path is not None and _is_png(path)
+    headings = [b[2] for b in doc.blocks if b[0] == "h"]
+    assert headings == ["Answer"]
+    assert "is **ict** different from **grpo** at pass@4" in doc.blocks[1][1]
+    from ict.report.answer import panel_order
+
+    assert sorted(values, key=panel_order) == [f"eval/t/pass@{k}" for k in (1, 4, 16)]

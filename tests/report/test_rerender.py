@@ -56,8 +56,11 @@ def test_rerender_rebuilds_the_live_verdicts_and_tables(live, tmp_path):
     assert table == section(live_md, k, "### pass@1, pass@n")
     assert "**Re-rendered**" in new_md
     assert (
-        new_md.index("## Declared endpoints") < new_md.index("## Runs") < new_md.index("## Final")
+        new_md.index("## Declared endpoints") < new_md.index("## Answer") < new_md.index("## Final")
     )
+    assert section(new_md, "## Answer", "## Exploration") == section(
+        live_md, "## Answer", "## Exploration"
+    )  # the same question and figure as the live report's
     # a second re-render changes nothing
     rerender(copy, ENDPOINTS)
     assert md.read_text() == new_md
@@ -71,6 +74,9 @@ def test_committed_reports_round_trip_and_carry_seed_level_verdicts(report):
     assert parse_markdown(md, report).markdown(report) == md
     raw = json.loads((report / "report.json").read_text())
     assert "no significant difference" not in md
+    # the answer first: the declared question and the forest plot, before any table
+    assert md.index("## Declared endpoints") < md.index("## Answer") < md.index("|")
+    assert (report / "plots" / "answer_forest.png").exists()
     assert raw["verdicts"]["comparisons"] and raw["rerendered"]
     for c in raw["verdicts"]["comparisons"]:
         assert c["verdict"] in ("higher", "lower", "equivalent", "inconclusive")

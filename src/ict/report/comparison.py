@@ -35,6 +35,7 @@ from ict.evidence.intervals import (
 )
 from ict.evidence.verdict import Judgement
 from ict.files import read_jsonl, relative_path, write_atomic
+from ict.report.answer import values_of, write_answer_section
 from ict.report.document import Document
 from ict.report.exploration import write_section as write_exploration
 from ict.report.health import write_health_section, write_loss_mode_section
@@ -414,10 +415,12 @@ def build_report(
 ) -> Path:
     """Write OUT_DIR/report.md, report.html (self-contained), report.json and plots/*.png.
 
-    The sections, in order: the declared endpoints (before any number), the runs and how
-    intervals are made, final results with their verdicts, entropy health, loss-mode token rates,
-    exploration (pass@k against k, pass@1 / pass@n / H / H2 against step:
-    ict.report.exploration), curves, the ICT vs 20-Entropy overlap, where picks fall, settings.
+    The sections, in order, figures first: the declared endpoints (before any number), the answer
+    (the declared question and a forest plot of the verdicts: ict.report.answer), exploration
+    (pass@k against k, pass@1 / pass@n / H / H2 against step: ict.report.exploration), final
+    results with their verdicts, the tuning record, the runs and how intervals are made, entropy
+    health, loss-mode token rates, curves, the ICT vs 20-Entropy overlap, where picks fall,
+    settings.
     `endpoints`: the declared primary comparisons, alpha and margin (None: none declared, every
     comparison exploratory); `tuning`: the grid's tuning record (OUT/tuning/tuning.json), shown
     after the endpoints. Returns the path of report.md. Raises DataError when no run
@@ -446,21 +449,26 @@ def build_report(
         "endpoints": endpoints.as_dict(),
         "metrics": {},
     }
+    # figures first: the declaration, the answer (forest plot), pass@k against k and the curves
+    # against step; then the tables behind them
     write_endpoints_section(doc, judgement)  # first: declared before any number
+    write_answer_section(doc, judgement, values_of(results), confidence, baseline, plots)
+    raw["exploration"] = write_exploration(
+        doc, runs, groups, baseline, confidence, plots, judgement
+    )
+    _results_section(doc, runs, results, baseline, confidence, judgement, raw)
+    raw["verdicts"] = judgement_json(judgement)
     if write_tuning_section(doc, tuning) is not None:
         raw["tuning"] = tuning
     doc.heading("Runs")
     _runs_section(doc, runs, groups, notes, baseline, confidence)
-    _results_section(doc, runs, results, baseline, confidence, judgement, raw)
-    raw["verdicts"] = judgement_json(judgement)
     raw["health"] = write_health_section(doc, runs, groups)
     loss_modes = write_loss_mode_section(doc, groups)
     if loss_modes is not None:
         raw["loss_modes"] = loss_modes
-    raw["exploration"] = write_exploration(
-        doc, runs, groups, baseline, confidence, plots, judgement
+    logged = sorted(
+        {k for r in runs for row in r.metrics for k in row if pass_key(k)}, key=pass_key
     )
-    logged = sorted({k for r in runs for row in r.metrics for k in row if pass_key(k)})
     _curves_section(doc, groups, logged, plots)  # the periodic evaluation's keys
     overlap = _overlap_section(doc, runs, plots)
     if overlap is not None:
@@ -560,16 +568,11 @@ def _curves_section(doc, groups, eval_keys, plots) -> None:
         "shaded band: min to max across seeds (not a confidence interval)."
     )
     curves = list(CURVES)
-    for key in eval_keys:
-        curves.insert(
-            1,
-            (
-                f"eval_{key[5:].replace('/', '_').replace('@', 'at')}",
-                f"Held-out {key[5:]}",
-                "pass@k",
-                [(key, "")],
-            ),
-        )
+    curves[1:1] = [  # after the reward, in order of k
+        (f"eval_{key[5:].replace('/', '_').replace('@', 'at')}", f"Held-out {key[5:]}", "pass@k",
+         [(key, "")])
+        for key in eval_keys
+    ]  # fmt: skip
     for stem, ctitle, ylabel, keys in curves:
         path = plot_methods(groups, keys, plots / f"{stem}.png", title=ctitle, ylabel=ylabel)
         if path is not None:

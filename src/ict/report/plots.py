@@ -7,11 +7,13 @@ every row is skipped; a plot with nothing to draw is not written.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ict.files import safe_filename
+from ict.methods import METHODS
 from ict.report.runs import Run, load_run
 
 # (file stem, title, y label, [(metrics.jsonl key, legend label)])
@@ -63,6 +65,26 @@ RUN_PLOTS: list[tuple[str, str, str, list[tuple[str, str]]]] = [
         [("paper/high_low_entropy_ratio", "high / low")],
     ),
 ]
+
+
+# One colour per method in every figure: the i-th method of the registry (ict.methods.METHODS) takes
+# the i-th colour, so a method keeps its colour across reports, whichever methods a grid runs.
+PALETTE = (
+    "#333333", "#1f77b4", "#ff7f0e", "#8c564b", "#9467bd", "#2ca02c", "#e377c2", "#7f7f7f",
+    "#d62728", "#17becf", "#bcbd22", "#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5", "#c49c94",
+)  # fmt: skip
+
+
+def method_color(label: str) -> str:
+    """The colour of the method a label names ('ict', 'ict - grpo', 'ict (selected)'): its
+    registry position in PALETTE; a name outside the registry gets a colour from its CRC32 (the
+    same on every machine and run)."""
+    import zlib
+
+    name = label.split(" ")[0]
+    if name in METHODS:
+        return PALETTE[list(METHODS).index(name) % len(PALETTE)]
+    return PALETTE[zlib.crc32(name.encode()) % len(PALETTE)]
 
 
 EMA_ALPHA = 0.3  # weight of the newest logged step in the smoothed curves
@@ -202,10 +224,9 @@ def plot_methods(
     is dashed. Returns None (and writes nothing) when no method logged any of the keys."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8.5, 4), dpi=100)
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     drawn, n_points = False, 0
-    for i, (method, runs) in enumerate(runs_by_method.items()):
-        color = colors[i % len(colors)]
+    for method, runs in runs_by_method.items():
+        color = method_color(method)
         for j, (key, suffix) in enumerate(keys):
             steps, mean, low, high = band(runs, key)
             if len(steps) == 0:
@@ -292,10 +313,9 @@ def plot_k_curves(
         return None
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4), dpi=100)
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     all_ks: set[int] = set()
-    for i, (label, (ks, mean, low, high)) in enumerate(curves.items()):
-        color = colors[i % len(colors)]
+    for label, (ks, mean, low, high) in curves.items():
+        color = method_color(label)
         ax.plot(ks, mean, marker="o", ms=3, color=color, label=label)
         ax.fill_between(ks, low, high, color=color, alpha=0.12, lw=0)
         all_ks |= set(ks)
@@ -329,11 +349,9 @@ def plot_step_panels(
     plt = _pyplot()
     rows = (len(panels) + 1) // 2
     fig, axes = plt.subplots(rows, 2, figsize=(11, 3.4 * rows), dpi=100, squeeze=False)
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    methods = list(dict.fromkeys(m for _, _, curves in panels for m in curves))
     for ax, (ptitle, ylabel, curves) in zip(axes.flat, panels, strict=False):
         for method, (steps, mean, low, high) in curves.items():
-            color = colors[methods.index(method) % len(colors)]
+            color = method_color(method)
             ax.plot(steps, mean, marker="o", ms=3, color=color, label=method)
             ax.fill_between(steps, low, high, color=color, alpha=0.12, lw=0)
         ax.set(title=ptitle, xlabel="training step", ylabel=ylabel)
@@ -342,4 +360,78 @@ def plot_step_panels(
         ax.axis("off")
     axes.flat[0].legend(fontsize=7, title="band: 95% interval", title_fontsize=7)
     fig.suptitle(title, fontsize=10)
+    return save_figure(fig, path)
+
+
+# ---- the answer: each comparison's difference with its interval -------------------------------
+@dataclass(frozen=True)
+class ForestRow:
+    """One comparison in a forest plot: `label` ('ict - grpo'), its `method` (the colour),
+    the difference `mean` with its interval [`low`, `high`] (None: not computable, e.g. one
+    seed), whether it is `primary`, and the `verdict` text printed beside it."""
+
+    label: str
+    method: str
+    mean: float
+    low: float | None
+    high: float | None
+    primary: bool
+    verdict: str
+
+
+def plot_forest(
+    panels: Sequence[tuple[str, Sequence[ForestRow]]],
+    path: str | Path,
+    *,
+    title: str,
+    band_text: str,
+    margin: float | None = None,
+) -> Path | None:
+    """A forest plot: one panel per (panel title, rows), in the order given (pass@k panels in order
+    of k), each comparison a point with its interval as a bar in its method's colour, primary
+    comparisons as filled stars with a bold label, the verdict to the right, a line at 0 and the
+    equivalence margin +-`margin` shaded. `band_text` says what the bars are. Differences are in
+    the metric's units. Returns the path, or None when no panel has a row."""
+    panels = [(t, list(rows)) for t, rows in panels if rows]
+    if not panels:
+        return None
+    plt = _pyplot()
+    cols = min(len(panels), 4)
+    n_rows = (len(panels) + cols - 1) // cols
+    height = max(len(r) for _, r in panels) * 0.42 + 1.3
+    fig, axes = plt.subplots(
+        n_rows, cols, figsize=(3.4 * cols + 1.6, height * n_rows), dpi=110, squeeze=False,
+        sharex=True,
+    )  # fmt: skip
+    for ax, (ptitle, rows) in zip(axes.flat, panels, strict=False):
+        ys = np.arange(len(rows))[::-1]
+        if margin:
+            ax.axvspan(-margin, margin, color="0.85", alpha=0.6, lw=0)
+        ax.axvline(0.0, color="black", lw=0.8)
+        for y, row in zip(ys, rows, strict=True):
+            color = method_color(row.method)
+            if row.low is not None and row.high is not None:
+                ax.plot([row.low, row.high], [y, y], color=color, lw=2.2, solid_capstyle="butt")
+            marker, size = ("*", 13) if row.primary else ("o", 6)
+            ax.plot([row.mean], [y], marker=marker, ms=size, color=color, ls="none")
+            ax.annotate(
+                row.verdict, (1.02, y), xycoords=("axes fraction", "data"), fontsize=7,
+                va="center", fontweight="bold" if row.primary else "normal",
+            )  # fmt: skip
+        ax.set_yticks(ys)
+        ax.set_yticklabels([r.label for r in rows], fontsize=8)
+        for tick, row in zip(ax.get_yticklabels(), rows, strict=True):
+            tick.set_fontweight("bold" if row.primary else "normal")
+        ax.set_ylim(-0.7, len(rows) - 0.3)
+        ax.set_title(ptitle, fontsize=9)
+        ax.set_xlabel("difference", fontsize=8)
+        ax.xaxis.set_tick_params(labelbottom=True)
+        ax.grid(axis="x", alpha=0.3)
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.axis("off")
+    legend = f"bar: {band_text}; star: a declared primary comparison"
+    if margin:
+        legend += f"; grey: equivalence margin +-{margin:g}"
+    fig.suptitle(f"{title}\n{legend}", fontsize=9)
+    fig.subplots_adjust(right=0.8)
     return save_figure(fig, path)

@@ -27,6 +27,7 @@ from ict.evidence.health import HealthCriterion
 from ict.evidence.intervals import Interval, format_interval
 from ict.evidence.verdict import Judgement
 from ict.files import read_json, write_atomic
+from ict.report.answer import values_of, write_answer_section
 from ict.report.comparison import (
     INTERVAL_METHOD,
     MethodResult,
@@ -216,6 +217,18 @@ def _endpoints(doc: Document, judgement: Judgement) -> None:
     doc.blocks[0:0] = blocks  # first, before the runs and any number, as a live report has it
 
 
+def _answer(doc: Document, judgement: Judgement, results, confidence, baseline, plots) -> None:
+    """The answer (question and forest plot) rebuilt, right after the declared endpoints."""
+    blocks = _blocks(
+        write_answer_section, judgement, values_of(results), confidence, baseline, plots
+    )
+    old = _section(doc, "Answer")
+    if old is not None:
+        del doc.blocks[old[0] : old[1]]
+    at = _section(doc, "Declared endpoints")
+    doc.blocks[at[1] : at[1]] = blocks
+
+
 def _results(doc, results, baseline, confidence, judgement) -> dict:
     start, end = _section(doc, "Final results")
     first_sub = next(
@@ -400,6 +413,7 @@ def rerender(report_dir: str | Path, endpoints: Endpoints, *, command: str = "")
     )
     _intro(doc, baseline, pct)
     _endpoints(doc, judgement)
+    _answer(doc, judgement, results, confidence, baseline, out / "plots")
     raw["metrics"] = _results(doc, results, baseline, confidence, judgement)
     raw["health"] = _health(doc, raw)
     raw.pop("health_flags", None)
