@@ -4,7 +4,9 @@
     python scripts/generate_lists.py            # rewrite every generated block and the catalog
     python scripts/generate_lists.py --check    # exit 1 naming each file that drifted (no writes)
 
-Sources: `ict.methods.METHODS`, `ict.select.SELECTORS`, `ict.compare.presets.PRESETS`.
+Sources: `ict.methods.METHODS`, `ict.select.SELECTORS`, `ict.compare.presets.PRESETS`,
+`ict.methods.MethodOptions` (the method options every engine shares) and the committed reports'
+report.json (STUDIES: each study's primary verdicts).
 Targets:
 - Markdown (README.md, docs/**/*.md): every block between `<!-- generated: NAME -->` and
   `<!-- /generated -->` (each marker on a line of its own) is replaced by `render(NAME)`; NAMES
@@ -68,6 +70,63 @@ def presets() -> list[tuple[str, str, list[str], int, int | None]]:
     return rows
 
 
+def options() -> list[tuple[str, str]]:
+    """(field, help) of every MethodOptions field: the options ict train, TRL and verl share."""
+    from dataclasses import fields
+
+    from ict.methods import MethodOptions
+
+    return [(f.name, f.metadata.get("help", "")) for f in fields(MethodOptions)]
+
+
+# The committed studies the README's table shows, the newest first: (report folder under
+# docs/reports, the model in words); seeds and the primary verdicts come from its report.json.
+STUDIES = (
+    ("toy-cot-long-tuned", "3-layer toy transformer, 52-token chains, 150 steps, tuned lr"),
+    ("toy-cot-long", "3-layer toy transformer, 52-token chains, 150 steps, one lr"),
+    ("toy-cot", "3-layer toy transformer, 52-token chains, 40 steps"),
+    ("toy", "2-layer toy transformer, 2-digit addition, 60 steps"),
+    ("smollm-cot", "SmolLM2-135M-Instruct, running-total chains, 12 steps"),
+    ("smollm-paper-ict", "SmolLM2-135M-Instruct, default task, 12 steps"),
+)
+
+
+def _p(value) -> str:
+    return "n/a" if value is None else ("<0.001" if value < 0.001 else f"{value:.3f}")
+
+
+def _verdict(c: dict) -> str:
+    """'ict - grpo at pass@4: **lower** (-0.799; Holm p <0.001; MDE 0.15)'; an equivalence
+    gives its TOST p, an MDE above 1 reads '> 1'."""
+    test = (
+        f"TOST p {_p(c['p_tost'])}" if c["verdict"] == "equivalent" else f"Holm p {_p(c['p_holm'])}"
+    )
+    mde = "> 1" if c["mde"] > 1 else f"{c['mde']:.2f}"
+    metric = c["key"].rpartition("/pass@")[2]
+    return (
+        f"{c['a']} - {c['b']} at pass@{metric}: **{c['verdict']}** "
+        f"({c['difference']:+.3f}; {test}; MDE {mde})"
+    )
+
+
+def studies() -> list[tuple[str, str, int, list[str]]]:
+    """(folder, model, seeds, ["ict - grpo at pass@4: lower (-0.80, Holm p <0.001)", ...]) of each
+    committed study in STUDIES whose report.json exists."""
+    import json
+
+    rows = []
+    for folder, model in STUDIES:
+        path = ROOT / "docs" / "reports" / folder / "report.json"
+        if not path.exists():
+            continue
+        comparisons = json.loads(path.read_text())["verdicts"]["comparisons"]
+        primary = [c for c in comparisons if c["primary"]]
+        seeds = max((c["seeds"] for c in comparisons), default=0)
+        verdicts = [_verdict(c) for c in primary]
+        rows.append((folder, model, seeds, verdicts or ["none declared (exploratory only)"]))
+    return rows
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
@@ -100,12 +159,35 @@ def render(name: str) -> str:
             f"| `{n}` | {_cell(summary)} | {', '.join(f'`{m}`' for m in ms)} | {seeds} | {steps} |"
             for n, summary, ms, seeds, steps in presets()
         ]
+    elif name == "options":
+        lines = [
+            "| `ict train` flag | TRL: `ICTGRPOConfig(...)` | verl: the `ict:` section | meaning |",
+            "| --- | --- | --- | --- |",
+        ]
+        lines += [
+            f"| `--{f.replace('_', '-')}` | `{f}=` | `ict.{f}` | {_cell(h)} |" for f, h in options()
+        ]
+        lines += [
+            "",
+            "Everything else (learning rate, group size, lengths, KL) is each engine's own option "
+            "under its own name: docs/engines/trl.md and docs/engines/verl.md map them.",
+        ]
+    elif name == "studies":
+        lines = [
+            "| study | model | seeds | primary comparisons (seed-level test, Holm) | report |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        lines += [
+            f"| `{folder}` | {model} | {seeds} | {'; '.join(verdicts)} | "
+            f"[report](docs/reports/{folder}/report.md) |"
+            for folder, model, seeds, verdicts in studies()
+        ]
     else:
         raise KeyError(f"no generated block {name!r}; known: {', '.join(NAMES)}")
     return "\n".join(lines) + "\n"
 
 
-NAMES = ("methods", "selectors", "presets")
+NAMES = ("methods", "selectors", "presets", "options", "studies")
 
 
 def catalog() -> str:

@@ -35,7 +35,7 @@ def test_no_generated_file_drifted_from_the_registries():
 @pytest.mark.parametrize(
     "path, names",
     [
-        ("README.md", ["methods", "presets"]),
+        ("README.md", ["methods", "presets", "options"]),
         ("docs/engines/trl.md", ["methods"]),
         ("docs/training.md", ["methods", "selectors"]),
     ],
@@ -109,3 +109,37 @@ def test_top_and_compare_help_use_the_registries():
         assert f"{name} {entry.summary} {grid}" in text, name
         assert f"{name} {preset.seeds}" in text  # --seeds' default, per preset
     assert "chain_sum" not in text  # the default preset's task comes from its summary
+
+
+def test_the_options_table_names_real_flags_and_fields():
+    """Every row of the options block is an `ict train` flag and an ICTGRPOConfig field (verl's
+    IctVerlConfig is a MethodOptions subclass, tested in the verl suite)."""
+    import argparse
+    from dataclasses import fields
+
+    from ict.cli import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    train = commands.choices["train"]
+    flags = {s for a in train._actions for s in a.option_strings}
+    rows = generate_lists.options()
+    assert len(rows) >= 10
+    for name, _ in rows:
+        assert "--" + name.replace("_", "-") in flags
+    trl = pytest.importorskip("ict.integrations.trl")
+    trl_fields = {f.name for f in fields(trl.ICTGRPOConfig)}
+    assert all(name in trl_fields for name, _ in rows)
+
+
+def test_the_studies_table_reads_each_report():
+    """The studies block: one row per committed report, its primary verdicts from report.json."""
+    import json
+
+    rows = generate_lists.studies()
+    assert rows
+    for folder, _, seeds, verdicts in rows:
+        raw = json.loads((ROOT / "docs" / "reports" / folder / "report.json").read_text())
+        primary = [c for c in raw["verdicts"]["comparisons"] if c["primary"]]
+        assert len(verdicts) == max(1, len(primary)) and seeds >= 1
+        for c, text in zip(primary, verdicts, strict=False):
+            assert f"**{c['verdict']}**" in text and f"{c['difference']:+.3f}" in text
