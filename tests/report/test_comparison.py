@@ -288,3 +288,17 @@ def test_loss_mode_rates_and_the_one_token_floor(tmp_path):
     assert raw["methods"]["clip_cov"]["ratio"] == pytest.approx(6.0)
     assert raw["methods"]["clip_cov"]["floor_dominates"] and raw["not_logged"] == ["kl_cov"]
     assert "the floor of one token dominates" in md and "**kl_cov**" in md
+
+
+def test_the_mechanism_curves_are_drawn_when_logged(tmp_path):
+    """Gradient norm, update size and loss-mode token counts, logged per step on every engine,
+    each get a curve per method (why an arm fails, when it does)."""
+    mechanism = {"grad_norm": 0.4, "update/param_change_rel": 3e-4, "loss_mode/changed_tokens": 2}
+    runs = [write_run(tmp_path, m, s, extra=mechanism) for m in ("grpo", "kl_cov") for s in (0, 1)]
+    build_report(runs, tmp_path / "r")
+    md = (tmp_path / "r" / "report.md").read_text()
+    for stem in ("grad_norm", "update_size", "loss_mode_tokens"):
+        assert (tmp_path / "r" / "plots" / f"{stem}.png").exists() and f"plots/{stem}.png" in md
+    bare = [write_run(tmp_path / "bare", m, 0) for m in ("grpo", "ict")]
+    build_report(bare, tmp_path / "r2")
+    assert not (tmp_path / "r2" / "plots" / "grad_norm.png").exists()  # nothing logged, no plot

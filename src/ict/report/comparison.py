@@ -78,6 +78,20 @@ CURVES = [
     ),
     ("length", "Response length", "tokens", [("response_length/mean", "")]),
     ("clip", "Clip fraction", "fraction of tokens", [("clip_fraction", "")]),
+    # the mechanism: how hard each step pushes, how far the weights move, what the loss mode touches
+    ("grad_norm", "Gradient norm before clipping", "L2 norm", [("grad_norm", "")]),
+    (
+        "update_size",
+        "Update size: ||theta_after - theta_before|| / ||theta_before|| per step",
+        "relative L2 change",
+        [("update/param_change_rel", "")],
+    ),
+    (
+        "loss_mode_tokens",
+        "Tokens the loss mode changed per step (Clip-Cov: gradient cut; KL-Cov: penalised)",
+        "tokens",
+        [("loss_mode/changed_tokens", "")],
+    ),
     (
         "jaccard",
         "Jaccard of ICT vs 20-Entropy selections (same batch)",
