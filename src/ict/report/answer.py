@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ict.evidence.verdict import Judgement, Verdict
 from ict.report.plots import ForestRow, plot_forest
-from ict.report.verdicts import Values, seed_interval
+from ict.report.verdicts import IDENTICAL_RUNS, Values, seed_interval
 
 FOREST_STEM = "answer_forest"
 
@@ -52,8 +52,8 @@ def forest_rows(
 def _row(v: Verdict, values: Values, confidence: float) -> ForestRow:
     t = v.test
     low = high = None
-    if t.identical:
-        verdict = "identical"
+    if t.identical:  # equal values on every seed at this key; identical arms: on every key
+        verdict = "identical arms" if v.note == IDENTICAL_RUNS else "equal on every seed"
     else:
         verdict = v.word
         if t.design == "paired t" and t.n >= 2:
