@@ -35,7 +35,7 @@ def test_no_generated_file_drifted_from_the_registries():
 @pytest.mark.parametrize(
     "path, names",
     [
-        ("README.md", ["methods", "presets", "options"]),
+        ("README.md", ["methods", "presets", "options", "studies"]),
         ("docs/engines/trl.md", ["methods"]),
         ("docs/training.md", ["methods", "selectors"]),
     ],
