@@ -30,13 +30,18 @@ def test_paper_preset_configs_are_valid(size):
     for method in preset.methods:
         config = TrainConfig(**preset.cell_train(method))
         assert config.method == method and config.model == PAPER_MODELS[size]
-    ict = TrainConfig(**preset.cell_train("ict")).resolved()  # the paper's ICT (ict.methods)
+    from ict.train.plan import RunPlan
+
+    def resolved(method):
+        return RunPlan.from_config(TrainConfig(**preset.cell_train(method))).config
+
+    ict = resolved("ict")  # the paper's ICT (ict.methods)
     assert (ict.scope, ict.reference, ict.loss_agg) == (
         "sequence",
         "group_position",
         "seq_mean_token_mean",
     )
-    assert TrainConfig(**preset.cell_train("entropy")).resolved().ratio == 0.2
+    assert resolved("entropy").ratio == 0.2
     # verl's GRPO recipe's KL term, on every valid token, for every method
     assert (ict.kl_coef, ict.kl_estimator, ict.kl_on) == (0.001, "low_var_kl", "valid")
 

@@ -55,7 +55,7 @@ from ict.files import read_json, write_json_atomic
 from ict.models import load_model_and_tokenizer, model_label
 from ict.train import TrainConfig, train
 from ict.train.evaluation import STEP_EVAL_DIR, training_evaluation
-from ict.train.trainer import resolve_device
+from ict.train.plan import resolve_device
 
 logger = logging.getLogger("ict.compare")
 

@@ -199,10 +199,12 @@ def policy_logprobs(
     with_entropy=False,
     prompt_length: int | None = None,
     group_size: int = 1,
+    head: LogitHead | None = None,
 ):
     """Forward pass -> (`[B, T]` log p(input_ids[:, t]) on response positions, entropy or None).
 
-    The logits are the model's own (`ict.head.logit_head(model)`: its soft cap / logit scale).
+    The logits are the model's own (`ict.head.logit_head(model)`: its soft cap / logit scale);
+    `head`: that LogitHead when the caller holds it already (the step's PolicyContext).
 
     With `prompt_length` and `group_size` > 1, groups of G rows share their prompt computation
     (see `shared_prompt_hidden`).
@@ -212,7 +214,7 @@ def policy_logprobs(
     else:
         hidden = final_hidden(model, input_ids, attention_mask)
     hidden = shifted_hidden(hidden)
-    head = logit_head(model)
+    head = head or logit_head(model)
     return token_logprobs_from_hidden(
         hidden,
         head.weight,
@@ -237,13 +239,3 @@ def column_span(attention_mask: torch.Tensor, stop: int | None = None) -> slice:
         return slice(0, 1)
     end = int(cols[-1]) + 1 if stop is None else min(int(cols[-1]) + 1, stop)
     return slice(int(cols[0]), max(end, int(cols[0]) + 1))
-
-
-def batch_plan(rows: int, config) -> tuple[int, int]:
-    """(G if prompts are shared else 1, rows per micro-batch: a multiple of G when shared).
-
-    config: anything with num_generations, share_prompt and micro_batch_size (TrainConfig)."""
-    group = (
-        config.num_generations if config.share_prompt and rows % config.num_generations == 0 else 1
-    )
-    return group, max(1, config.micro_batch_size // group) * group

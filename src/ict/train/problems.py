@@ -10,7 +10,6 @@ import numpy as np
 
 from ict.data import load_task
 from ict.errors import DataError
-from ict.models import format_prompt
 from ict.train.config import TrainConfig
 
 
@@ -84,12 +83,3 @@ def load_problems(
             f"task {config.task!r} produced no training problems; check task_config / train_size"
         )
     return problems
-
-
-def render_prompts(tokenizer, prompts: list, config: TrainConfig) -> list[str]:
-    """The rollout's prompt texts (ict.models.format_prompt with the config's chat_template and
-    system_prompt: the rendering the evaluations use too)."""
-    return [
-        format_prompt(tokenizer, p, system=config.system_prompt, chat_template=config.chat_template)
-        for p in prompts
-    ]
