@@ -169,10 +169,9 @@ def stats_vs_floor(policy, rollout, plan, repeats):
     def stats():
         return token_stats_from_hidden(
             hidden,
-            weight,
+            policy.head,
             ids,
             mask,
-            lm_head_bias=bias,
             temperature=cfg.temperature,
             reference=method.reference,
             group_ids=groups,

@@ -61,16 +61,9 @@ def sampled_logprobs(model, head, rollout, plan, policy, hidden=None) -> torch.T
         hidden = rollout_hidden(model, rollout, plan, policy)
     cfg = plan.config
     logprob, _ = token_logprobs_from_hidden(
-        hidden, head.weight, ids, mask, **head_options(head), temperature=cfg.temperature,
-        chunk_size=cfg.stats_chunk_size,
-    )  # fmt: skip
+        hidden, head, ids, mask, temperature=cfg.temperature, chunk_size=cfg.stats_chunk_size
+    )
     return logprob
-
-
-def head_options(head) -> dict:
-    """The keyword arguments of the statistics and log-prob kernels that carry a LogitHead's
-    bias and transform (ict.head)."""
-    return {"lm_head_bias": head.bias, "logit_scale": head.scale, "logit_softcap": head.softcap}
 
 
 @torch.no_grad()
@@ -88,22 +81,17 @@ def old_policy_pass(policy, rollout, plan):
     head = policy.head
     extra = {}
     if method.reference == "reference_policy":
-        ref = policy.ref_head
         extra = dict(
             reference_hidden=rollout_hidden(policy.ref_model, rollout, plan, policy),
-            reference_lm_head_weight=ref.weight,
-            reference_lm_head_bias=ref.bias,
-            reference_logit_scale=ref.scale,
-            reference_logit_softcap=ref.softcap,
+            reference_head=policy.ref_head,
         )
     if "kl" in method.needs():
         extra["divergence"] = "kl"
     stats = token_stats_from_hidden(
         hidden,
-        head.weight,
+        head,
         ids,
         mask,
-        **head_options(head),
         temperature=cfg.temperature,
         reference=method.reference,
         group_ids=rollout.prompt_index.to(policy.device),
