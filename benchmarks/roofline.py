@@ -394,7 +394,8 @@ def run_setting(name, quick, device, steps, machine_rates, fast, autocast="off",
         gf, gd = generation_cost(shape, gen)
         f, d = f + gf, d + gd
     phases["evaluation"] = [eval_s, f, d]
-    passes = trainer.plan.precision.as_dict()["dtype"] or weights  # statistics and update (autocast)
+    # the statistics and update passes (autocast)
+    passes = trainer.plan.precision.as_dict()["dtype"] or weights
     bw = machine_rates["bandwidth"]
     table = []
     for phase, (seconds, flops, data) in phases.items():
