@@ -264,10 +264,10 @@ def random_model(name: str):
     from ict.testing import tiny_tokenizer
 
     if name == "toy-cot":
-        from ict.compare.presets import TOY_COT_WARM
+        from ict.compare.presets import get_preset
         from ict.compare.warm_start import new_warm_model
 
-        return new_warm_model(TOY_COT_WARM, 128)
+        return new_warm_model(get_preset("toy-cot").warm, 128)
     tokenizer = tiny_tokenizer(SMOLLM2_135M["vocab_size"])
     config = LlamaConfig(
         **SMOLLM2_135M, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,

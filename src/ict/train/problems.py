@@ -71,11 +71,16 @@ def task_spec(config: TrainConfig) -> str:
 
 
 def load_problems(
-    config: TrainConfig, split: str = "train", size: int | None = None
+    config: TrainConfig, split: str = "train", size: int | None = None, *, data_dir=None
 ) -> list[Problem]:
-    """Problems of the task via ict.data.load_task (train split by default)."""
+    """Problems of the task via ict.data.load_task (train split by default); `data_dir`: local
+    task and benchmark files (ict.data.sources: then $ICT_DATA_DIR)."""
     items = load_task(
-        task_spec(config), split=split, seed=config.data_seed, size=size or config.train_size
+        task_spec(config),
+        split=split,
+        seed=config.data_seed,
+        size=size or config.train_size,
+        data_dir=data_dir,
     )
     problems = [as_problem(item) for item in items]
     if not problems:

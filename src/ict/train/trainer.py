@@ -90,6 +90,7 @@ class Trainer:
         problems: training problems (Problem / task items); else loaded by ict.data from config.task.
         resume: continue from run_dir's latest checkpoint.
         sampler_factory: how the evaluations sample (ict.eval.backends; default HF generation).
+        data_dir: local task and benchmark files (ict.data; else only $ICT_DATA_DIR is searched).
     """
 
     def __init__(
@@ -102,6 +103,7 @@ class Trainer:
         problems=None,
         resume: bool = False,
         sampler_factory=None,
+        data_dir=None,
     ):
         self.plan = plan = RunPlan.from_config(config)  # the run, resolved once
         config = self.config = plan.config  # the method's settings explicit (saved in config.yaml)
@@ -117,7 +119,8 @@ class Trainer:
         # the task first: a bad task spec fails before a model is loaded
         self.task_loaded = problems is None  # held-out problems exist only for a task spec
         self.problems = (
-            [as_problem(p) for p in problems] if problems is not None else load_problems(config)
+            [as_problem(p) for p in problems] if problems is not None
+            else load_problems(config, data_dir=data_dir)
         )
         if (model is None) != (tokenizer is None):
             raise UserError(
@@ -144,7 +147,7 @@ class Trainer:
         self.sampler = PromptSampler(len(self.problems), plan.seeds.prompts)
         # the run's evaluations (before, every eval_every steps, after): one Evaluation of its task
         self.evaluation = (
-            training_evaluation(config, sampler_factory=sampler_factory)
+            training_evaluation(config, sampler_factory=sampler_factory, data_dir=data_dir)
             if self.task_loaded
             else None
         )
@@ -453,10 +456,12 @@ def train(
     problems=None,
     stop_after: int | None = None,
     sampler_factory=None,
+    data_dir=None,
 ) -> dict:
-    """Train per `config` (see Trainer); returns the summary ({} if stopped early by `stop_after`)."""
+    """Train per `config` (see Trainer); returns the summary ({} if stopped early by `stop_after`).
+    `data_dir`: local task and benchmark files for the task and its evaluations."""
     trainer = Trainer(
         config, run_dir, model=model, tokenizer=tokenizer, problems=problems, resume=resume,
-        sampler_factory=sampler_factory,
+        sampler_factory=sampler_factory, data_dir=data_dir,
     )  # fmt: skip
     return trainer.train(stop_after=stop_after)
