@@ -7,7 +7,7 @@ PYTHON      ?= python3
 VENV        ?= .venv
 VERL_VENV   ?= .venv-verl
 TORCH_SPEC  ?= torch==2.13.0
-EXTRAS      ?= train,trl,dev
+EXTRAS      ?= train,trl,dev,tensorboard,wandb  # the loggers: tests/cli/test_report_to.py writes their files
 THREADS     ?= 2
 PIP         := $(VENV)/bin/python -m pip
 export OMP_NUM_THREADS ?= $(THREADS)
@@ -16,7 +16,7 @@ export TOKENIZERS_PARALLELISM ?= false
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 
-.PHONY: browser venv venv-verl run test test-core test-verl test-verl-e2e test-slow lint bench clean help
+.PHONY: browser mathverify-sdist venv venv-verl run test test-core test-verl test-verl-e2e test-slow lint bench clean help
 
 help:
 	@echo "make run        install into $(VENV) and train the embedded default (SmolLM2-135M, method ict)"
@@ -47,7 +47,16 @@ browser:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1; } || \
 	  echo "chromium not available: the browser test will be skipped"
 
-test-core: venv browser
+# math-verify's own test suite runs against ict's verifier (tests/rewards/test_mathverify_suite.py).
+# Tests run offline, so its sdist (PyPI's wheel has no tests) is fetched here, as a package download
+# of the installed version, into the git-ignored .cache/mathverify/<version>/.
+MATHVERIFY_CACHE ?= .cache/mathverify
+mathverify-sdist: venv
+	@v=$$($(VENV)/bin/python -c "import importlib.metadata as m; print(m.version('math-verify'))") && \
+	  if ls $(MATHVERIFY_CACHE)/$$v/math_verify-*.tar.gz >/dev/null 2>&1; then :; else \
+	    $(PIP) download -q --no-deps --no-binary :all: "math-verify==$$v" -d $(MATHVERIFY_CACHE)/$$v; fi
+
+test-core: venv browser mathverify-sdist
 	$(VENV)/bin/python -m pytest -q -m "not slow and not verl"
 
 test: test-core test-verl

@@ -14,7 +14,7 @@ of a cell back to back with alternating order, and prints:
     over the cells;
   - the per-study start (warm start from its cache, the start point's evaluations), once per path;
   - whether the two paths wrote the same results: every metrics.jsonl number but times and
-    throughputs, every eval_steps/*.json and final_eval.json but its seconds.
+    throughputs, every eval_steps/*.json and final_eval.json but its seconds and date.
 
   OMP_NUM_THREADS=1 python benchmarks/study_throughput.py                    # 2 methods x 1 seed
   OMP_NUM_THREADS=1 python benchmarks/study_throughput.py --steps 50 --methods grpo ict entropy
@@ -147,7 +147,8 @@ def prepare(preset, out: Path, fast: bool, methods: list[str], steps: int | None
             log=lambda line: None, fast=fast,
         )  # fmt: skip
         first = grid.plan_cells(preset, out, options)[0]
-        grid.start_heldout(first, start, options)  # OUT/start_evals, once per grid
+        grid.evaluate_start(first, start, preset, options)  # OUT/start_eval.json, once per grid
+        grid.start_heldout(first, start, options)  # the cells' step-0 evaluation, once per grid
     STARTS[(id(preset), fast)] = start
     return {"wall_s": time.perf_counter() - t0}
 

@@ -85,10 +85,20 @@ def main(argv=None):
         "--quick", action="store_true", help="tiny offline model and data, CPU, a few steps"
     )
     p.add_argument("--model", default="Qwen/Qwen2.5-1.5B-Instruct")
+    from ict.loss.options import LOSS_MODES
+    from ict.methods import available_methods
+
     p.add_argument(
         "--method",
         default="ict",
-        help="ict (the paper's) | ict_batch_mean | grpo | entropy | stapo | random | ict+stapo",
+        help=f"one of {', '.join(available_methods())} (ict.methods.METHODS; ict is the paper's), a "
+        "selector, or a composition such as ict+stapo",
+    )
+    p.add_argument(
+        "--loss-mode", default=None, help=f"{' | '.join(LOSS_MODES)} (default: the method's)"
+    )
+    p.add_argument(
+        "--entropy-coef", type=float, default=None, help="entropy bonus (default: the method's)"
     )
     p.add_argument(
         "--ratio", type=float, default=None, help="fraction of tokens kept (default per method)"
@@ -117,7 +127,8 @@ def main(argv=None):
     a = p.parse_args(argv)
 
     common = dict(
-        method=a.method, ratio=a.ratio, reference=a.reference,
+        method=a.method, ratio=a.ratio, reference=a.reference, loss_mode=a.loss_mode,
+        entropy_coef=a.entropy_coef,
         # the loss aggregation is the method's (ict: Sparse-GRPO); clip 0.2 / 0.28, no KL, T = 1
         epsilon=0.2, epsilon_high=0.28, beta=0.0, temperature=1.0,
         output_dir=a.output_dir, seed=a.seed, logging_steps=1, report_to=[],

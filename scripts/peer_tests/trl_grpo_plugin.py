@@ -7,7 +7,8 @@ Environment (set by the harness):
                        GRPOConfig -> a subclass of ICTGRPOConfig whose `method` default is "grpo"
                        (every valid token selected, so TRL's own loss runs on every token).
   PEER_TESTS_MANIFEST  the stand-ins manifest (standins.json) with the local dataset files.
-  PEER_TESTS_RESULTS   where to write per-test outcomes (JSON lines).
+  PEER_TESTS_RESULTS   where to append per-test outcomes (JSON lines); tests already recorded
+                       there are deselected (how the harness resumes a run).
   PEER_TESTS_TIMEOUT   seconds per test (SIGALRM; 0 = none).
   PEER_TESTS_BF16      "off" (harness default): configs that leave `bf16` unset train in fp32
                        instead of TRL's bf16 default (CPU bf16 matmuls are very slow);
@@ -91,10 +92,16 @@ def _compat_import_utils(test_dir: str = "tests") -> list[str]:
             if isinstance(node, ast.ImportFrom) and node.module == "trl.import_utils":
                 for alias in node.names:
                     name = alias.name
-                    if hasattr(iu, name) or not (name.startswith("is_") and name.endswith("_available")):
+                    if hasattr(iu, name) or not (
+                        name.startswith("is_") and name.endswith("_available")
+                    ):
                         continue
                     pkg = name[3 : -len("_available")]
-                    setattr(iu, name, lambda *a, _pkg=pkg, **k: importlib.util.find_spec(_pkg) is not None)
+                    setattr(
+                        iu,
+                        name,
+                        lambda *a, _pkg=pkg, **k: importlib.util.find_spec(_pkg) is not None,
+                    )
                     added.append(name)
     return added
 
@@ -153,7 +160,25 @@ def pytest_report_header(config):
     return f"peer tests: mode={MODE} (GRPOTrainer = {trainer}){bf16}{compat}"
 
 
+def _recorded() -> set[str]:
+    """Node ids whose outcome PEER_TESTS_RESULTS already holds (a resumed run skips them)."""
+    path = os.environ.get("PEER_TESTS_RESULTS")
+    done = set()
+    if path and os.path.exists(path):
+        for line in open(path).read().splitlines():
+            try:
+                done.add(json.loads(line)["nodeid"])
+            except (json.JSONDecodeError, KeyError):
+                continue
+    return done
+
+
 def pytest_collection_modifyitems(session, config, items):
+    done = _recorded()
+    if done:
+        kept = [item for item in items if item.nodeid not in done]
+        config.hook.pytest_deselected(items=[item for item in items if item.nodeid in done])
+        items[:] = kept
     swap = ict_classes() if MODE == "ict" else None
     for item in items:
         for prefix, reason in SKIPS.items():
@@ -195,7 +220,7 @@ def _summary(report) -> tuple[str, list[str]]:
         return str(report.longrepr[2]), []
     e_lines = [ln[1:].strip() for ln in text.splitlines() if ln.startswith("E ")]
     crash = getattr(getattr(report.longrepr, "reprcrash", None), "message", None)
-    first = (crash or (e_lines[0] if e_lines else text.strip().splitlines()[-1:] or [""])[0])
+    first = crash or (e_lines[0] if e_lines else text.strip().splitlines()[-1:] or [""])[0]
     return str(first).splitlines()[0] if first else "", e_lines[:12]
 
 

@@ -12,6 +12,12 @@ no newline or does not parse, and is skipped with a logged warning; an unparsabl
 else is a DataError naming the file and line number. `JsonlWriter` drops such a torn tail before
 appending, so the next record starts on a line of its own.
 
+Portable names. `safe_filename` turns a label (a benchmark spec such as `toy:cot`, a metric key
+such as `pass@1`) into one file-name component that every common file system accepts (Windows
+forbids `<>:"/\\|?*`, control characters, trailing dots and spaces, and names such as `CON`).
+`relative_path` names a path relative to a base directory, for reports that must not carry the
+absolute paths of the machine they were made on.
+
 Run directory. Checkpoints live in RUN_DIR/checkpoints/step_NNNNNN/; `checkpoints/latest` names
 the newest one. A checkpoint is complete when it holds every file `save_checkpoint` writes
 (config.json, the safetensors weights, trainer_state.pt); `latest_checkpoint` is the one lookup.
@@ -198,6 +204,41 @@ def append_jsonl(path: str | os.PathLike, row: dict) -> None:
     """Append one record (opens and closes the file; keep a JsonlWriter open for many)."""
     with JsonlWriter(path) as writer:
         writer.write(row)
+
+
+# ---- portable names -------------------------------------------------------------------------
+_UNSAFE_RUN = re.compile(r"[^A-Za-z0-9._-]+")
+_WINDOWS_RESERVED = {"CON", "PRN", "AUX", "NUL"} | {
+    f"{p}{i}" for p in ("COM", "LPT") for i in range(1, 10)
+}
+
+
+def safe_filename(name: str, replacement: str = "_") -> str:
+    """`name` as one portable file-name component: every run of characters outside
+    `A-Z a-z 0-9 . _ -` becomes `replacement`; no trailing dot or space; a Windows device name
+    (`CON`, `nul.txt`, ...) gets a leading `replacement`; never empty. Idempotent.
+
+    >>> safe_filename("eval_toy:cot_pass@1.png")
+    'eval_toy_cot_pass_1.png'
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"safe_filename takes a str, got {type(name).__name__}")
+    safe = _UNSAFE_RUN.sub(replacement, name).rstrip(". ")
+    if not safe:
+        return replacement
+    if safe.split(".")[0].upper() in _WINDOWS_RESERVED:
+        safe = replacement + safe
+    return safe
+
+
+def relative_path(path: str | os.PathLike, base: str | os.PathLike) -> str:
+    """`path` relative to `base` in POSIX form (`runs/grpo_seed0`, `../other/run`), both resolved
+    first; the bare folder name when no relative path exists (another drive on Windows)."""
+    path, base = Path(path).resolve(), Path(base).resolve()
+    try:
+        return Path(os.path.relpath(path, base)).as_posix()
+    except ValueError:
+        return path.name
 
 
 # ---- run directory: checkpoints --------------------------------------------------------------

@@ -102,6 +102,7 @@ def cache(tmp_path, monkeypatch):
 def test_a_grid_tunes_on_validation_then_tests_at_each_methods_choice(tmp_path, cache):
     preset = tiny_preset()
     preset.tuning = TuningSpec(values=(1e-4, 1e-3), seeds=(1000,), metric=(1, 2), grow=1)
+    preset.train.update(eval_every=1, eval_size=4, eval_num_samples=4)  # checkpoints: steps 1, 2
     out, logs = tmp_path / "grid", []
     assert run_grid(preset, out, seeds=[0], stop_after=1, log=logs.append) == []  # interrupted
     assert not tuning_path(out).exists()
@@ -116,9 +117,14 @@ def test_a_grid_tunes_on_validation_then_tests_at_each_methods_choice(tmp_path, 
         for value in m["grid"]:
             run = out / "tuning" / "runs" / f"{method}_lr{value:.3g}_seed1000"
             final = json.loads((run / "final_eval.json").read_text())
-            assert final["settings"]["split"] == "validation"
-            (summary,) = final["benchmarks"].values()
-            scores[value] = (summary["pass@1"] + summary["pass@2"]) / 2
+            steps = [json.loads((run / "eval_steps" / f"step_00000{i}.json").read_text())
+                     for i in (1, 2)]  # fmt: skip
+            assert all(r["settings"]["split"] == "validation" for r in [final, *steps])
+            same = ("settings", "per_problem", "metrics", "step")  # the last periodic one, reused
+            assert {k: final[k] for k in same} == {k: steps[1][k] for k in same}
+            per_step = [(b["pass@1"] + b["pass@2"]) / 2
+                        for r in steps for b in r["benchmarks"].values()]  # fmt: skip
+            scores[value] = sum(per_step) / 2  # the mean over checkpoints after RL
         assert m["selected"] == select_value(scores, record["rule"]["tie_margin"])
         test_cell = cell_dir(out, method, 0)
         config = yaml.safe_load((test_cell / "config.yaml").read_text())

@@ -11,11 +11,15 @@ import argparse
 import importlib
 import sys
 
+from ict.cli.catalog import METHODS
 from ict.errors import UserError
 
 # (module, one-line summary); order is the order shown in `ict --help`.
 SUBCOMMANDS = [
-    ("train", "train a model with ICT or a baseline (GRPO, 20-Entropy, STAPO, random)"),
+    (
+        "train",
+        f"train a model with ICT or one of {len(METHODS) - 1} other methods (see train --help)",
+    ),
     ("eval", "pass@k of a model or run on benchmarks and procedural tasks"),
     ("compare", "grid of methods x seeds with one report (pass@k with intervals, curves)"),
     ("inspect", "token map: which tokens each selector picks, coloured by H, H2 or JS"),
@@ -28,16 +32,23 @@ Quick start:
                                  # ~5 min with native bf16, ~10 min in float32
   ict train --method grpo        # the same run with a baseline
   ict eval --model runs/<run>    # pass@k of the trained model
-  ict compare --preset toy       # 5 methods x seeds, one report
+  ict compare --preset toy       # {toy}, one report
 Run `ict <command> --help` for each command's options.
 """
+
+
+def epilog() -> str:
+    """EPILOG with the toy preset's grid size read from the preset registry."""
+    from ict.cli.compare import grid_size
+
+    return EPILOG.format(toy=grid_size("toy"))
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ict",
         description="Token-selective RL with verifiable rewards (RLVR) for language models.",
-        epilog=EPILOG,
+        epilog=epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     from ict import __version__

@@ -16,10 +16,10 @@ from ict.files import read_json
 
 EXAMPLES = """\
 examples:
-  ict compare --preset toy                  # toy task: warm start + 6 methods x 5 seeds (2 CPU cores)
-  ict compare --preset toy-cot              # reasoning chains: 52-token answers, 7 methods x 5 seeds
-  ict compare --quick                       # a few minutes, first contact
-  ict compare                               # embedded SmolLM2 on chain_sum (preset smollm)
+  ict compare --preset toy                  # toy task: warm start + {toy}
+  ict compare --preset toy-cot              # reasoning chains: 52-token answers, {toy-cot}
+  ict compare --quick                       # {quick}: a few minutes, first contact
+  ict compare                               # preset {default}: {default_summary}
   ict compare --preset smollm-cot --methods grpo,ict,random_sequence --seeds 2   # SmolLM2 chains
   ict compare --preset toy --methods grpo,ict --seeds 5 --steps 100
   ict compare --preset toy-cot-long --tuning-only   # each method's learning rate on validation
@@ -31,15 +31,61 @@ examples:
 Rerunning the same command resumes: finished cells are skipped, interrupted ones resume.
 Several processes may run the same command on one --out: each runs cells the others do not hold.
 """
+DEFAULT_PRESET = "smollm"
+
+
+def _built(name: str):
+    from ict.compare.presets import PRESETS
+
+    return PRESETS[name].build()
+
+
+def grid_size(name: str) -> str:
+    """'<methods> methods x <seeds> seeds' of a registered preset, read from the preset itself."""
+    preset = _built(name)
+    return f"{len(preset.methods)} methods x {preset.seeds} seeds"
 
 
 def presets_help() -> str:
-    """The epilog's list of the registered presets (ict.compare.presets.PRESETS), one a line."""
+    """The epilog's list of the registered presets (ict.compare.presets.PRESETS), one a line, with
+    each preset's grid (methods x seeds, RL steps) read from the preset itself."""
     from ict.compare.presets import PRESETS
 
     width = max(len(name) for name in PRESETS) + 2
-    lines = [f"  {name:<{width}}{entry.summary}" for name, entry in PRESETS.items()]
+    lines = []
+    for name, entry in PRESETS.items():
+        preset = entry.build()
+        steps = preset.train.get("max_steps")
+        grid = f"{grid_size(name)}{f', {steps} steps' if steps else ''}"
+        lines.append(f"  {name:<{width}}{entry.summary} [{grid}]")
     return "presets (--preset NAME):\n" + "\n".join(lines) + "\n"
+
+
+def examples_help() -> str:
+    """EXAMPLES with the grid sizes and the default preset's summary from the registry."""
+    from ict.compare.presets import PRESETS
+
+    return EXAMPLES.format_map(
+        {name: grid_size(name) for name in ("toy", "toy-cot", "quick")}
+        | {"default": DEFAULT_PRESET, "default_summary": PRESETS[DEFAULT_PRESET].summary}
+    )
+
+
+def _seeds_help() -> str:
+    from ict.compare.presets import PRESETS
+
+    seeds = ", ".join(f"{name} {entry.build().seeds}" for name, entry in PRESETS.items())
+    return f"number of seeds 0..N-1 (default: the preset's: {seeds})"
+
+
+def _methods_help() -> str:
+    from ict.cli.catalog import METHODS
+
+    names = ", ".join(name for name, _, _ in METHODS)
+    return (
+        "comma-separated methods (default: the preset's, listed below; any method of "
+        f"`ict train --help`: {names}; a selector or a composition such as ict+stapo)"
+    )
 
 
 def add_parser(subparsers, summary: str) -> None:
@@ -47,7 +93,7 @@ def add_parser(subparsers, summary: str) -> None:
         "compare",
         help=summary,
         description=summary,
-        epilog=presets_help() + EXAMPLES,
+        epilog=presets_help() + examples_help(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     from ict.compare.presets import PRESETS
@@ -56,10 +102,8 @@ def add_parser(subparsers, summary: str) -> None:
         "--preset",
         choices=list(PRESETS),
         default=None,
-        help="what to train and how long, a preset listed below (default smollm: the embedded "
-        "default model; paper: the paper's grid, Qwen2.5-Instruct on GSM8K + MATH, seven "
-        "benchmarks, see docs/paper.md); with --runs or --rerender: whose declared endpoints "
-        "to use",
+        help=f"what to train and how long, a preset listed below (default {DEFAULT_PRESET}); "
+        "with --runs or --rerender: whose declared endpoints to use",
     )
     p.add_argument(
         "--model-size",
@@ -76,10 +120,9 @@ def add_parser(subparsers, summary: str) -> None:
     p.add_argument("--quick", action="store_true", help="same as --preset quick")
     p.add_argument(
         "--methods",
-        help="comma-separated methods (default: the preset's; any name of ict.methods, e.g. "
-        "grpo,entropy,stapo,random,ict,ict_batch_mean)",
+        help=_methods_help(),
     )
-    p.add_argument("--seeds", type=int, help="number of seeds 0..N-1 (default: the preset's, 3)")
+    p.add_argument("--seeds", type=int, help=_seeds_help())
     p.add_argument("--steps", type=int, help="RL steps per cell (default: the preset's)")
     p.add_argument(
         "--tuning",
@@ -249,7 +292,7 @@ def _preset_and_out(args):
     flags of the same name (--model-size, --dry-run; the grid directory is its work_dir)."""
     from ict.compare import presets
 
-    name = "quick" if args.quick else (args.preset or "smollm")
+    name = "quick" if args.quick else (args.preset or DEFAULT_PRESET)
     takes = presets.PRESETS[name].options if name in presets.PRESETS else ()
     if args.dry_run and "dry_run" not in takes:
         owners = [n for n, entry in presets.PRESETS.items() if "dry_run" in entry.options]

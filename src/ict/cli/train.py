@@ -18,9 +18,38 @@ examples:
   ict train --model Qwen/Qwen2.5-0.5B-Instruct --method ict+stapo --device cuda
   ict train --config my.yaml --learning-rate 1e-6   # YAML (flat or grouped by section), a flag on top
   ict train --resume runs/<run>               # continue a run from its last checkpoint
-methods: grpo (all tokens), ict (top 10% by JS divergence), entropy (top 20% by entropy),
-  stapo (all but spurious tokens), random (10% control), compositions such as ict+stapo.
 """
+
+
+def methods_help(width: int = 100) -> str:
+    """The epilog's list of the methods and selectors (ict.cli.catalog: generated from the
+    registries ict.methods.METHODS and ict.select.SELECTORS), one method a line."""
+    import textwrap
+
+    from ict.cli.catalog import METHODS, SELECTORS
+
+    pad = max(len(name) for name, _, _ in METHODS) + 4
+    lines = ["methods (--method NAME):"]
+    for name, _, description in METHODS:
+        lines += textwrap.wrap(
+            description, width, initial_indent=f"  {name:<{pad - 2}}", subsequent_indent=" " * pad
+        )
+    selectors = ", ".join(name for name, *_ in SELECTORS)
+    lines += textwrap.wrap(
+        f"or a selector ({selectors}), or a composition such as ict+stapo (the method's "
+        "selection intersected with the other parts').",
+        width,
+        initial_indent="  ",
+        subsequent_indent="  ",
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _method_flag_help() -> str:
+    from ict.cli.catalog import METHODS
+
+    names = " | ".join(name for name, _, _ in METHODS)
+    return f"method: {names} | a selector | a composition such as ict+stapo (listed below)"
 
 
 def _flag(name: str) -> str:
@@ -34,7 +63,7 @@ def add_parser(subparsers, summary: str = "train a model") -> argparse.ArgumentP
         "train",
         help=summary,
         description=f"{summary[0].upper()}{summary[1:]}.",
-        epilog=EPILOG,
+        epilog=EPILOG + methods_help(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         argument_default=argparse.SUPPRESS,
     )
@@ -60,6 +89,8 @@ def add_parser(subparsers, summary: str = "train a model") -> argparse.ArgumentP
     }
     for field in dataclasses.fields(TrainConfig):
         group, help_text = groups[field.metadata["section"]], field.metadata["help"]
+        if field.name == "method":  # the registry's names (ict.cli.catalog), not a typed list
+            help_text = _method_flag_help()
         help_text = help_text.replace("%", "%%")  # argparse %-formats help strings
         default = (
             field.default if field.default is not dataclasses.MISSING else field.default_factory()
@@ -125,6 +156,9 @@ def run(args: argparse.Namespace) -> int:
 
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     config, resume = resolve_config(args)
+    from ict.train.outputs import check_report_to
+
+    check_report_to(config.report_to)  # one line, before torch, the task or the model load
     verbose = getattr(args, "verbose", False)
     from tqdm.contrib.logging import logging_redirect_tqdm
 

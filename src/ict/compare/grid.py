@@ -54,7 +54,7 @@ from ict.eval.backends import SamplerFactory
 from ict.files import read_json, write_json_atomic
 from ict.models import load_model_and_tokenizer, model_label
 from ict.train import TrainConfig, train
-from ict.train.evaluation import STEP_EVAL_DIR, training_evaluation
+from ict.train.evaluation import STEP_EVAL_DIR, step_eval_path, training_evaluation
 from ict.train.plan import resolve_device
 
 logger = logging.getLogger("ict.compare")
@@ -128,6 +128,7 @@ class Cell:
     run_dir: Path
     tag: str  # "[3/10] entropy seed 0:"
     data_dir: str | None = None  # the preset's local benchmark files (Preset.data_dir)
+    own_evaluation: bool = False  # final evaluation: the cell's own periodic one (tuning cells)
 
 
 @dataclass
@@ -216,7 +217,7 @@ def plan_cells(
             cell_config(preset, method, seed, grid, (per_method or {}).get(method)),
             cell_dir(out, method, seed),
             f"[{index}/{len(pairs)}] {method} seed {seed}:",
-            preset.data_dir,
+            data_dir=preset.data_dir,
         )
         for index, (method, seed) in enumerate(pairs, start=1)
     ]
@@ -275,7 +276,8 @@ def tuning_cell(
     return Cell(
         method, seed, cell_config(preset, method, seed, grid, extra),
         out / TUNING_DIR / "runs" / name, f"[tuning] {method} {short}={value_name(value)} seed {seed}:",
-        preset.data_dir,
+        data_dir=preset.data_dir,
+        own_evaluation=True,
     )  # fmt: skip
 
 
@@ -524,15 +526,24 @@ def train_cell(cell: Cell, start: StartPoint, state: str, grid: GridOptions) -> 
 
 
 def evaluate_cell(cell: Cell, preset: Preset, grid: GridOptions) -> None:
-    """The cell's final evaluation (`final_evaluation` of its latest checkpoint) in
-    RUN/final_eval.json (this marks it done)."""
+    """The cell's final evaluation of its latest checkpoint in RUN/final_eval.json (this marks it
+    done): `final_evaluation` for a test cell, the cell's own (periodic) evaluation for a tuning
+    cell. When the cell's periodic evaluation after its last step is that same evaluation (same
+    tasks and settings, as in toy-cot-long), its result is the final one: the same samples, not
+    drawn twice."""
     t0 = time.perf_counter()
-    evaluation = final_evaluation(cell.config, preset, grid.sampler_factory)
-    model, tokenizer = load_for(cell.config, cell.run_dir)
-    result = evaluation.write(
-        cell.run_dir / "final_eval.json", model, tokenizer,
-        model_label=cell.run_dir.name, step=cell.config.max_steps,
-    )  # fmt: skip
+    if cell.own_evaluation:
+        evaluation = training_evaluation(cell.config, sampler_factory=grid.sampler_factory)
+    else:
+        evaluation = final_evaluation(cell.config, preset, grid.sampler_factory)
+    path, step = cell.run_dir / "final_eval.json", cell.config.max_steps
+    last = read_json(step_eval_path(cell.run_dir, step))
+    if evaluation.matches(last):
+        result = {**last, "model": cell.run_dir.name}
+        write_json_atomic(path, result)
+    else:
+        model, tokenizer = load_for(cell.config, cell.run_dir)
+        result = evaluation.write(path, model, tokenizer, model_label=cell.run_dir.name, step=step)
     grid.log(f"{cell.tag} eval {eval_line(result)} {time.perf_counter() - t0:.0f} s")
 
 

@@ -319,15 +319,28 @@ def describe(preset: Preset, *, model: str | None = None) -> str:
     )
 
 
-def summary(preset: Preset) -> str:
+def summary(preset: Preset, options: dict | None = None) -> str:
     """One line for `ict compare --help` (which adds the grid: methods x seeds, steps): the model,
-    the task family and the tuning stage, from the values."""
-    model = "tiny warm-started transformer" if preset.warm else _model_text(preset)
-    task = preset.train.get("task", "ict train's default task").split("?")[0]
-    tuned = (
-        f", each method's {preset.tuning.param.replace('_', ' ')} tuned" if preset.tuning else ""
-    )
-    return f"{model} on {task}{tuned}"
+    the task family (and its prompt template), the benchmarks, the tuning stage and the file's
+    options (`model_sizes`, `dry_run`), from the values."""
+    options = options or {}
+    if preset.warm is not None:
+        w = preset.warm
+        model = f"{w.num_layers}-layer {w.hidden_size}-wide transformer (supervised warm start)"
+    else:
+        model = _model_text(preset)
+    spec = preset.train.get("task", "ict train's default task")
+    task, _, query = spec.partition("?")
+    template = dict(p.partition("=")[::2] for p in query.split("&")).get("template")
+    text = f"{model} on {task}{f' ({template})' if template else ''}"
+    if preset.eval.benchmarks:
+        text += f", evaluated on {len(preset.eval.benchmarks)} benchmarks"
+    if preset.tuning is not None:
+        text += f", each method's {preset.tuning.param.replace('_', ' ')} tuned"
+    if options.get("model_sizes"):
+        text += f" (--model-size {'/'.join(options['model_sizes'])}"
+        text += "; --dry-run: CPU)" if options.get("dry_run") else ")"
+    return text
 
 
 def _register_shipped() -> None:
@@ -336,13 +349,13 @@ def _register_shipped() -> None:
     for path in PRESET_DIR.glob("*.yaml"):
         data = read_preset_file(path.stem)
         options = ("model_size", "dry_run", "work_dir") if "dry_run" in data else ()
-        found.append((data.get("order", 1000), path.stem, options))
-    for _, name, options in sorted(found):
+        found.append((data.get("order", 1000), path.stem, options, data))
+    for _, name, options, data in sorted(found, key=lambda f: f[:2]):
 
         def build(_name=name, **kw) -> Preset:
             return build_shipped(_name, **kw)
 
-        register_preset(name, summary(build_shipped(name)), options=options)(build)
+        register_preset(name, summary(build_shipped(name), data), options=options)(build)
 
 
 _register_shipped()

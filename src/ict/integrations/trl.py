@@ -176,6 +176,28 @@ class ICTGRPOConfig(MethodOptions, GRPOConfig):
         },
     )
 
+    def _cpu_precision(self) -> None:
+        """`bf16` left unset on a machine without an accelerator (or with `use_cpu=True`):
+        ict.precision's rule instead of TRL's default bf16, which transformers refuses on such a
+        machine without `use_cpu` ("Your setup doesn't support bf16/gpu") and which CPUs without
+        native bf16 run ~50x slower. So: bf16 only with `use_cpu=True` on a CPU with native bf16,
+        else float32. With an accelerator, TRL's default stays."""
+        if self.bf16 is not None or self.fp16:
+            return
+        accelerator = getattr(torch, "accelerator", None)
+        has_accelerator = (
+            accelerator.is_available() if accelerator is not None else torch.cuda.is_available()
+        )
+        if has_accelerator and not self.use_cpu:
+            return
+        from ict.precision import choose_precision
+
+        choice = choose_precision("auto", "cpu")
+        self.bf16 = bool(self.use_cpu and choice.name == "bf16")
+        logger.info(
+            "bf16 left unset, no accelerator in use: bf16=%s (%s)", self.bf16, choice.reason
+        )
+
     def ict_method(self) -> Method:
         """The resolved ict.methods.Method that runs: `method` with this config's explicit
         settings, its loss_agg the one TRL's `loss_type` computes ("trl_<type>" for a TRL loss
@@ -196,6 +218,7 @@ class ICTGRPOConfig(MethodOptions, GRPOConfig):
 
     def __post_init__(self):
         validate_method_options(self)
+        self._cpu_precision()
         method = resolve_method(self)
         # the clip range: TRL's epsilon / epsilon_high, None = the method's (ict.methods)
         self.epsilon = method.eps_low if self.epsilon is None else self.epsilon
@@ -375,7 +398,7 @@ class _ParamChangeCallback(TrainerCallback):
 class ICTGRPOTrainer(GRPOTrainer):
     """`GRPOTrainer` that updates only the tokens chosen by an ict selector (see module docstring)."""
 
-    def __init__(self, model, reward_funcs, args=None, *rest, **kwargs):
+    def __init__(self, model, reward_funcs=None, args=None, *rest, **kwargs):  # TRL's signature
         if args is None:  # as TRL builds its default GRPOConfig, with the ict default method
             name = model if isinstance(model, str) else model.config._name_or_path
             args = ICTGRPOConfig(f"{str(name).split('/')[-1]}-GRPO")
@@ -810,6 +833,9 @@ class ICTGRPOTrainer(GRPOTrainer):
         self._metrics[mode]["policy_loss"].append(
             float(totals[-1]) / self.accelerator.num_processes
         )
+        if mode == "train" and self.accelerator.sync_gradients and self.args.entropy_coef:
+            # ict's bonus coefficient, logged once per optimizer step as TRL logs its own
+            self._metrics[mode]["entropy_coef"].append(float(self.args.entropy_coef))
         if float(totals[-2]) > 0:
             for key, total in zip(keys, totals[:-2].tolist(), strict=True):
                 self._metrics[mode][_ICT_LOSS_METRICS[key]].append(total / float(totals[-2]))

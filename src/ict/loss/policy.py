@@ -463,6 +463,29 @@ def _check_tensors(logprob, old_logprob, advantages, mask, selected, ref_logprob
             f"logprob must be a [B, T] tensor, got {getattr(logprob, 'shape', type(logprob))}"
         )
     shape = logprob.shape
+    if isinstance(advantages, tuple):
+        raise DataError(
+            "advantages must be a tensor [B] or [B, T], got a tuple: compute_advantages returns "
+            "(advantages, info); pass its first element (advantages, _ = compute_advantages(...))"
+        )
+    if not isinstance(advantages, Tensor):
+        try:
+            advantages = torch.as_tensor(advantages)
+        except (TypeError, ValueError, RuntimeError):
+            raise DataError(
+                f"advantages must be a tensor [B] or [B, T], got {type(advantages).__name__}"
+            ) from None
+    if mask is None:
+        raise DataError("mask is required: a bool [B, T] tensor of the valid response tokens")
+    if selected is not None and not isinstance(selected, Tensor):
+        hint = (
+            ": pass the LossConfig as config=... (the 5th positional argument is `selected`)"
+            if isinstance(selected, LossConfig) or selected is LossConfig
+            else ""
+        )
+        raise DataError(
+            f"selected must be a bool [B, T] tensor or None, got {type(selected).__name__}{hint}"
+        )
     for name, x in (
         ("old_logprob", old_logprob),
         ("mask", mask),

@@ -46,9 +46,8 @@ class MethodOptions:
     method: str = _opt(
         "ict",
         "method",
-        "method (ict.methods): ict (the paper's) | grpo | entropy | stapo | random | "
-        "random_sequence | ict_batch_mean | ict_kl | ict_bottom | ict_branch | a selector (js_top, ...) | "
-        "a composition such as ict+stapo",
+        "method: a name of ict.methods.METHODS (`ict train --help` lists them; ict is the "
+        "paper's), a selector of ict.select.SELECTORS, or a composition such as ict+stapo",
     )
     ratio: float | None = _opt(
         None,

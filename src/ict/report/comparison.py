@@ -34,7 +34,7 @@ from ict.evidence.intervals import (
     welch_difference,
 )
 from ict.evidence.verdict import Judgement
-from ict.files import read_jsonl, write_atomic
+from ict.files import read_jsonl, relative_path, write_atomic
 from ict.report.document import Document
 from ict.report.exploration import write_section as write_exploration
 from ict.report.health import write_health_section, write_loss_mode_section
@@ -468,7 +468,7 @@ def build_report(
     evidence = write_section(doc, runs)  # where each selector's picks fall (report.positions)
     if evidence is not None:
         raw["positions"] = evidence
-    _settings_section(doc, runs)
+    _settings_section(doc, runs, out)
 
     md_path = out / "report.md"
     write_atomic(md_path, doc.markdown(out))
@@ -638,7 +638,7 @@ def _top_token_rows(ta, tb) -> list[list[str]]:
     return rows
 
 
-def _settings_section(doc, runs) -> None:
+def _settings_section(doc, runs, out: Path) -> None:
     """The settings that differ between runs, those they share, and the run directories."""
     doc.heading("Settings")
     common, header, rows = settings_tables(runs)
@@ -648,7 +648,11 @@ def _settings_section(doc, runs) -> None:
     if common:
         doc.para("Settings shared by every run:")
         doc.table(["setting", "value"], [[k, _setting_text(v)] for k, v in common.items()])
-    doc.para("Run directories: " + ", ".join(f"`{r.path}`" for r in runs))
+    grid = out.parent  # the report folder's parent: the grid directory of `ict compare`
+    doc.para(
+        "Run directories (relative to the grid directory, the report folder's parent): "
+        + ", ".join(f"`{relative_path(r.path, grid)}`" for r in runs)
+    )
 
 
 def _visible(token: str) -> str:

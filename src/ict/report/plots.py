@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ict.files import safe_filename
 from ict.report.runs import Run, load_run
 
 # (file stem, title, y label, [(metrics.jsonl key, legend label)])
@@ -233,11 +234,14 @@ def plot_methods(
 
 
 def save_figure(fig, path: str | Path) -> Path:
-    """Lay out `fig`, write it to `path` (creating its folder) as PNG, close it; returns the path."""
+    """Lay out `fig`, write it to `path` (creating its folder) as PNG, close it; returns the path
+    written, whose file name is made portable (ict.files.safe_filename: `eval_toy:cot` ->
+    `eval_toy_cot`)."""
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
     path = Path(path)
+    path = path.with_name(safe_filename(path.name))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
     plt.close(fig)

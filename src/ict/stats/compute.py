@@ -143,9 +143,14 @@ def token_stats_from_hidden(
     dtype. reference_hidden [B, T, D'] with reference_head (a [V, D'] LogitHead; None: `head`)
     give the "reference_policy" distribution. Other arguments and the result as in `token_stats`.
     """
+    if not isinstance(hidden, Tensor):
+        raise DataError(
+            f"hidden must be a tensor (the model's final hidden states), got {type(hidden).__name__}"
+        )
     if not isinstance(head, LogitHead):
         raise DataError(
-            f"head must be an ict.head.LogitHead (ict.head.logit_head(model)), got {type(head).__name__}"
+            "head must be an ict.head.LogitHead (ict.head.logit_head(model), or "
+            f"LogitHead(model.lm_head.weight)), got {type(head).__name__}"
         )
     if hidden.dim() != 3:
         raise DataError(f"hidden must be [B, T, D], got shape {tuple(hidden.shape)}")
@@ -226,6 +231,11 @@ def _check_common(bt, tokens, mask, temperature, reference, group_ids, device, d
         if group_ids is None:
             raise ConfigError(
                 f'reference="{reference}" needs group_ids=[B] (the prompt index of each row)'
+            )
+        if not isinstance(group_ids, Tensor):
+            raise DataError(
+                f"group_ids must be an integer tensor [B], got {type(group_ids).__name__} "
+                "(wrap it: torch.tensor(group_ids))"
             )
         if tuple(group_ids.shape) != (bt[0],) or group_ids.dtype.is_floating_point:
             raise DataError(

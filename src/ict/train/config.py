@@ -39,6 +39,7 @@ METHOD_CHOICE_FIELDS = (
     "reference", "scope", "granularity", "loss_agg", "normalize_by", "loss_mode",
 )  # fmt: skip
 REPORT_TO = ("none", "tensorboard", "wandb")
+WANDB_MODES = ("online", "offline", "disabled")
 
 HEALTH = HealthCriterion()  # the entropy-health defaults (ict.evidence.health)
 
@@ -223,7 +224,17 @@ class TrainConfig(MethodOptions):
     report_to: str = _f(
         "none",
         "run",
-        "extra logger: none | tensorboard | wandb (wandb runs offline without network)",
+        "extra logger: none | tensorboard (pip install 'ict[tensorboard]') | wandb "
+        "(pip install 'ict[wandb]'); scalars each step, plots and token map at the end",
+    )
+    run_name: str | None = _f(
+        None, "run", "the run's name in the logger (none = the run directory's name)"
+    )
+    wandb_project: str | None = _f(None, "run", "W&B project (none = $WANDB_PROJECT, else 'ict')")
+    wandb_mode: str | None = _f(
+        None,
+        "run",
+        "W&B mode: online | offline | disabled (none = $WANDB_MODE, else wandb's own: online)",
     )
     plots: bool = _f(True, "run", "write PNG plots at the end (ict.report)")
     progress: bool = _f(True, "run", "show a progress bar")
@@ -267,6 +278,10 @@ class TrainConfig(MethodOptions):
                 raise ConfigError(
                     f"{name}={getattr(self, name)!r} is not one of {', '.join(allowed)}"
                 )
+        if self.wandb_mode is not None and self.wandb_mode not in WANDB_MODES:
+            raise ConfigError(
+                f"wandb_mode={self.wandb_mode!r} is not one of {', '.join(WANDB_MODES)}"
+            )
         positive = (
             "train_size",
             "prompts_per_step",

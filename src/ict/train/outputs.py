@@ -20,38 +20,110 @@ HEALTH = HealthCriterion()  # the defaults (ict.evidence.health)
 logger = logging.getLogger("ict.train")
 
 
-class ExternalLogger:
-    """Forward scalar metrics to TensorBoard or Weights & Biases (imported lazily)."""
+# --report-to NAME -> (module that must import, the ict extra that installs it)
+LOGGER_PACKAGES = {"tensorboard": ("tensorboard", "tensorboard"), "wandb": ("wandb", "wandb")}
 
-    def __init__(self, kind: str, run_dir: Path, config: dict):
+
+def check_report_to(kind: str) -> None:
+    """Raise ConfigError (one line: the missing package and the extra that installs it) when the
+    logger `kind` cannot be imported. Cheap (no import): call it before any task or model loads."""
+    import importlib.util
+
+    if kind in (None, "none"):
+        return
+    if kind not in LOGGER_PACKAGES:
+        raise ConfigError(f"report_to={kind!r} is not one of none, {', '.join(LOGGER_PACKAGES)}")
+    if importlib.util.find_spec(LOGGER_PACKAGES[kind][0]) is None:
+        raise _missing(kind)
+
+
+def _missing(kind: str) -> ConfigError:
+    module, extra = LOGGER_PACKAGES[kind]
+    return ConfigError(
+        f"--report-to {kind} needs the {module} package, which is not installed: "
+        f"pip install 'ict[{extra}]' (or pip install {module})"
+    )
+
+
+class ExternalLogger:
+    """Forward a run's metrics to TensorBoard or Weights & Biases (imported lazily).
+
+    `log(metrics, step)`: the step's scalars (non-numeric values and None are left out).
+    `log_media(step, images=..., html=...)`: PNG files as images (TensorBoard `add_image`, W&B
+    `wandb.Image`) and HTML files (W&B `wandb.Html`; TensorBoard has no HTML panel: skipped, with
+    a debug line). The trainer calls it once at the end with the run's plots and token map.
+
+    TensorBoard writes RUN_DIR/tensorboard/. W&B: `project` (None: $WANDB_PROJECT, else "ict"),
+    `name` (None: the run directory's name), `mode` (None: $WANDB_MODE, else wandb's default,
+    online; "offline" writes RUN_DIR/wandb/ for `wandb sync`; "disabled" logs nothing), files under
+    RUN_DIR; `config` becomes the W&B run's config.
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        run_dir: Path,
+        config: dict,
+        *,
+        project: str | None = None,
+        name: str | None = None,
+        mode: str | None = None,
+    ):
+        check_report_to(kind)
         self.kind, self._writer, self._wandb = kind, None, None
+        run_dir = Path(run_dir)
         if kind == "tensorboard":
             try:
                 from torch.utils.tensorboard import SummaryWriter
             except ImportError as err:
-                raise ConfigError(
-                    "--report-to tensorboard needs the tensorboard package: pip install tensorboard"
-                ) from err
-            self._writer = SummaryWriter(log_dir=str(Path(run_dir) / "tensorboard"))
+                raise _missing(kind) from err
+            self._writer = SummaryWriter(log_dir=str(run_dir / "tensorboard"))
         elif kind == "wandb":
             try:
                 import wandb
             except ImportError as err:
-                raise ConfigError(
-                    "--report-to wandb needs the wandb package: pip install wandb"
-                ) from err
-            os.environ.setdefault("WANDB_MODE", "offline")
-            self._wandb = wandb.init(dir=str(run_dir), config=config, name=Path(run_dir).name)
+                raise _missing(kind) from err
+            self._wandb = wandb.init(
+                project=project or os.environ.get("WANDB_PROJECT") or "ict",
+                name=name or run_dir.name,
+                mode=mode or os.environ.get("WANDB_MODE") or None,
+                dir=str(run_dir),
+                config=config,
+            )
 
     def log(self, metrics: dict, step: int) -> None:
-        scalars = {
-            k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and v is not None
-        }
+        scalars = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
         if self._writer is not None:
             for key, value in scalars.items():
                 self._writer.add_scalar(key, value, step)
         if self._wandb is not None:
             self._wandb.log(scalars, step=step)
+
+    def log_media(
+        self,
+        step: int,
+        *,
+        images: dict[str, str | Path] | None = None,
+        html: dict[str, str | Path] | None = None,
+    ) -> None:
+        """Log PNG files (`images`: {key: path}) and HTML files (`html`: {key: path}) at `step`."""
+        images, html = images or {}, html or {}
+        if self._writer is not None:
+            for key, path in images.items():
+                self._writer.add_image(key, _read_rgb(path), step, dataformats="HWC")
+            if html:
+                logger.debug("tensorboard shows no HTML: %s not logged", ", ".join(html))
+            self._writer.flush()
+        if self._wandb is not None:
+            import wandb
+
+            media = {key: wandb.Image(str(path)) for key, path in images.items()}
+            media |= {
+                key: wandb.Html(Path(path).read_text(encoding="utf-8"))
+                for key, path in html.items()
+            }
+            if media:
+                self._wandb.log(media, step=step)
 
     def close(self) -> None:
         if self._writer is not None:
@@ -59,6 +131,17 @@ class ExternalLogger:
         if self._wandb is not None:
             self._wandb.finish()
         self._writer = self._wandb = None
+
+
+def _read_rgb(path: str | Path):
+    """A PNG file as an [H, W, 3] uint8 array (alpha dropped)."""
+    import numpy as np
+    from matplotlib.image import imread
+
+    image = imread(str(path))  # PNG: float32 in [0, 1], [H, W, 3 or 4]
+    if image.ndim == 2:
+        image = np.stack([image] * 3, axis=-1)
+    return (np.clip(image[..., :3], 0, 1) * 255).round().astype(np.uint8)
 
 
 class EntropyHealth:

@@ -51,7 +51,7 @@ from ict.train.evaluation import (
     step_eval_path,
     training_evaluation,
 )
-from ict.train.outputs import EntropyHealth, ExternalLogger
+from ict.train.outputs import EntropyHealth, ExternalLogger, check_report_to
 from ict.train.plan import RunPlan
 from ict.train.problems import PromptSampler, as_problem, load_problems, task_spec
 from ict.train.rollout import collect_rollout
@@ -105,6 +105,7 @@ class Trainer:
         sampler_factory=None,
         data_dir=None,
     ):
+        check_report_to(config.report_to)  # a missing logger package: before any task or model
         self.plan = plan = RunPlan.from_config(config)  # the run, resolved once
         config = self.config = plan.config  # the method's settings explicit (saved in config.yaml)
         if plan.warning:
@@ -201,7 +202,10 @@ class Trainer:
         self.samples_file = JsonlWriter(samples_path)
         self.external = None
         if cfg.report_to != "none":
-            self.external = ExternalLogger(cfg.report_to, self.run_dir, cfg.to_dict(grouped=False))
+            self.external = ExternalLogger(
+                cfg.report_to, self.run_dir, cfg.to_dict(grouped=False),
+                project=cfg.wandb_project, name=cfg.run_name, mode=cfg.wandb_mode,
+            )  # fmt: skip
 
     def save(self) -> Path:
         state = {
@@ -364,10 +368,10 @@ class Trainer:
             return {}
         return self.finish(time.perf_counter() - start_time)
 
-    def close(self) -> None:
+    def close(self, external: bool = True) -> None:
         self.metrics_file.close()
         self.samples_file.close()
-        if self.external is not None:
+        if external and self.external is not None:
             self.external.close()
         _close_default_verifier()
 
@@ -377,7 +381,7 @@ class Trainer:
         cfg = self.config
         before = self._heldout("before")
         after = self._heldout("after") if before is not None else None
-        self.close()
+        self.close(external=False)  # the logger gets the plots and the token map below
         plots_dir = None
         if cfg.plots:
             try:
@@ -429,6 +433,20 @@ class Trainer:
         token_map = self._write_token_map()
         if token_map:
             summary["paths"]["token_map"] = str(token_map)
+        if self.external is not None:
+            images = sorted(Path(plots_dir).glob("*.png")) if plots_dir else []
+            try:
+                self.external.log_media(
+                    self.step,
+                    images={f"plots/{p.stem}": p for p in images},
+                    html={"token_map": token_map} if token_map else None,
+                )
+            except Exception as err:  # noqa: BLE001 - media are a convenience, never lose a run
+                logger.warning(
+                    "could not log the plots and token map to %s: %s", cfg.report_to, err
+                )
+            finally:
+                self.external.close()
         if before is not None and after is not None:
             summary["heldout"] = compare_before_after(before, after) | {
                 "benchmark": only_benchmark(before),
