@@ -30,6 +30,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import yaml
 
@@ -109,7 +110,7 @@ class Preset:
     def task(self) -> str:
         """The cells' ict.data task spec: `train["task"]` (TrainConfig's default task if unset)
         with `train["task_config"]` as options."""
-        return task_spec(TrainConfig(**self.train))
+        return task_spec(settings(self.train))
 
 
 @dataclass(frozen=True)
@@ -273,7 +274,18 @@ def _model_text(preset: Preset) -> str:
     return model or "the embedded SmolLM2-135M-Instruct"
 
 
-def _eval_text(preset: Preset, config: TrainConfig) -> str:
+def settings(values: dict) -> SimpleNamespace:
+    """TrainConfig's defaults with `values` on top, unvalidated: what a description reads,
+    without building a TrainConfig (its checks import torch, and `ict --help` lists presets
+    without it; the grid validates every cell's TrainConfig before it runs)."""
+    defaults = {
+        f.name: f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        for f in dataclasses.fields(TrainConfig)
+    }
+    return SimpleNamespace(**{**defaults, **values})
+
+
+def _eval_text(preset: Preset, config: SimpleNamespace) -> str:
     spec = preset.eval
     if spec.benchmarks:
         each = "every problem" if spec.size is None else f"{spec.size} problems each"
@@ -290,10 +302,11 @@ def describe(preset: Preset, *, model: str | None = None) -> str:
     """The preset's description, from its values: model and task, budget per cell, methods and
     seeds, the final (and periodic) evaluation, the declared primary comparisons, the tuning.
     `model`: the model's words (default: the warm start's shape or `train["model"]`)."""
-    config = TrainConfig(**preset.cell_train(preset.methods[0]))
+    config = settings(preset.cell_train(preset.methods[0]))
     updates = ""
     if config.mini_batch_size:
-        per_step = config.num_epochs * -(-config.batch_size // config.mini_batch_size)
+        batch = config.prompts_per_step * config.num_generations  # TrainConfig.batch_size
+        per_step = config.num_epochs * -(-batch // config.mini_batch_size)
         updates = f", {per_step} updates per step"
     periodic = (
         f" Every {config.eval_every} steps: pass@k on {config.eval_size} held-out problems, "
