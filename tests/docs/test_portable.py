@@ -98,11 +98,6 @@ def _tracked() -> list[str] | None:
     return done.stdout.decode().split("\0") if done.returncode == 0 else None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="docs/reports/toy-cot-long/**/eval_toy:cot_*.png are renamed by the coordinator after "
-    "the reports are re-rendered (issue 32 item 7); then this marker must go (strict)",
-)
 def test_no_tracked_path_has_a_windows_reserved_character():
     tracked = _tracked()
     if tracked is None:
