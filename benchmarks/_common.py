@@ -82,11 +82,12 @@ def force_length(model, tokenizer, max_new_tokens: int) -> None:
 def prompts(tokenizer, count: int) -> list[str]:
     """The default task's first `count` training prompts, rendered (chat template if any)."""
     from ict.train import TrainConfig
-    from ict.train.problems import load_problems, render_prompts
+    from ict.train.plan import sampling_of
+    from ict.train.problems import load_problems
 
     config = TrainConfig()
     problems = load_problems(config)[:count]
-    return render_prompts(tokenizer, [p.prompt for p in problems], config)
+    return sampling_of(config).render(tokenizer, [p.prompt for p in problems])
 
 
 def fresh(model):

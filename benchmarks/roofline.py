@@ -264,10 +264,10 @@ def random_model(name: str):
     from ict.testing import tiny_tokenizer
 
     if name == "toy-cot":
-        from ict.compare.presets import TOY_COT_WARM
+        from ict.compare.presets import get_preset
         from ict.compare.warm_start import new_warm_model
 
-        return new_warm_model(TOY_COT_WARM, 128)
+        return new_warm_model(get_preset("toy-cot").warm, 128)
     tokenizer = tiny_tokenizer(SMOLLM2_135M["vocab_size"])
     config = LlamaConfig(
         **SMOLLM2_135M, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
@@ -336,21 +336,21 @@ def run_setting(name, quick, device, steps, machine_rates, fast, autocast="off",
     import contextlib
 
     import ict.generation as generation
-    import ict.train.rollout as rollout_module
+    import ict.train.step as step_module
     import ict.train.trainer as trainer_module
     from ict.fast import fast_path
 
     gens: list[Generation] = []
     batches = []
     clocked = Clocked(device)
-    # each name where its caller looks it up: the rollout's and the evaluation's generate, the
-    # trainer's three phases (ict.train.trainer binds them at import)
-    clocked.wrap(rollout_module, "generate", "generate", generation_shapes(gens))
+    # each name where its caller looks it up: generate (the rollout's and the evaluation's, both
+    # through ict.generation.Sampling), the step's three phases (ict.train.trainer and the step
+    # service ict.train.step bind them at import)
     clocked.wrap(generation, "generate", "generate", generation_shapes(gens))
     clocked.wrap(trainer_module, "collect_rollout", "collect",
                  lambda a, k, out: batches.append(out[0]))  # fmt: skip
-    clocked.wrap(trainer_module, "old_policy_pass", "statistics")
-    clocked.wrap(trainer_module, "update_policy", "update")
+    clocked.wrap(step_module, "old_policy_pass", "statistics")
+    clocked.wrap(step_module, "update_policy", "update")
     ctx = fast_path() if fast else contextlib.nullcontext()
     try:
         with ctx:
@@ -394,7 +394,8 @@ def run_setting(name, quick, device, steps, machine_rates, fast, autocast="off",
         gf, gd = generation_cost(shape, gen)
         f, d = f + gf, d + gd
     phases["evaluation"] = [eval_s, f, d]
-    passes = trainer.precision.as_dict()["dtype"] or weights  # statistics and update (autocast)
+    # the statistics and update passes (autocast)
+    passes = trainer.plan.precision.as_dict()["dtype"] or weights
     bw = machine_rates["bandwidth"]
     table = []
     for phase, (seconds, flops, data) in phases.items():

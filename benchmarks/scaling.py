@@ -64,7 +64,7 @@ def grid(a) -> list[tuple[int, int]]:
 
 
 def run_method(method: str, a) -> list[dict]:
-    import ict.train.trainer as trainer_module
+    import ict.train.step as step_module
     from ict.train import TrainConfig
     from ict.train.trainer import Trainer
 
@@ -73,16 +73,16 @@ def run_method(method: str, a) -> list[dict]:
     texts = _common.prompts(tokenizer, a.prompts)
     V = model.get_output_embeddings().weight.shape[0]
     phase = {}
-    original = trainer_module.old_policy_pass
+    original = step_module.old_policy_pass
 
-    def measured(*args, **kwargs):  # the statistics pass as the trainer calls it
+    def measured(*args, **kwargs):  # the statistics pass as the step service calls it
         reset_peak()
         base = rss("VmRSS")
         out = original(*args, **kwargs)
         phase["stats_peak"] = rss("VmHWM") - base
         return out
 
-    trainer_module.old_policy_pass = measured
+    step_module.old_policy_pass = measured
     rows = []
     for i, (G, L) in enumerate(grid(a)):
         model.load_state_dict(initial)

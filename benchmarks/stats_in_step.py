@@ -74,6 +74,7 @@ def child(a) -> dict:
 
     torch.set_num_threads(a.threads)
     import ict.stats.compute as compute
+    from ict.head import LogitHead
     from ict.stats import token_stats_from_hidden
     from ict.train.logprobs import token_logprobs_from_hidden
 
@@ -86,13 +87,15 @@ def child(a) -> dict:
     @torch.no_grad()
     def stats():
         return token_stats_from_hidden(
-            hidden, weight, tokens, mask, reference="group_position", group_ids=groups,
-            chunk_size=a.chunk_size,
+            hidden, LogitHead(weight), tokens, mask, reference="group_position",
+            group_ids=groups, chunk_size=a.chunk_size,
         )  # fmt: skip
 
     @torch.no_grad()
     def floor():
-        return token_logprobs_from_hidden(hidden, weight, tokens, mask, chunk_size=a.chunk_size)
+        return token_logprobs_from_hidden(
+            hidden, LogitHead(weight), tokens, mask, chunk_size=a.chunk_size
+        )
 
     out = {"positions": int(mask.sum()), "torch_threads": torch.get_num_threads()}
     if a.memory:

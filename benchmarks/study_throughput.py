@@ -83,15 +83,16 @@ class Timers:
         self._undo.append((owner, attr, original))
 
     def install(self):
-        """The trainer's three step phases (where ict.train.trainer binds them at import) and the
-        grid's two evaluations."""
+        """The step's three phases (where ict.train.trainer and the step service ict.train.step
+        bind them at import) and the grid's two evaluations."""
+        import ict.train.step as step
         import ict.train.trainer as trainer
         from ict.compare import grid
         from ict.train.trainer import Trainer
 
         self.wrap(trainer, "collect_rollout", "rollout")
-        self.wrap(trainer, "old_policy_pass", "statistics")
-        self.wrap(trainer, "update_policy", "update")
+        self.wrap(step, "old_policy_pass", "statistics")
+        self.wrap(step, "update_policy", "update")
         self.wrap(Trainer, "_evaluate", "periodic_eval")
         self.wrap(grid, "evaluate_cell", "final_eval")
 

@@ -80,6 +80,7 @@ GROUP = 4  # rows per group for the group_position cases (set by --group)
 def _case_fn(case):
     import torch
 
+    from ict.head import LogitHead
     from ict.stats import token_stats, token_stats_from_hidden
 
     if case == "a":
@@ -87,10 +88,10 @@ def _case_fn(case):
     if case == "b":
         return lambda h, w, tok, m: token_stats(h @ w.T, tok, m)
     if case == "c":
-        return lambda h, w, tok, m: token_stats_from_hidden(h, w, tok, m)
+        return lambda h, w, tok, m: token_stats_from_hidden(h, LogitHead(w), tok, m)
     if case == "c1":
         return lambda h, w, tok, m: token_stats_from_hidden(
-            h, w, tok, m, reference="previous_token"
+            h, LogitHead(w), tok, m, reference="previous_token"
         )
     if case in ("c2", "b2"):
 
@@ -99,7 +100,7 @@ def _case_fn(case):
             kw = {"reference": "group_position", "group_ids": gid}
             if case == "b2":
                 return token_stats(h @ w.T, tok, m, **kw)
-            return token_stats_from_hidden(h, w, tok, m, **kw)
+            return token_stats_from_hidden(h, LogitHead(w), tok, m, **kw)
 
         return group_position
     if case == "d":

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import json
 import sys
 import time
@@ -150,14 +151,14 @@ class HeadRows(torch.overrides.TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-def stats_vs_floor(model, rollout, cfg, method, device, autocast, repeats):
+def stats_vs_floor(policy, rollout, plan, repeats):
     """Seconds of the statistics pass and of the floor on the same hidden states; head passes."""
     from ict.stats import token_stats_from_hidden
-    from ict.train.logprobs import lm_head_params
     from ict.train.old_policy import rollout_hidden
 
-    hidden = rollout_hidden(model, rollout, cfg, device, autocast)
-    weight, bias = lm_head_params(model)
+    cfg, method, device = plan.config, plan.method, policy.device
+    hidden = rollout_hidden(policy.model, rollout, plan, policy)
+    weight, bias = policy.head.weight, policy.head.bias
     ids = rollout.input_ids.to(device)
     mask = rollout.response_mask.to(device).bool()
     groups = rollout.prompt_index.to(device)
@@ -168,10 +169,9 @@ def stats_vs_floor(model, rollout, cfg, method, device, autocast, repeats):
     def stats():
         return token_stats_from_hidden(
             hidden,
-            weight,
+            policy.head,
             ids,
             mask,
-            lm_head_bias=bias,
             temperature=cfg.temperature,
             reference=method.reference,
             group_ids=groups,
@@ -257,14 +257,12 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     repeats = args.repeats or (3 if args.tiny else 2)
 
-    from ict.loss import LossConfig, compute_advantages
-    from ict.methods import StepInputs, select_method, selection_seed
-    from ict.precision import choose_precision
+    from ict.methods import StepInputs, select_method
     from ict.train import TrainConfig
-    from ict.train.old_policy import old_policy_pass
-    from ict.train.schedule import LRSchedule
-    from ict.train.trainer import resolve_device
-    from ict.train.update import Policy, UpdateBatch, UpdateSwitches, update_policy
+    from ict.train.plan import RunPlan
+    from ict.train.schedule import LRSchedule, make_optimizer
+    from ict.train.step import PolicyContext, TrainingStep
+    from ict.train.update import UpdateSwitches
 
     base = TrainConfig(
         device=args.device,
@@ -278,12 +276,9 @@ def main(argv=None) -> int:
         plots=False,
         max_steps=1,
     )
-    device = resolve_device(base.device)
-    precision = choose_precision(base.autocast, device)
+    plan = RunPlan.from_config(base.replace(method="ict"))  # the one statistics pass: ICT's
+    device, precision = plan.device, plan.precision
     print(precision.describe(), file=sys.stderr)
-
-    def autocast():
-        return precision.context(device.type)
 
     B, G = args.prompts_per_step, args.num_generations
     t0 = time.perf_counter()
@@ -316,68 +311,51 @@ def main(argv=None) -> int:
         model, tokenizer = load_model_and_tokenizer(base.model, device=device)
         name = "SmolLM2-135M-Instruct (embedded)"
         problems = load_problems(base)
-        picked = PromptSampler(len(problems), base.seed).next(B)
-        batch, _ = collect_rollout(
-            model, tokenizer, [problems[i] for i in picked], base, step=1, autocast=autocast
-        )
+        picked = PromptSampler(len(problems), plan.seeds.prompts).next(B)
+        batch, _ = collect_rollout(model, tokenizer, [problems[i] for i in picked], plan, step=1)
         rollout, rewards = batch.rollout, batch.rewards
         rewards_from = "the task's verifier"
     setup_s = time.perf_counter() - t0  # model load + rollout
     print(f"model + rollout: {setup_s:.1f} s", file=sys.stderr, flush=True)
-    advantages, _ = compute_advantages(rewards, rollout.prompt_index, mode=base.advantage)
+    policy = PolicyContext.of(plan, model)
+    ict_step = TrainingStep(plan, policy)
+    advantages, _ = ict_step.advantages(rollout, rewards)
     equal_groups = int((rewards.view(B, G).std(-1) == 0).sum())
-    advantages = advantages.to(device)
-    mask = rollout.response_mask.to(device).bool()
-    tokens = rollout.input_ids.to(device)
 
-    # one statistics pass (no gradient, initial weights): old log-probs and the ICT selection
-    ict_cfg = base.replace(method="ict").resolved()
-    ict_method = ict_cfg.method_settings()
-    stats, old_logprob, _ = old_policy_pass(
-        model, None, rollout, ict_cfg, ict_method, device, autocast
-    )
-    inputs = StepInputs(mask, stats, advantages, tokens)
-    ict_selected = select_method(
-        ict_method, ict_cfg, inputs, seed=selection_seed(base.seed, 1), micro_batch_size=8
-    )
-    stats_floor = stats_vs_floor(model, rollout, ict_cfg, ict_method, device, autocast, repeats)
+    # one statistics pass (no gradient, initial weights): old log-probs and the ICT selection of
+    # the first step past its dense warm-up
+    scored = ict_step.score(rollout, advantages, step=plan.method.dense_warmup_steps + 1)
+    mask, ict_selected = scored.mask, scored.selection.own
+    inputs = StepInputs(mask, scored.stats, advantages, rollout.input_ids.to(device))
+    stats_floor = stats_vs_floor(policy, rollout, plan, repeats)
 
     initial = copy.deepcopy(model.state_dict())
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(
-        params,
-        lr=base.learning_rate,
-        betas=(base.adam_beta1, base.adam_beta2),
-        eps=base.adam_epsilon,
-        weight_decay=base.weight_decay,
-    )
+    optimizer = make_optimizer(model, base)  # the trainer's AdamW
     initial_opt = copy.deepcopy(optimizer.state_dict())
 
     def run(variant):
         method_name, skip, head, stop = VARIANTS[variant]
-        cfg = base.replace(method=method_name).resolved()
-        method = cfg.method_settings()
+        variant_plan = RunPlan.from_config(base.replace(method=method_name))
+        cfg = variant_plan.config
         selected = (
             ict_selected
             if method_name == "ict"
-            else select_method(method, cfg, inputs, seed=0, micro_batch_size=8)
+            else select_method(variant_plan.method, cfg, inputs, seed=0, micro_batch_size=8)
         )
-        loss_config = LossConfig.from_config(cfg, max_response_length=cfg.max_new_tokens)
         model.load_state_dict(initial)
         optimizer.load_state_dict(initial_opt)
         scheduler = LRSchedule(
             optimizer, warmup_steps=cfg.warmup_steps, kind=cfg.lr_scheduler, max_steps=1
         )
+        service = TrainingStep(variant_plan, policy, optimizer, scheduler)
+        variant_scored = dataclasses.replace(
+            scored, selection=dataclasses.replace(scored.selection, selected=selected)
+        )
         sync(device)
         t = time.perf_counter()
-        out = update_policy(
-            Policy(model, optimizer, scheduler),
-            UpdateBatch(rollout, old_logprob, advantages, selected),
-            cfg,
-            loss_config,
+        out = service.update(
+            variant_scored,
             step=1,
-            device=device,
-            autocast=autocast,
             switches=UpdateSwitches(skip_rows=skip, head_on_loss_only=head, stop_at_last=stop),
         )
         sync(device)

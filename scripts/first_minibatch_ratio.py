@@ -80,7 +80,7 @@ def main(argv=None) -> dict:
         "method": args.method,
         "model": trainer.config.model or "default (embedded SmolLM2-135M-Instruct)",
         "dtype": trainer.config.dtype,
-        "precision": trainer.precision.describe(),
+        "precision": trainer.plan.precision.describe(),
         "loss_calls": len(calls),
         "loss_tokens": int(log_rho.numel()),
         "max_abs_log_rho": float(log_rho.abs().max()) if log_rho.numel() else 0.0,

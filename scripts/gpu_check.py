@@ -136,7 +136,7 @@ def child_native(device: str, steps: int) -> int:
         rows = trainer.history[1:] or trainer.history
         parts = ("time/rollout_s", "time/stats_s", "time/update_s")
         seconds = sum(sum(float(r.get(k, 0.0)) for k in parts) for r in rows) / len(rows)
-        result[method] = {"s_per_step": seconds, "device": str(trainer.device)}
+        result[method] = {"s_per_step": seconds, "device": str(trainer.plan.device)}
     print(json.dumps(result))
     return 0
 

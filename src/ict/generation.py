@@ -14,6 +14,9 @@ from dataclasses import dataclass
 
 import torch
 
+from ict.models import format_prompt
+from ict.seeds import derive_seed
+
 
 @dataclass
 class Rollout:
@@ -34,6 +37,40 @@ class Rollout:
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How responses are sampled and prompts rendered: one value for a run's rollouts, and the
+    base of its evaluations' settings (ict.train.evaluation).
+
+    temperature (0: greedy), top_p, max_new_tokens, batch_size (sequences generated at once),
+    stop (strings that end a response, kept in it); chat_template, system_prompt: the rendering
+    (ict.models.format_prompt: the tokenizer's chat template only when chat_template and the
+    tokenizer has one)."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 128
+    batch_size: int = 32
+    stop: tuple[str, ...] = ()
+    chat_template: bool = True
+    system_prompt: str | None = None
+
+    def render(self, tokenizer, prompts: list) -> list[str]:
+        """The prompt texts (each a string or chat messages) as the model reads them."""
+        return [
+            format_prompt(tokenizer, p, system=self.system_prompt, chat_template=self.chat_template)
+            for p in prompts
+        ]
+
+    def sample(self, model, tokenizer, rendered: list[str], *, num_samples: int, seed: int):
+        """`generate` with these settings: `num_samples` responses per rendered prompt."""
+        return generate(
+            model, tokenizer, rendered, num_samples=num_samples, temperature=self.temperature,
+            top_p=self.top_p, max_new_tokens=self.max_new_tokens, batch_size=self.batch_size,
+            seed=seed, stop=list(self.stop),
+        )  # fmt: skip
 
 
 def _stop_length(ids: list[int], tokenizer, stop: list[str]) -> int | None:
@@ -180,7 +217,7 @@ def generate(
         ids = encoded["input_ids"][first : first + prompts_per_batch].to(device)
         attn = encoded["attention_mask"][first : first + prompts_per_batch].to(device)
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-            torch.manual_seed(seed * 1_000_003 + first)
+            torch.manual_seed(derive_seed(seed, first))
             if fast is not None:
                 out = fast(ids, attn, num_samples)
             else:

@@ -54,17 +54,6 @@ def test_quiet_console_silences_transformers_bars_and_is_the_one_helper(capfd):
     assert "transformers bar" not in capfd.readouterr().err
 
 
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    from ict.testing import tiny_model_and_tokenizer
-
-    path = tmp_path_factory.mktemp("tiny_model")
-    model, tok = tiny_model_and_tokenizer(seed=0)
-    model.save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
-
-
 @pytest.fixture
 def no_training(monkeypatch):
     """`ict train` up to a constructed Trainer (model loaded, precision chosen), no steps."""
@@ -82,13 +71,13 @@ def no_training(monkeypatch):
 
 @pytest.mark.parametrize("verbose", [False, True])
 def test_train_console_precision_once_loading_bars_only_verbose(
-    verbose, model_dir, tmp_path, no_training, capfd, caplog
+    verbose, tiny_model_dir, tmp_path, no_training, capfd, caplog
 ):
     task = tmp_path / "sums.jsonl"
     task.write_text(
         "".join(json.dumps({"q": f"{i} + 1 = ?", "a": str(i + 1)}) + "\n" for i in range(4))
     )
-    argv = ["train", "--model", str(model_dir), "--task", f"{task}?question=q&answer=a"]
+    argv = ["train", "--model", str(tiny_model_dir), "--task", f"{task}?question=q&answer=a"]
     argv += ["--output-dir", str(tmp_path / "run"), "--max-steps", "1", "--no-plots"]
     with caplog.at_level(logging.INFO, logger="ict"):
         assert main(argv + (["--verbose"] if verbose else [])) == 0

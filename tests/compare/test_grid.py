@@ -296,7 +296,9 @@ def test_smollm_cot_preset_cells_are_valid_chains():
     assert "running_total_3shot" in prompts.PROMPT_TEMPLATES
     # the evaluation samples as training does, and the paper's ICT reaches its sparse phase
     assert preset.eval.temperature == preset.train["temperature"]
-    ict_cell = TrainConfig(**preset.cell_train("ict")).method_settings()
+    from ict.train.plan import RunPlan
+
+    ict_cell = RunPlan.from_config(TrainConfig(**preset.cell_train("ict"))).method
     assert 0 < ict_cell.dense_warmup_steps < preset.train["max_steps"]
 
 

@@ -63,6 +63,8 @@ def test_paper_dry_run_from_an_installed_wheel(tmp_path):
     (wheel,) = wheels.glob("ict-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "ict/compare/fixtures/benchmarks/gsm8k_train.jsonl" in names  # package data
+    shipped = {p.name for p in (ROOT / "src/ict/configs/presets").glob("*.yaml")}
+    assert shipped and {f"ict/configs/presets/{n}" for n in shipped} <= set(names)  # the presets
 
     # a fresh environment with the wheel and (through a .pth file) this one's dependencies
     venv = tmp_path / "venv"
@@ -77,7 +79,7 @@ def test_paper_dry_run_from_an_installed_wheel(tmp_path):
     elsewhere = tmp_path / "elsewhere"  # outside the checkout: no src/ or tests/ to fall back on
     elsewhere.mkdir()
     where = _run(
-        [python, "-c", "import ict, ict.compare.presets as p; print(ict.__file__, p.FIXTURES_DIR)"],
+        [python, "-c", "import ict, ict.compare.presets as p; print(ict.__file__, p.FIXTURES_DIR, p.PRESET_DIR)"],
         env=env,
         cwd=elsewhere,
     ).stdout.split()

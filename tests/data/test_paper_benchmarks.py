@@ -11,7 +11,6 @@ from ict.compare.presets import FIXTURES_DIR
 from ict.data import PAPER_BENCHMARKS, load_benchmark, load_task
 from ict.data.choice import MMLU_STEM_SUBJECTS, gpqa_options_seed, gpqa_shuffled
 from ict.errors import DataError
-from ict.rewards import Verifier
 
 FIXTURES = FIXTURES_DIR  # the fixture files shipped with ict (package data)
 GPQA_ROW = {
@@ -21,13 +20,6 @@ GPQA_ROW = {
     "Incorrect Answer 2": "w2",
     "Incorrect Answer 3": "w3",
 }
-
-
-@pytest.fixture(scope="module")
-def verifier():
-    v = Verifier(timeout_s=5)
-    yield v
-    v.close()
 
 
 def test_paper_benchmarks_all_load_from_fixtures():

@@ -39,10 +39,10 @@ def test_the_prompt_shows_chains_of_three_to_five_terms():
 
 
 def test_the_smollm_cot_task_is_labelled_as_a_running_total_chain():
-    from ict.compare.presets import SMOLLM_COT_TASK
+    from ict.compare.presets import get_preset
     from ict.data import generic_categories, task_categorizer
 
-    assert task_categorizer(SMOLLM_COT_TASK) is token_categories
+    assert task_categorizer(get_preset("smollm-cot").task) is token_categories
     assert task_categorizer("rg:chain_sum") is generic_categories
 
 

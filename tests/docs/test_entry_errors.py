@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from ict.errors import DataError
+from ict.head import LogitHead
 from ict.loss import LossConfig, compute_advantages, policy_loss
 from ict.stats import token_stats_from_hidden
 
@@ -69,6 +70,6 @@ def test_token_stats_given_the_head_module_names_the_weight(batch):
 def test_token_stats_given_a_list_of_group_ids(batch):
     with pytest.raises(DataError, match=r"group_ids must be an integer tensor \[B\], got list"):
         token_stats_from_hidden(
-            batch["hidden"], batch["weight"], batch["tokens"], batch["mask"],
+            batch["hidden"], LogitHead(batch["weight"]), batch["tokens"], batch["mask"],
             reference="group_position", group_ids=[0, 0, 1, 1],
         )  # fmt: skip

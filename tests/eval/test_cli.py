@@ -13,13 +13,6 @@ from ict.compare.presets import FIXTURES_DIR
 FIXTURES = FIXTURES_DIR  # the fixture files shipped with ict (package data)
 
 
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory):
-    from ict.testing import save_tiny_model
-
-    return save_tiny_model(tmp_path_factory.mktemp("tiny"))
-
-
 def test_split_benchmarks_keeps_list_values_together():
     assert split_benchmarks("gsm8k, rg:x?a=[1,2]&b=3,math500") == [
         "gsm8k",
@@ -28,12 +21,12 @@ def test_split_benchmarks_keeps_list_values_together():
     ]
 
 
-def test_ict_eval_end_to_end_and_rerun_uses_the_cache(tiny_dir, tmp_path, capsys):
+def test_ict_eval_end_to_end_and_rerun_uses_the_cache(tiny_model_dir, tmp_path, capsys):
     out = tmp_path / "out"
     argv = [
         "eval",
         "--model",
-        str(tiny_dir),
+        str(tiny_model_dir),
         "--benchmarks",
         "gsm8k,commonsenseqa,rg:chain_sum?min_terms=2&max_terms=2",
         "--data-dir",
@@ -66,7 +59,7 @@ def test_ict_eval_end_to_end_and_rerun_uses_the_cache(tiny_dir, tmp_path, capsys
         "commonsenseqa",
         "rg:chain_sum?min_terms=2&max_terms=2",
     }
-    assert summary["settings"]["max_new_tokens"] == 6 and summary["model"] == str(tiny_dir)
+    assert summary["settings"]["max_new_tokens"] == 6 and summary["model"] == str(tiny_model_dir)
     for m in summary["benchmarks"].values():
         assert m["problems"] == 2 and 0.0 <= m["pass@1"] <= m["pass@2"] <= 1.0
         assert 0 < m["response_length_mean"] <= 6
@@ -110,12 +103,12 @@ def test_evaluate_hook_returns_flat_metrics():
     assert {prefix + f"pass@{k}" for k in (1, 2, 4)} <= set(single)
 
 
-def test_missing_benchmark_file_is_a_one_line_error(tiny_dir, tmp_path, capsys):
+def test_missing_benchmark_file_is_a_one_line_error(tiny_model_dir, tmp_path, capsys):
     code = main(
         [
             "eval",
             "--model",
-            str(tiny_dir),
+            str(tiny_model_dir),
             "--benchmarks",
             "aime24",
             "--data-dir",
@@ -148,14 +141,14 @@ def test_vllm_backend_missing_is_a_clear_error(tmp_path, capsys):
     assert "pip install vllm" in capsys.readouterr().err
 
 
-def test_ict_eval_reports_every_power_of_two_k_and_n_by_default(tiny_dir, tmp_path, capsys):
+def test_ict_eval_reports_every_power_of_two_k_and_n_by_default(tiny_model_dir, tmp_path, capsys):
     """Without --k: pass@k for k = 1, 2, 4 and n = 6, each equal to the binomial formula
     averaged over the cached per-problem counts, and the pass@k-against-k plot."""
     from scipy.special import comb
 
     out = tmp_path / "out"
     spec = "rg:chain_sum?min_terms=2&max_terms=2"
-    argv = ["eval", "--model", str(tiny_dir), "--benchmarks", spec, "--n", "6", "--limit", "3",
+    argv = ["eval", "--model", str(tiny_model_dir), "--benchmarks", spec, "--n", "6", "--limit", "3",
             "--max-new-tokens", "4", "--batch-size", "12", "--out", str(out)]  # fmt: skip
     assert main(argv) == 0
     table = capsys.readouterr().out

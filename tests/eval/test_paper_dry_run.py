@@ -6,17 +6,21 @@ import json
 
 import pytest
 
-from ict.compare.presets import (
-    PAPER_METHODS,
-    PAPER_MODELS,
-    PAPER_TASK,
-    get_preset,
-    paper_preset,
-    using_data_dir,
-)
+from ict.compare.presets import get_preset, read_preset_file
 from ict.data import PAPER_BENCHMARKS
 from ict.errors import ConfigError
 from ict.eval.paper import grid_paper_tables
+
+PAPER = read_preset_file("paper")  # src/ict/configs/presets/paper.yaml
+PAPER_MODELS, PAPER_METHODS, PAPER_TASK = (
+    PAPER["model_sizes"],
+    PAPER["methods"],
+    PAPER["train"]["task"],
+)
+
+
+def paper_preset(model_size=None, **options):
+    return get_preset("paper", model_size=model_size, **options)
 
 
 @pytest.mark.parametrize("size", sorted(PAPER_MODELS))
@@ -30,13 +34,18 @@ def test_paper_preset_configs_are_valid(size):
     for method in preset.methods:
         config = TrainConfig(**preset.cell_train(method))
         assert config.method == method and config.model == PAPER_MODELS[size]
-    ict = TrainConfig(**preset.cell_train("ict")).resolved()  # the paper's ICT (ict.methods)
+    from ict.train.plan import RunPlan
+
+    def resolved(method):
+        return RunPlan.from_config(TrainConfig(**preset.cell_train(method))).config
+
+    ict = resolved("ict")  # the paper's ICT (ict.methods)
     assert (ict.scope, ict.reference, ict.loss_agg) == (
         "sequence",
         "group_position",
         "seq_mean_token_mean",
     )
-    assert TrainConfig(**preset.cell_train("entropy")).resolved().ratio == 0.2
+    assert resolved("entropy").ratio == 0.2
     # verl's GRPO recipe's KL term, on every valid token, for every method
     assert (ict.kl_coef, ict.kl_estimator, ict.kl_on) == (0.001, "low_var_kl", "valid")
 
@@ -48,15 +57,6 @@ def test_paper_preset_errors():
         paper_preset(dry_run=True)
     with pytest.raises(ConfigError, match="no options"):
         get_preset("toy", model_size="7b")
-
-
-def test_using_data_dir_restores_the_environment(monkeypatch, tmp_path):
-    import os
-
-    monkeypatch.setenv("ICT_DATA_DIR", "before")
-    with using_data_dir(tmp_path):
-        assert os.environ["ICT_DATA_DIR"] == str(tmp_path)
-    assert os.environ["ICT_DATA_DIR"] == "before"
 
 
 def test_paper_dry_run_pipeline(tmp_path, capsys):

@@ -70,16 +70,17 @@ def test_paper_needs_k_1_and_4():
         check_paper_settings(2, [1, 2])
 
 
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory):
-    from ict.testing import save_tiny_model
-
-    return save_tiny_model(tmp_path_factory.mktemp("tiny"))
-
-
-def test_ict_eval_benchmarks_paper_end_to_end_on_fixtures(tiny_dir, tmp_path, capsys):
+def test_ict_eval_benchmarks_paper_end_to_end_on_fixtures(tiny_model_dir, tmp_path, capsys):
     out = tmp_path / "out"
-    argv = ["eval", "--model", str(tiny_dir), "--benchmarks", "paper", "--data-dir", str(FIXTURES)]
+    argv = [
+        "eval",
+        "--model",
+        str(tiny_model_dir),
+        "--benchmarks",
+        "paper",
+        "--data-dir",
+        str(FIXTURES),
+    ]
     argv += ["--n", "4", "--k", "1,4", "--limit", "2", "--max-new-tokens", "4"]
     argv += ["--batch-size", "8", "--out", str(out), "--seeds", "2", "--seed", "5"]
     assert main(argv) == 0
@@ -95,4 +96,4 @@ def test_ict_eval_benchmarks_paper_end_to_end_on_fixtures(tiny_dir, tmp_path, ca
         for bench in PAPER_BENCHMARKS:
             got = table["rows"][bench]["pass@4"]["per_seed"][seed - 5]
             assert got == per_seed["benchmarks"][bench]["pass@4"]
-    assert (out / "paper_table.md").read_text().startswith(str(tiny_dir))
+    assert (out / "paper_table.md").read_text().startswith(str(tiny_model_dir))

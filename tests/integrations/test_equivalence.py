@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from ict.errors import ConfigError
+from ict.head import LogitHead
 from ict.integrations.cases import (
     DEFAULT_OPTIONS,
     LOSS_SEED,
@@ -152,6 +153,7 @@ def trl_args(trainer, case, **extra):
     trainer.max_completion_length = case.mask.size(1)
     trainer._ict_temperature = o["temperature"]
     trainer.state.max_steps = 0  # run length unknown: the warm-up is taken as resolved
+    trainer.ict_resolve()  # the changed config, resolved once more
     return args
 
 
@@ -180,7 +182,7 @@ def trl_batch(trainer, case, rows, old_logprob):
     """TRL's micro-batch dict for `rows` of the case, with ict's statistics of the old policy and
     the given old log-probs (TRL keeps them when an update is off-policy)."""
     stats = trainer.ict_stats_from_hidden(
-        case.hidden, case.lm_head_weight, None, case.tokens, case.mask, case.group_ids
+        case.hidden, LogitHead(case.lm_head_weight), case.tokens, case.mask, case.group_ids
     )
     prompt, _, _ = model_inputs(case)
     return {
@@ -439,12 +441,14 @@ def test_a_registered_selector_runs_in_trl_without_edits(
             None,
         )
         a.reference, a.dense_warmup_steps = "batch_mean", 0
+        trl_trainer.ict_resolve()  # the trainer resolves its config once
         stats = trl_trainer.ict_stats_from_hidden(
-            case.hidden, case.lm_head_weight, None, case.tokens, case.mask, case.group_ids
+            case.hidden, LogitHead(case.lm_head_weight), case.tokens, case.mask, case.group_ids
         )
         got = trl_trainer.ict_select(a.method, stats, case.mask, case.advantages, case.tokens)
     finally:
         a.method, a.selector_options, a.ratio, a.scope, a.reference, a.dense_warmup_steps = saved
+        trl_trainer.ict_resolve()
     want = select_tokens(registered_selector, case.mask, stats=stats, advantages=case.advantages,
                          weight=3.0)  # fmt: skip
     plain = select_tokens(registered_selector, case.mask, stats=stats, advantages=case.advantages)

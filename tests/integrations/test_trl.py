@@ -331,7 +331,9 @@ def test_trl_steps_train_only_selected_tokens(tmp_path, method):
         assert int(selected.sum()) == expected_count[method]
     if "stapo" in method:  # STAPO silenced at least one token here (thresholds loosened above)
         base = (
-            want if method == "stapo" else select_tokens("js_top", valid, stats=stats, scope="global")
+            want
+            if method == "stapo"
+            else select_tokens("js_top", valid, stats=stats, scope="global")
         )
         assert int(selected.sum()) < int((valid if method == "stapo" else base).sum())
 

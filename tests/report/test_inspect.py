@@ -82,13 +82,10 @@ def test_inspect_model_marks_what_a_training_step_selects(tmp_path, monkeypatch,
     scores that rollout with the old policy. "embedded": the default SmolLM2-135M (GGUF)."""
     import copy
 
-    import torch
-
     import ict.train.trainer as trainer_module
-    from ict.precision import choose_precision
     from ict.testing import tiny_model_and_tokenizer
     from ict.train import TrainConfig
-    from ict.train.inspect import inspect_config, records_from_rollout
+    from ict.train.inspect import inspect_plan, records_from_rollout
     from ict.train.trainer import Trainer
 
     if model_name == "tiny":
@@ -120,8 +117,8 @@ def test_inspect_model_marks_what_a_training_step_selects(tmp_path, monkeypatch,
 
     batch = seen["batch"]
     records = records_from_rollout(
-        seen["old"], tok, batch.rollout, batch.prompts, inspect_config("ict", 4, 1.0, 0),
-        choose_precision("off", torch.device("cpu")),
+        seen["old"], tok, batch.rollout, batch.prompts,
+        inspect_plan("ict", 4, 1.0, 0, precision="off"),
     )  # fmt: skip
     assert len(trained) == len(records) == 8
     for step_record, inspected in zip(trained, records, strict=True):

@@ -150,7 +150,8 @@ def math_item(gold: str):
 
 
 @pytest.fixture(scope="module")
-def verifier():
+def timed_verifier():
+    """A verifier with the table's time limit, its child started outside the timed calls."""
     v = Verifier(timeout_s=TIMEOUT_S)
     v.sandbox.run("_sleep", 0)  # start the child outside the timed calls
     yield v
@@ -163,9 +164,9 @@ def test_table_holds_mathverify_verdicts(gold, response, verdict):
 
 
 @pytest.mark.parametrize("gold, response, verdict", ROWS)
-def test_score_one_never_more_lenient(verifier, gold, response, verdict):
+def test_score_one_never_more_lenient(timed_verifier, gold, response, verdict):
     start = time.monotonic()
-    result = verifier.score_one(math_item(gold), response)
+    result = timed_verifier.score_one(math_item(gold), response)
     assert time.monotonic() - start < TIMEOUT_S + 2.0
     assert result.reward in (0.0, 1.0) and result.correct is (result.reward == 1.0)
     if not verdict:
@@ -175,9 +176,9 @@ def test_score_one_never_more_lenient(verifier, gold, response, verdict):
 
 
 @pytest.mark.parametrize("gold, response, verdict", ROWS)
-def test_math_equal_never_more_lenient(verifier, gold, response, verdict):
+def test_math_equal_never_more_lenient(timed_verifier, gold, response, verdict):
     start = time.monotonic()
-    equal, error, timed_out = verifier.math_equal(gold, response)
+    equal, error, timed_out = timed_verifier.math_equal(gold, response)
     assert time.monotonic() - start < TIMEOUT_S + 2.0
     if equal:
         assert error is None and not timed_out
@@ -188,9 +189,9 @@ def test_math_equal_never_more_lenient(verifier, gold, response, verdict):
     "gold, pred",
     [("1, 3", "13"), ("(3,4)", "(34)"), (r"\{1,2\}", r"\{12\}"), ("1", "[0,1)"), ("0,111", "111")],
 )
-def test_math_equal_keeps_commas_that_are_no_thousands_separators(verifier, gold, pred):
-    assert verifier.math_equal(gold, pred)[0] is False
-    assert verifier.math_equal("1,000", "1000") == (True, None, False)
+def test_math_equal_keeps_commas_that_are_no_thousands_separators(timed_verifier, gold, pred):
+    assert timed_verifier.math_equal(gold, pred)[0] is False
+    assert timed_verifier.math_equal("1,000", "1000") == (True, None, False)
 
 
 def test_weird_inputs_counted_and_logged_once(caplog):
@@ -215,8 +216,8 @@ def test_weird_inputs_counted_and_logged_once(caplog):
 @pytest.mark.parametrize(
     "response, right", [(None, False), (b"\\boxed{3}", True), (b"\xff\xfe\x00", False), (3, True)]
 )
-def test_non_text_responses_give_a_verdict(verifier, response, right):
-    verdict = verifier.score_one(math_item("3"), response)
+def test_non_text_responses_give_a_verdict(timed_verifier, response, right):
+    verdict = timed_verifier.score_one(math_item("3"), response)
     assert verdict.correct is right and verdict.error is None
 
 
@@ -257,11 +258,11 @@ CHOICE_ROWS = [  # (gold, response, right?) for four options A-D
 
 
 @pytest.mark.parametrize("gold, response, right", CHOICE_ROWS)
-def test_choice_verdicts(verifier, gold, response, right):
-    verdict = verifier.score_one(choice_item(gold), response)
+def test_choice_verdicts(timed_verifier, gold, response, right):
+    verdict = timed_verifier.score_one(choice_item(gold), response)
     assert verdict.correct is right and verdict.error is None
 
 
-def test_choice_letter_beyond_three_options(verifier):
-    assert not verifier.score_one(choice_item("D", count=3), "The answer is D").correct
-    assert verifier.score_one(choice_item("C", count=3), "The answer is C").correct
+def test_choice_letter_beyond_three_options(timed_verifier):
+    assert not timed_verifier.score_one(choice_item("D", count=3), "The answer is D").correct
+    assert timed_verifier.score_one(choice_item("C", count=3), "The answer is C").correct

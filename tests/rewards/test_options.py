@@ -12,13 +12,6 @@ def item(answer, **options):
     return SimpleNamespace(answer=answer, verifier="math", metadata=metadata)
 
 
-@pytest.fixture(scope="module")
-def verifier():
-    v = Verifier(timeout_s=3.0)
-    yield v
-    v.close()
-
-
 def test_defaults_are_math_verify_defaults():
     assert VerifyOptions() == VerifyOptions(6, ("latex", "expr"), 50, True, False)
     assert VerifyOptions(extraction=["expr"]).to_dict()["extraction"] == ["expr"]

@@ -12,13 +12,6 @@ def item(answer, verifier="math", **metadata):
     return SimpleNamespace(answer=answer, verifier=verifier, metadata=metadata, question="q")
 
 
-@pytest.fixture(scope="module")
-def verifier():
-    v = Verifier(timeout_s=3.0)
-    yield v
-    v.close()
-
-
 @pytest.mark.parametrize(
     "gold, response, correct, format_ok",
     [

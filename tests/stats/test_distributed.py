@@ -11,6 +11,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from ict.errors import ConfigError
+from ict.head import LogitHead
 from ict.stats import token_stats, token_stats_from_hidden
 
 
@@ -33,7 +34,9 @@ def _worker(rank, init_file, out_dir):
         part = slice(2 * rank, 2 * rank + 2)
         logits = hidden[part] @ W.T
         a = token_stats(logits, tokens[part], mask[part])
-        b = token_stats_from_hidden(hidden[part], W, tokens[part], mask[part], chunk_size=2)
+        b = token_stats_from_hidden(
+            hidden[part], LogitHead(W), tokens[part], mask[part], chunk_size=2
+        )
         # NaN logits on rank 0: rank 0 names the position, rank 1 learns the mean is poisoned; no hang
         if rank == 0:
             logits[1, 2, 0] = float("nan")
@@ -81,7 +84,7 @@ def _group_position_worker(rank, init_file, out_dir):
         )
         b = token_stats_from_hidden(
             hidden[part],
-            W,
+            LogitHead(W),
             tokens[part],
             mask[part],
             group_ids=local_groups[part],

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from ict.errors import ConfigError, DataError
+from ict.head import LogitHead
 from ict.stats import masked_mean, token_stats, token_stats_from_hidden
 
 
@@ -50,7 +51,10 @@ def test_hidden_nan_named():
     hidden[1, 0, 0] = math.nan
     with pytest.raises(DataError, match=r"row 1, position 0"):
         token_stats_from_hidden(
-            hidden, W, torch.zeros(2, 3, dtype=torch.long), torch.ones(2, 3, dtype=torch.bool)
+            hidden,
+            LogitHead(W),
+            torch.zeros(2, 3, dtype=torch.long),
+            torch.ones(2, 3, dtype=torch.bool),
         )
 
 
@@ -96,8 +100,10 @@ def test_data_errors():
             reference="reference_policy",
             reference_logits=torch.randn(2, 4, 8),
         )
-    with pytest.raises(DataError, match=r"lm_head_weight must be \[V, D\]"):
-        token_stats_from_hidden(torch.randn(2, 4, 5), torch.randn(9, 4), tokens, mask)
+    with pytest.raises(DataError, match=r"the head's weight must be \[V, D\]"):
+        token_stats_from_hidden(torch.randn(2, 4, 5), LogitHead(torch.randn(9, 4)), tokens, mask)
+    with pytest.raises(DataError, match="head must be an ict.head.LogitHead"):
+        token_stats_from_hidden(torch.randn(2, 4, 5), torch.randn(9, 5), tokens, mask)
 
 
 def test_masked_mean():

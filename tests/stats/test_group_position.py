@@ -13,6 +13,7 @@ from scipy.special import softmax
 from scipy.stats import entropy
 
 from ict.errors import ConfigError, DataError
+from ict.head import LogitHead
 from ict.stats import logit_sources as sources_mod
 from ict.stats import token_stats, token_stats_from_hidden
 
@@ -155,11 +156,15 @@ def test_group_larger_than_chunk_size_is_correct_and_bounded(monkeypatch):
     tokens = torch.randint(0, 20, (7, 4), generator=g)
     mask = torch.ones(7, 4, dtype=torch.bool)
     gid = torch.tensor([0, 0, 0, 0, 0, 1, 1])
-    a = token_stats_from_hidden(hidden, W, tokens, mask, group_ids=gid, chunk_size=2, **GP)
+    a = token_stats_from_hidden(
+        hidden, LogitHead(W), tokens, mask, group_ids=gid, chunk_size=2, **GP
+    )
     assert sorted(set(seen)) == [(2, 5), (5, 5)]  # group 0: one 5-row cell per fill; group 1: 2
     assert len(seen) == 8
     seen.clear()
-    b = token_stats_from_hidden(hidden, W, tokens, mask, group_ids=gid, chunk_size=10, **GP)
+    b = token_stats_from_hidden(
+        hidden, LogitHead(W), tokens, mask, group_ids=gid, chunk_size=10, **GP
+    )
     assert max(n for n, _ in seen) <= 10 and len(seen) == 3  # cells packed: 10 + 10 + 8 rows
     torch.testing.assert_close(a.js, b.js, atol=1e-7, rtol=0)
     ref = reference_stats(hidden @ W.T, tokens, mask, group_ids=gid.numpy(), **GP)
@@ -265,7 +270,7 @@ def test_hidden_path_equals_logits_path(seed, chunk_size, with_bias, dtype):
     logits = hidden @ W.T + (bias if with_bias else 0)
     kw = {"group_ids": gid, "temperature": 0.8, "divergence": "kl", **GP}
     a = token_stats_from_hidden(
-        hidden, W, tokens, mask, lm_head_bias=bias, chunk_size=chunk_size, **kw
+        hidden, LogitHead(W, bias), tokens, mask, chunk_size=chunk_size, **kw
     )
     b = token_stats(logits, tokens, mask, **kw)
     atol = 1e-6 if dtype == torch.float64 else 2e-5
@@ -294,7 +299,7 @@ def test_config_and_data_errors():
         token_stats(logits, tokens, mask, divergence="kl")
     with pytest.raises(ConfigError, match="divergence"):
         token_stats_from_hidden(
-            torch.randn(6, 9, 4), torch.randn(17, 4), tokens, mask, divergence="kl"
+            torch.randn(6, 9, 4), LogitHead(torch.randn(17, 4)), tokens, mask, divergence="kl"
         )
 
 

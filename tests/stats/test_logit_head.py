@@ -156,12 +156,9 @@ def test_stats_and_logprobs_from_hidden_equal_those_of_the_models_logits(family)
         kw = {"group_ids": torch.tensor([0, 0, 1])} if reference == "group_position" else {}
         a = token_stats_from_hidden(
             hidden,
-            head.weight,
+            head,
             tokens,
             mask,
-            lm_head_bias=head.bias,
-            logit_scale=head.scale,
-            logit_softcap=head.softcap,
             temperature=0.7,
             reference=reference,
             chunk_size=4,
@@ -215,9 +212,10 @@ def test_reference_policy_uses_the_reference_heads_transform():
     def capped(z, cap):
         return cap * torch.tanh(z / cap)
 
-    kw = dict(reference="reference_policy", logit_softcap=3.0, logit_scale=0.5)
+    head = LogitHead(W, None, scale=0.5, softcap=3.0)
+    kw = dict(reference="reference_policy")
     # the reference shares the policy's head: its transform too
-    a = token_stats_from_hidden(hidden, W, tokens, mask, reference_hidden=ref_hidden, **kw)
+    a = token_stats_from_hidden(hidden, head, tokens, mask, reference_hidden=ref_hidden, **kw)
     b = token_stats(
         capped(0.5 * hidden @ W.T, 3.0),
         tokens,
@@ -229,12 +227,11 @@ def test_reference_policy_uses_the_reference_heads_transform():
     # its own head, its own transform (here: a scale, no cap)
     a = token_stats_from_hidden(
         hidden,
-        W,
+        head,
         tokens,
         mask,
         reference_hidden=ref_hidden,
-        reference_lm_head_weight=W_ref,
-        reference_logit_scale=2.0,
+        reference_head=LogitHead(W_ref, scale=2.0),
         **kw,
     )
     b = token_stats(
@@ -256,7 +253,7 @@ def test_bf16_weight_gives_float32_accurate_logits():
     exact = hidden.double() @ W.double().T  # the bf16 values' products, no rounding
     bf16_err = ((hidden @ W.T).double() - exact).abs().max()
     assert bf16_err > 1e-2  # what a bf16 matmul loses at these magnitudes
-    src = HiddenSource(hidden, W, None, 1.0, scale=0.5, softcap=20.0)
+    src = HiddenSource(hidden, LogitHead(W, None, 0.5, 20.0), 1.0)
     assert src.head.weight.dtype == torch.float32  # cast once, here, not per chunk
     rows, pos = torch.arange(4).repeat_interleave(6), torch.arange(6).repeat(4)
     out = torch.empty(24, 300)
@@ -267,7 +264,7 @@ def test_bf16_weight_gives_float32_accurate_logits():
     # the statistics follow: equal to those of the float32 logits of the same bf16 values
     tokens = torch.randint(0, 300, (4, 6), generator=g)
     mask = torch.ones(4, 6, dtype=torch.bool)
-    a = token_stats_from_hidden(hidden, W, tokens, mask, chunk_size=5)
+    a = token_stats_from_hidden(hidden, LogitHead(W), tokens, mask, chunk_size=5)
     b = token_stats(hidden.float() @ W.float().T, tokens, mask)
     for f in ("entropy", "renyi2", "logprob", "js"):
         torch.testing.assert_close(getattr(a, f), getattr(b, f), atol=1e-5, rtol=0)

@@ -6,6 +6,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ict.head import LogitHead
 from ict.stats import REFERENCES, token_stats, token_stats_from_hidden
 from ict.stats import logit_sources as sources_mod
 
@@ -101,10 +102,9 @@ def test_hidden_path_equals_logits_path(seed, reference, chunk_size, with_bias):
         kw_l = {"reference_logits": ref_hidden @ W.T + (bias if with_bias else 0)}
     a = token_stats_from_hidden(
         hidden,
-        W,
+        LogitHead(W, bias),
         tokens,
         mask,
-        lm_head_bias=bias,
         reference=reference,
         temperature=0.8,
         chunk_size=chunk_size,
@@ -123,7 +123,7 @@ def test_hidden_path_bf16_accumulates_in_float32():
     W = (torch.randn(50, 16, generator=g) / 4).bfloat16()
     tokens = torch.randint(0, 50, (2, 6), generator=g)
     mask = torch.ones(2, 6, dtype=torch.bool)
-    a = token_stats_from_hidden(hidden, W, tokens, mask, chunk_size=4)
+    a = token_stats_from_hidden(hidden, LogitHead(W), tokens, mask, chunk_size=4)
     b = token_stats(hidden.float() @ W.float().T, tokens, mask)
     for f in ("entropy", "renyi2", "logprob", "js"):
         torch.testing.assert_close(getattr(a, f), getattr(b, f), atol=1e-5, rtol=0)
@@ -149,7 +149,9 @@ def test_hidden_path_never_builds_more_than_chunk_size_rows(monkeypatch):
         kw = {"reference_hidden": hidden} if reference == "reference_policy" else {}
         if reference in ("group_mean", "group_position"):
             kw |= {"group_ids": torch.tensor([0, 0, 1, 1])}
-        token_stats_from_hidden(hidden, W, tokens, mask, reference=reference, chunk_size=3, **kw)
+        token_stats_from_hidden(
+            hidden, LogitHead(W), tokens, mask, reference=reference, chunk_size=3, **kw
+        )
         assert seen and max(max(n, rows) for n, rows in seen) <= 3
         passes = 2 if reference in ("batch_mean", "group_mean", "sequence_mean") else 1
         models = 2 if reference == "reference_policy" else 1

@@ -16,13 +16,6 @@ def digit_problems():
 
 
 @pytest.fixture
-def tiny():
-    from ict.testing import tiny_model_and_tokenizer
-
-    return tiny_model_and_tokenizer(seed=0)
-
-
-@pytest.fixture
 def tiny_config(tmp_path):
     """A CI-sized config: 4 prompts x 8 samples, 3 new tokens, no plots/progress."""
 

@@ -30,17 +30,6 @@ FAST = [
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    from ict.testing import tiny_model_and_tokenizer
-
-    path = tmp_path_factory.mktemp("tiny_model")
-    model, tok = tiny_model_and_tokenizer(seed=0)
-    model.save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
-
-
-@pytest.fixture(scope="module")
 def task_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("data") / "sums.jsonl"
     path.write_text(
@@ -49,13 +38,13 @@ def task_file(tmp_path_factory):
     return f"{path}?question=q&answer=a"
 
 
-def test_cli_trains_and_prints_where_outputs_went(model_dir, task_file, tmp_path, capsys):
+def test_cli_trains_and_prints_where_outputs_went(tiny_model_dir, task_file, tmp_path, capsys):
     out_dir = tmp_path / "run"
     rc = main(
         [
             "train",
             "--model",
-            str(model_dir),
+            str(tiny_model_dir),
             "--task",
             task_file,
             "--output-dir",
@@ -113,10 +102,10 @@ def test_cli_trains_and_prints_where_outputs_went(model_dir, task_file, tmp_path
         (["--resume", "/no/such/run"], "no config.yaml"),
     ],
 )
-def test_cli_bad_input_is_one_clear_line(argv, message, model_dir, tmp_path, capsys):
+def test_cli_bad_input_is_one_clear_line(argv, message, tiny_model_dir, tmp_path, capsys):
     base = ["train", "--output-dir", str(tmp_path / "r"), *FAST]
     if "--model" not in argv:
-        base += ["--model", str(model_dir)]
+        base += ["--model", str(tiny_model_dir)]
     assert main([*base, *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]  # after any loading progress bars
     assert err.startswith("error: ") and message in err and "Traceback" not in err
@@ -136,10 +125,10 @@ def _cli(*args):
 
 
 @pytest.mark.slow
-def test_sigkill_then_resume_matches_uninterrupted(model_dir, task_file, tmp_path):
+def test_sigkill_then_resume_matches_uninterrupted(tiny_model_dir, task_file, tmp_path):
     common = [
         "--model",
-        model_dir,
+        tiny_model_dir,
         "--task",
         task_file,
         *FAST,

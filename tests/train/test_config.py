@@ -9,6 +9,13 @@ from ict.errors import ConfigError
 from ict.train.config import TrainConfig, preset_path
 
 
+def resolved(config):
+    """The config with the method's settings explicit, as the run resolves it (RunPlan)."""
+    from ict.train.plan import RunPlan
+
+    return RunPlan.from_config(config).config
+
+
 def parse(argv):
     from ict.cli.train import add_parser, resolve_config
 
@@ -31,7 +38,7 @@ def test_defaults_follow_method_md():
         None,
         None,
     )
-    r = c.resolved()
+    r = resolved(c)
     assert (r.reference, r.scope, r.granularity, r.ratio) == (
         "group_position",
         "sequence",
@@ -46,27 +53,27 @@ def test_defaults_follow_method_md():
     )
     # the paper's Theta = 10, capped at half of a short run; explicit values are kept
     assert r.dense_warmup_steps == min(10, c.max_steps // 2)
-    assert TrainConfig(max_steps=60).resolved().dense_warmup_steps == 10
-    assert TrainConfig(max_steps=60, dense_warmup_steps=40).resolved().dense_warmup_steps == 40
-    assert TrainConfig(max_steps=4, dense_warmup_steps=3).resolved().dense_warmup_steps == 3
+    assert resolved(TrainConfig(max_steps=60)).dense_warmup_steps == 10
+    assert resolved(TrainConfig(max_steps=60, dense_warmup_steps=40)).dense_warmup_steps == 40
+    assert resolved(TrainConfig(max_steps=4, dense_warmup_steps=3)).dense_warmup_steps == 3
     # the earlier guess stays reachable by name and by flags
-    b = TrainConfig(method="ict_batch_mean").resolved()
+    b = resolved(TrainConfig(method="ict_batch_mean"))
     assert (b.reference, b.scope, b.loss_agg, b.dense_warmup_steps) == (
         "batch_mean",
         "global",
         "token_mean",
         0,
     )
-    f = TrainConfig(
-        reference="batch_mean", scope="global", loss_agg="token_mean", max_steps=30
-    ).resolved()
+    f = resolved(
+        TrainConfig(reference="batch_mean", scope="global", loss_agg="token_mean", max_steps=30)
+    )
     assert (f.reference, f.scope, f.loss_agg, f.dense_warmup_steps) == (
         "batch_mean",
         "global",
         "token_mean",
         10,
     )
-    e = TrainConfig(method="entropy").resolved()
+    e = resolved(TrainConfig(method="entropy"))
     assert (e.scope, e.ratio, e.dense_warmup_steps) == ("global", 0.2, 0)
     assert (c.stapo_prob_below, c.stapo_entropy_quantile, c.kl_coef, c.advantage) == (
         0.01,

@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from ict.head import LogitHead
 from ict.train.logprobs import position_ids_from_mask, shifted_hidden, token_logprobs_from_hidden
 
 
@@ -25,10 +26,9 @@ def test_matches_full_log_softmax_and_its_gradient(chunk_size):
     mask = torch.rand(B, T, generator=g) > 0.4
     lp, ent = token_logprobs_from_hidden(
         hidden,
-        weight,
+        LogitHead(weight, bias),
         tokens,
         mask,
-        lm_head_bias=bias,
         temperature=0.7,
         chunk_size=chunk_size,
         with_entropy=True,
@@ -48,7 +48,7 @@ def test_empty_mask_gives_zeros():
     hidden = torch.randn(2, 3, 4)
     out, ent = token_logprobs_from_hidden(
         hidden,
-        torch.randn(7, 4),
+        LogitHead(torch.randn(7, 4)),
         torch.zeros(2, 3, dtype=torch.long),
         torch.zeros(2, 3, dtype=torch.bool),
     )
@@ -149,18 +149,10 @@ def test_update_logprobs_equal_scoring_logprobs_bit_for_bit_with_a_logit_transfo
     head = logit_head(model)
     with torch.no_grad():
         hidden = shifted_hidden(final_hidden(model, ids, attn))
-        old, _ = token_logprobs_from_hidden(
-            hidden,
-            head.weight,
-            ids,
-            mask,
-            lm_head_bias=head.bias,
-            logit_scale=head.scale,
-            logit_softcap=head.softcap,
-            temperature=0.9,
-            chunk_size=5,
+        old, _ = token_logprobs_from_hidden(hidden, head, ids, mask, temperature=0.9, chunk_size=5)
+        plain, _ = token_logprobs_from_hidden(
+            hidden, LogitHead(head.weight), ids, mask, temperature=0.9
         )
-        plain, _ = token_logprobs_from_hidden(hidden, head.weight, ids, mask, temperature=0.9)
     new, _ = policy_logprobs(model, ids, attn, mask, temperature=0.9, chunk_size=5)
     assert new.requires_grad
     assert torch.equal(torch.exp(new.detach() - old)[mask], torch.ones(int(mask.sum())))

@@ -11,6 +11,7 @@ from ict.errors import ConfigError
 from ict.methods import METHODS, Method, get_method, register_method
 from ict.select import SELECTORS, register_selector
 from ict.train import TrainConfig, train
+from ict.train.plan import RunPlan
 
 
 @pytest.fixture
@@ -30,7 +31,7 @@ def user_selector():
 
 def test_user_selector_trains_with_its_own_facts(user_selector, tiny, digit_problems, tiny_config):
     config = tiny_config(method=user_selector, max_steps=1, selector_options={"power": 2.0})
-    resolved = config.resolved()
+    resolved = RunPlan.from_config(config).config
     assert (resolved.ratio, resolved.scope) == (0.34, "sequence")  # the Selector's facts
     train(config, model=tiny[0], tokenizer=tiny[1], problems=digit_problems)
     row = json.loads((Path(config.output_dir) / "metrics.jsonl").read_text().splitlines()[0])
@@ -44,7 +45,8 @@ def test_user_method_and_unknown_names(user_selector, tiny, digit_problems, tiny
         Method("surprise_method_test", user_selector, "test", ratio=0.5, dense_warmup_steps=1)
     )
     config = tiny_config(method="surprise_method_test", max_steps=2)
-    assert config.resolved().ratio == 0.5 and config.resolved().dense_warmup_steps == 1
+    resolved = RunPlan.from_config(config).config
+    assert resolved.ratio == 0.5 and resolved.dense_warmup_steps == 1
     train(config, model=tiny[0], tokenizer=tiny[1], problems=digit_problems)
     rows = [
         json.loads(x) for x in (Path(config.output_dir) / "metrics.jsonl").read_text().splitlines()

@@ -30,7 +30,9 @@ def test_warmup_is_counted_in_rollout_batches_and_capped_once():
     assert warmup_warning(run_warmup(ict, 10, explicit=False), 10) is None
     assert [is_dense(run_warmup(ict, 10, explicit=False), s) for s in (5, 6)] == [True, False]
     # the native config applies the same rule
-    assert TrainConfig(max_steps=10).method_settings().dense_warmup_steps == 5
+    from ict.train.plan import RunPlan
+
+    assert RunPlan.from_config(TrainConfig(max_steps=10)).method.dense_warmup_steps == 5
 
 
 def test_selection_seed_is_one_rule():

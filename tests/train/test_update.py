@@ -10,8 +10,9 @@ from ict.loss import LossConfig
 from ict.methods import StepInputs, select_method
 from ict.train import TrainConfig
 from ict.train.old_policy import old_policy_pass
+from ict.train.plan import RunPlan
+from ict.train.step import PolicyContext
 from ict.train.update import (
-    Policy,
     UpdateBatch,
     UpdateSwitches,
     contributing_rows,
@@ -65,7 +66,7 @@ def batch():
     return model, rollout, advantages
 
 
-def config_for(**changes):
+def config_for(**changes) -> RunPlan:
     base = dict(
         num_generations=4,
         prompts_per_step=4,
@@ -75,45 +76,30 @@ def config_for(**changes):
         max_new_tokens=9,
         stats_chunk_size=7,
     )
-    return TrainConfig(**{**base, **changes}).resolved()
+    return RunPlan.from_config(TrainConfig(**{**base, **changes}))
 
 
-def gradients(model, rollout, advantages, cfg, selected, **switches):
-    loss_config = LossConfig.from_config(cfg, max_response_length=cfg.max_new_tokens)
-    from contextlib import nullcontext
-
-    stats, old_logprob, ref_logprob = old_policy_pass(
-        model,
-        model if cfg.kl_coef else None,
-        rollout,
-        cfg,
-        cfg.method_settings(),
-        torch.device("cpu"),
-        nullcontext,
-    )
+def gradients(model, rollout, advantages, plan, selected, **switches):
+    policy = PolicyContext.of(plan, model, model if plan.config.kl_coef else None)
+    stats, old_logprob, ref_logprob = old_policy_pass(policy, rollout, plan)
     recorder = GradRecorder(model.parameters())
     metrics = update_policy(
-        Policy(model, recorder, NoScheduler()),
+        plan,
+        policy,
+        recorder,
+        NoScheduler(),
         UpdateBatch(rollout, old_logprob, advantages, selected, ref_logprob),
-        cfg,
-        loss_config,
         step=1,
-        device=torch.device("cpu"),
-        autocast=nullcontext,
         switches=UpdateSwitches(**switches),
     )
     return recorder.grads, metrics
 
 
-def selection(model, rollout, advantages, cfg):
-    from contextlib import nullcontext
-
-    stats, _, _ = old_policy_pass(
-        model, model, rollout, cfg, cfg.method_settings(), torch.device("cpu"), nullcontext
-    )
+def selection(model, rollout, advantages, plan):
+    stats, _, _ = old_policy_pass(PolicyContext.of(plan, model, model), rollout, plan)
     mask = rollout.response_mask.bool()
     inputs = StepInputs(mask, stats, advantages, rollout.input_ids)
-    return select_method(cfg.method_settings(), cfg, inputs, seed=0, micro_batch_size=8)
+    return select_method(plan.method, plan.config, inputs, seed=0, micro_batch_size=8)
 
 
 PLAIN = dict(skip_rows=False, head_on_loss_only=False, stop_at_last=False)
@@ -132,7 +118,7 @@ PLAIN = dict(skip_rows=False, head_on_loss_only=False, stop_at_last=False)
 def test_savings_give_the_plain_gradient(batch, loss_agg, normalize_by, share_prompt):
     model, rollout, advantages = batch
     # global top 10%: many rows have no selected token; sequence scope would keep one per row
-    cfg = config_for(
+    plan = config_for(
         method="ict",
         scope="global",
         loss_agg=loss_agg,
@@ -140,36 +126,36 @@ def test_savings_give_the_plain_gradient(batch, loss_agg, normalize_by, share_pr
         share_prompt=share_prompt,
         dense_warmup_steps=0,
     )
-    selected = selection(model, rollout, advantages, cfg)
-    plain, _ = gradients(model, rollout, advantages, cfg, selected, **PLAIN)
-    fast, metrics = gradients(model, rollout, advantages, cfg, selected)
+    selected = selection(model, rollout, advantages, plan)
+    plain, _ = gradients(model, rollout, advantages, plan, selected, **PLAIN)
+    fast, metrics = gradients(model, rollout, advantages, plan, selected)
     assert len(plain) == len(fast) == 1
     assert plain[0].abs().max() > 0
     torch.testing.assert_close(fast[0], plain[0], atol=1e-6, rtol=1e-4)
     assert metrics["update/rows_run"] < metrics["update/rows"]  # something was skipped
     for switch in ("skip_rows", "head_on_loss_only", "stop_at_last"):  # each one alone
         one = dict(PLAIN, **{switch: True})
-        alone, _ = gradients(model, rollout, advantages, cfg, selected, **one)
+        alone, _ = gradients(model, rollout, advantages, plan, selected, **one)
         torch.testing.assert_close(alone[0], plain[0], atol=1e-6, rtol=1e-4)
 
 
 def test_kl_over_valid_tokens_runs_every_row_and_matches(batch):
     model, rollout, advantages = batch
-    cfg = config_for(
+    plan = config_for(
         method="ict", kl_coef=0.1, kl_on="valid", normalize_by="valid", dense_warmup_steps=0
     )
-    selected = selection(model, rollout, advantages, cfg)
-    plain, _ = gradients(model, rollout, advantages, cfg, selected, **PLAIN)
-    fast, metrics = gradients(model, rollout, advantages, cfg, selected)
+    selected = selection(model, rollout, advantages, plan)
+    plain, _ = gradients(model, rollout, advantages, plan, selected, **PLAIN)
+    fast, metrics = gradients(model, rollout, advantages, plan, selected)
     torch.testing.assert_close(fast[0], plain[0], atol=1e-6, rtol=1e-4)
     assert metrics["update/rows_run"] == metrics["update/rows"]  # KL reads zero-advantage rows
 
 
 def test_all_rows_skipped_still_steps_with_zero_gradient(batch):
     model, rollout, _ = batch
-    cfg = config_for(method="grpo")
+    plan = config_for(method="grpo")
     zero = torch.zeros(rollout.input_ids.shape[0])
-    grads, metrics = gradients(model, rollout, zero, cfg, rollout.response_mask.bool())
+    grads, metrics = gradients(model, rollout, zero, plan, rollout.response_mask.bool())
     assert metrics["update/rows_run"] == 0 and len(grads) == 1 and grads[0].abs().max() == 0
 
 
@@ -196,25 +182,21 @@ def test_step_metrics_count_every_loss_call_and_the_weight_change(batch):
     changed / |M| over the step; `update/param_change_rel` is ||theta_after - theta_before|| /
     ||theta_before|| over the step's two AdamW updates, checked against a copy taken by hand."""
     import copy
-    from contextlib import nullcontext
 
     from ict.loss.modes import mode_count
     from ict.methods import selection_seed
 
     model, rollout, advantages = batch
     model = copy.deepcopy(model)
-    cfg = config_for(method="kl_cov", kl_cov_ratio=0.1, mini_batch_size=8)
-    loss_config = LossConfig.from_config(cfg, max_response_length=cfg.max_new_tokens)
-    _, old_logprob, _ = old_policy_pass(
-        model, None, rollout, cfg, cfg.method_settings(), torch.device("cpu"), nullcontext
-    )
+    plan = config_for(method="kl_cov", kl_cov_ratio=0.1, mini_batch_size=8)
+    policy = PolicyContext.of(plan, model)
+    _, old_logprob, _ = old_policy_pass(policy, rollout, plan)
     mask = rollout.response_mask.bool()
     before = [p.detach().clone() for p in model.parameters()]
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     metrics = update_policy(
-        Policy(model, optimizer, NoScheduler()),
-        UpdateBatch(rollout, old_logprob, advantages, mask.clone()),
-        cfg, loss_config, step=1, device=torch.device("cpu"), autocast=nullcontext,
+        plan, policy, optimizer, NoScheduler(),
+        UpdateBatch(rollout, old_logprob, advantages, mask.clone()), step=1,
     )  # fmt: skip
     assert metrics["update/updates"] == 2
     # the 4 calls: mini-batches of 8 rows in the step's shuffled order, micro-batches of 4
@@ -233,9 +215,8 @@ def test_step_metrics_count_every_loss_call_and_the_weight_change(batch):
     assert metrics["update/param_change_rel"] == pytest.approx((num / den) ** 0.5, rel=1e-9)
     assert metrics["update/param_change_rel"] > 0
     vanilla = update_policy(
-        Policy(model, optimizer, NoScheduler()),
-        UpdateBatch(rollout, old_logprob, advantages, mask.clone()),
-        config_for(), LossConfig(), step=1, device=torch.device("cpu"), autocast=nullcontext,
+        config_for(), policy, optimizer, NoScheduler(),
+        UpdateBatch(rollout, old_logprob, advantages, mask.clone()), step=1,
     )  # fmt: skip
     assert not any(k.startswith("loss_mode/") for k in vanilla)  # none for the vanilla loss
 
@@ -250,17 +231,13 @@ def test_the_first_update_is_bit_exactly_on_policy(batch, share_prompt):
     log-probs, detached, are the first update's old ones), also where the two passes round
     differently (without the shared-prompt forward, 4.8e-7 on this batch). The second update
     uses the old-policy pass's log-probs."""
-    from contextlib import nullcontext
-
     import ict.train.update as update
 
     model, rollout, advantages = batch
-    cfg = config_for(method="kl_cov", kl_cov_ratio=0.2, share_prompt=share_prompt,
-                     mini_batch_size=8)  # fmt: skip
-    loss_config = LossConfig.from_config(cfg, max_response_length=cfg.max_new_tokens)
-    _, old_logprob, _ = old_policy_pass(
-        model, None, rollout, cfg, cfg.method_settings(), torch.device("cpu"), nullcontext
-    )
+    plan = config_for(method="kl_cov", kl_cov_ratio=0.2, share_prompt=share_prompt,
+                      mini_batch_size=8)  # fmt: skip
+    policy = PolicyContext.of(plan, model)
+    _, old_logprob, _ = old_policy_pass(policy, rollout, plan)
     mask = rollout.response_mask.bool()
     seen = []
 
@@ -275,9 +252,8 @@ def test_the_first_update_is_bit_exactly_on_policy(batch, share_prompt):
     original, update.policy_loss = update.policy_loss, recording
     try:
         update_policy(
-            Policy(model, recorder, NoScheduler()),
-            UpdateBatch(rollout, old_logprob, advantages, mask.clone()),
-            cfg, loss_config, step=1, device=torch.device("cpu"), autocast=nullcontext,
+            plan, policy, recorder, NoScheduler(),
+            UpdateBatch(rollout, old_logprob, advantages, mask.clone()), step=1,
         )  # fmt: skip
     finally:
         update.policy_loss = original

@@ -303,7 +303,7 @@ def make_sampler(args: argparse.Namespace, settings: EvalSettings, config):
 
     dtype, device = None, args.device
     if config is not None:
-        from ict.train.trainer import resolve_device
+        from ict.train.plan import resolve_device
 
         dtype = getattr(torch, config.dtype)
         device = device or str(resolve_device(config.device))

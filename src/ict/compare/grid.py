@@ -35,7 +35,7 @@ from typing import Any
 
 import torch
 
-from ict.compare.presets import EvalSpec, Preset, using_data_dir
+from ict.compare.presets import EvalSpec, Preset
 from ict.compare.tuning import (
     TUNING_DIR,
     Choice,
@@ -55,7 +55,7 @@ from ict.files import read_json, write_json_atomic
 from ict.models import load_model_and_tokenizer, model_label
 from ict.train import TrainConfig, train
 from ict.train.evaluation import STEP_EVAL_DIR, step_eval_path, training_evaluation
-from ict.train.trainer import resolve_device
+from ict.train.plan import resolve_device
 
 logger = logging.getLogger("ict.compare")
 
@@ -127,6 +127,7 @@ class Cell:
     config: TrainConfig
     run_dir: Path
     tag: str  # "[3/10] entropy seed 0:"
+    data_dir: str | None = None  # the preset's local benchmark files (Preset.data_dir)
     own_evaluation: bool = False  # final evaluation: the cell's own periodic one (tuning cells)
 
 
@@ -170,11 +171,9 @@ def run_grid(preset: Preset, out_dir: str | Path, **options) -> list[Path]:
     """Train and evaluate every (method, seed) cell not yet done; returns the cell directories.
 
     options: the fields of GridOptions (methods, seeds, overrides, stop_after, log,
-    sampler_factory). The preset's benchmark files (`data_dir`) are visible to training and
-    evaluation while it runs."""
-    grid = GridOptions(**options)
-    with using_data_dir(preset.data_dir):
-        return _run_grid(preset, Path(out_dir), grid)
+    sampler_factory). The preset's benchmark files (`data_dir`) go to every cell's training and
+    evaluation (Cell.data_dir)."""
+    return _run_grid(preset, Path(out_dir), GridOptions(**options))
 
 
 def _run_grid(preset: Preset, out: Path, grid: GridOptions) -> list[Path]:
@@ -218,6 +217,7 @@ def plan_cells(
             cell_config(preset, method, seed, grid, (per_method or {}).get(method)),
             cell_dir(out, method, seed),
             f"[{index}/{len(pairs)}] {method} seed {seed}:",
+            data_dir=preset.data_dir,
         )
         for index, (method, seed) in enumerate(pairs, start=1)
     ]
@@ -276,6 +276,7 @@ def tuning_cell(
     return Cell(
         method, seed, cell_config(preset, method, seed, grid, extra),
         out / TUNING_DIR / "runs" / name, f"[tuning] {method} {short}={value_name(value)} seed {seed}:",
+        data_dir=preset.data_dir,
         own_evaluation=True,
     )  # fmt: skip
 
@@ -492,7 +493,9 @@ def start_heldout(cell: Cell, start: StartPoint, grid: GridOptions) -> None:
     cfg, target = cell.config, cell.run_dir / "heldout_before.json"
     if not cfg.eval_every or target.exists():
         return
-    evaluation = training_evaluation(cfg, sampler_factory=grid.sampler_factory)
+    evaluation = training_evaluation(
+        cfg, sampler_factory=grid.sampler_factory, data_dir=cell.data_dir
+    )
     result = start_result(evaluation, start, cfg, cell.run_dir.parent.parent, grid.log)
     write_json_atomic(target, result)
 
@@ -510,6 +513,7 @@ def train_cell(cell: Cell, start: StartPoint, state: str, grid: GridOptions) -> 
         tokenizer=tokenizer,
         stop_after=grid.stop_after,
         sampler_factory=grid.sampler_factory,
+        data_dir=cell.data_dir,
     )
     if not summary:
         grid.log(f"{cell.tag} train stopped early (stop_after={grid.stop_after}); rerun to resume")

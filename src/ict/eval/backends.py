@@ -14,7 +14,7 @@ not change what is sampled.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ict.errors import ConfigError
@@ -37,38 +37,17 @@ SamplerFactory = Callable[[Any, Any, EvalSettings], Sampler]  # (model, tokenize
 
 @dataclass
 class HFSampler:
-    """Hugging Face generation through `ict.generation.generate` (model and tokenizer in memory)."""
+    """Hugging Face generation through `ict.generation` (model and tokenizer in memory):
+    `sampling` (an ict.generation.Sampling) renders the prompts and samples."""
 
     model: object
     tokenizer: object
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 256
-    batch_size: int = 32
-    stop: list[str] = field(default_factory=lambda: ["</answer>"])
-    chat_template: bool = True
-    system_prompt: str | None = None
+    sampling: object
 
     def sample(self, prompts: list[Messages], *, n: int, seed: int) -> list[list[tuple[str, int]]]:
-        from ict.generation import generate  # torch: not on `ict eval --help`'s path
-
-        rendered = [
-            format_prompt(
-                self.tokenizer, m, system=self.system_prompt, chat_template=self.chat_template
-            )
-            for m in prompts
-        ]
-        rollout = generate(
-            self.model,
-            self.tokenizer,
-            rendered,
-            num_samples=n,
-            temperature=self.temperature,
-            top_p=self.top_p,
-            max_new_tokens=self.max_new_tokens,
-            batch_size=self.batch_size,
-            seed=seed,
-            stop=self.stop,
+        rendered = self.sampling.render(self.tokenizer, prompts)
+        rollout = self.sampling.sample(
+            self.model, self.tokenizer, rendered, num_samples=n, seed=seed
         )
         lengths = rollout.response_mask.sum(dim=1).tolist()
         index = rollout.prompt_index.tolist()
@@ -80,17 +59,7 @@ class HFSampler:
 
 def hf_sampler(model, tokenizer, settings: EvalSettings) -> HFSampler:
     """The default SamplerFactory: an HFSampler for `model` with the sampling of `settings`."""
-    return HFSampler(
-        model,
-        tokenizer,
-        temperature=settings.temperature,
-        top_p=settings.top_p,
-        max_new_tokens=settings.max_new_tokens,
-        batch_size=settings.batch_size,
-        stop=list(settings.stop),
-        chat_template=settings.chat_template,
-        system_prompt=settings.system_prompt,
-    )
+    return HFSampler(model, tokenizer, settings.sampling())
 
 
 def vllm_available() -> bool:

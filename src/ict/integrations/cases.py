@@ -227,13 +227,15 @@ def case_loss_config(options: dict):
 
 def native_selection(case: EquivalenceCase) -> torch.Tensor:
     """The native step's selection: ict.stats -> ict.methods.select_step. bool [B, T]."""
+    from ict.head import LogitHead
     from ict.methods import StepInputs, select_step
     from ict.stats import token_stats_from_hidden
 
     o = case.options
     method = case_method(o)
     stats = token_stats_from_hidden(
-        case.hidden, case.lm_head_weight, case.tokens, case.mask, temperature=o["temperature"],
+        case.hidden, LogitHead(case.lm_head_weight), case.tokens, case.mask,
+        temperature=o["temperature"],
         reference=method.reference, group_ids=case.group_ids, divergence=case_divergence(o),
     )  # fmt: skip
     inputs = StepInputs(case.mask, stats, case.advantages, case.tokens)

@@ -73,7 +73,7 @@ from transformers import TrainerCallback  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 from trl.trainer.utils import maybe_gather_lm_head_ctx  # noqa: E402
 
-from ict.head import logit_head  # noqa: E402
+from ict.head import LogitHead, logit_head  # noqa: E402
 from ict.loss.modes import loss_mode_metrics  # noqa: E402
 from ict.loss.options import COVARIANCE_FIELDS  # noqa: E402
 from ict.loss.policy import LOSS_AGGREGATIONS, LossConfig, loss_masks, policy_loss  # noqa: E402
@@ -416,9 +416,8 @@ class ICTGRPOTrainer(GRPOTrainer):
             )
         # the distribution the model samples: its own logit transform (soft-cap, scale; ict.head),
         # or a ConfigError naming a model whose transform ict does not know
-        head = logit_head(self.model)
-        self._ict_logit_scale, self._ict_logit_softcap = head.scale, head.softcap
-        method = self.args.ict_method()
+        logit_head(self.model)
+        method = self.ict_resolve()  # the config, resolved once
         if method.reference == "group_position":  # the training batch's layout, checked up front
             check_whole_groups(
                 self.args.per_device_train_batch_size * self.args.steps_per_generation,
@@ -451,14 +450,15 @@ class ICTGRPOTrainer(GRPOTrainer):
         return torch.cat(parts, dim=0)
 
     @staticmethod
-    def _lm_head(model):
+    def _lm_head(model) -> LogitHead:
+        """The logits `model` samples from (ict.head: its transform), on full tensors."""
         base = model.get_base_model() if is_peft_model(model) else model
-        head = base.get_output_embeddings()
+        head = logit_head(base)
         weight, bias = head.weight, head.bias
         if hasattr(weight, "full_tensor"):  # FSDP2 DTensor
             weight = weight.full_tensor()
             bias = bias.full_tensor() if bias is not None else None
-        return weight, bias
+        return LogitHead(weight, bias, head.scale, head.softcap)
 
     @torch.no_grad()
     def ict_token_stats(
@@ -481,49 +481,38 @@ class ICTGRPOTrainer(GRPOTrainer):
         tokens = input_ids[:, first + 1 : last + 1]
         mask = torch.cat([valid.new_zeros(valid.size(0), lead), valid.bool()], dim=1)
 
-        weight, bias = self._lm_head(self.model)
         hidden = self._ict_hidden(self.model, input_ids, attention_mask, first, last)
         ref_kwargs = {}
-        if self.args.ict_method().reference == "reference_policy":
-            ref_weight, ref_bias = self._lm_head(self.ref_model)
-            ref_head = logit_head(self.ref_model)
+        if self.ict_method().reference == "reference_policy":
             ref_kwargs = dict(
-                reference_logit_scale=ref_head.scale,
-                reference_logit_softcap=ref_head.softcap,
                 reference_hidden=self._ict_hidden(
                     self.ref_model, input_ids, attention_mask, first, last
                 ),
-                reference_lm_head_weight=ref_weight,
-                reference_lm_head_bias=ref_bias,
+                reference_head=self._lm_head(self.ref_model),
             )
         stats = self.ict_stats_from_hidden(
-            hidden, weight, bias, tokens, mask, group_ids, **ref_kwargs
+            hidden, self._lm_head(self.model), tokens, mask, group_ids, **ref_kwargs
         )
         fields = {f: getattr(stats, f)[:, lead:] for f in _STAT_FIELDS}
         return TokenStats(**fields, kl=None if stats.kl is None else stats.kl[:, lead:])
 
-    def ict_stats_from_hidden(self, hidden, weight, bias, tokens, mask, group_ids, **ref_kwargs):
+    def ict_stats_from_hidden(self, hidden, head, tokens, mask, group_ids, **ref_kwargs):
         """`token_stats_from_hidden` with this trainer's temperature, reference and chunk size.
 
-        hidden: [B, T, D]; weight: [V, D]; bias: [V] or None; tokens: [B, T]; mask: [B, T] bool;
-        group_ids: [B]. Returns TokenStats, [B, T] float32 fields.
+        hidden: [B, T, D]; head: the model's ict.head.LogitHead (weight [V, D]); tokens: [B, T];
+        mask: [B, T] bool; group_ids: [B]; ref_kwargs: reference_hidden, reference_head.
+        Returns TokenStats, [B, T] float32 fields.
         """
-        method = self.args.ict_method()
+        method = self.ict_method()
         if self.args.stats_chunk_size is not None:
             ref_kwargs["chunk_size"] = self.args.stats_chunk_size
         if "kl" in method.needs():
             ref_kwargs["divergence"] = "kl"
-        gather = (
-            weight,
-            bias,
-            ref_kwargs.get("reference_lm_head_weight"),
-            ref_kwargs.get("reference_lm_head_bias"),
-        )
+        ref = ref_kwargs.get("reference_head")
+        gather = (head.weight, head.bias, *((ref.weight, ref.bias) if ref is not None else ()))
         with maybe_gather_lm_head_ctx(*gather):  # ZeRO-3: the head's shards, for the duration
             return token_stats_from_hidden(
-                hidden, weight, tokens, mask, lm_head_bias=bias, temperature=self._ict_temperature,
-                logit_scale=getattr(self, "_ict_logit_scale", 1.0),
-                logit_softcap=getattr(self, "_ict_logit_softcap", None),
+                hidden, head, tokens, mask, temperature=self._ict_temperature,
                 reference=method.reference, group_ids=group_ids, **ref_kwargs,
             )  # fmt: skip
 
@@ -536,7 +525,7 @@ class ICTGRPOTrainer(GRPOTrainer):
         rows = self.accelerator.process_index * n_local + torch.arange(
             n_local, device=out["completion_ids"].device
         )
-        if self.args.ict_method().reference == "group_position":
+        if self.ict_method().reference == "group_position":
             check_whole_groups(n_local, group_size, self.accelerator.num_processes, mode)
         valid = self._valid_mask(out)
         stats = self.ict_token_stats(
@@ -580,9 +569,7 @@ class ICTGRPOTrainer(GRPOTrainer):
 
         if isinstance(method, str):
             method = (
-                self.args.ict_method()
-                if method == self.args.method
-                else get_method(method).resolved()
+                self.ict_method() if method == self.args.method else get_method(method).resolved()
             )
         if local:
             method = dataclasses.replace(method, scope="micro_batch")
@@ -603,6 +590,23 @@ class ICTGRPOTrainer(GRPOTrainer):
         restored `state.global_step`, so it survives a resume."""
         return int(self.state.global_step // self._ict_batches_per_generation()) + 1
 
+    def ict_resolve(self) -> Method:
+        """Resolve this trainer's config once: its method (`ICTGRPOConfig.ict_method`) and ict's
+        loss settings for it (`ict_loss_config`), read from here on by every batch. Called at
+        set-up; call it again after changing `self.args` in place."""
+        method = self.args.ict_method()
+        self._ict_method, self._ict_loss = method, self.ict_loss_config(method)
+        return method
+
+    def ict_method(self) -> Method:
+        """The method this trainer runs (resolved by `ict_resolve`; its warm-up not yet fitted
+        to the run: `ict_run_method`)."""
+        return self._ict_method
+
+    def ict_method_loss(self) -> LossConfig | None:
+        """ict's loss settings for `ict_method()` (None: TRL's own loss computes it)."""
+        return self._ict_loss
+
     def ict_run_method(self) -> Method:
         """The method that runs, its own warm-up capped at half of the run's generation batches
         (ict.methods.run_warmup; a warning once if an explicit warm-up covers the whole run)."""
@@ -610,7 +614,7 @@ class ICTGRPOTrainer(GRPOTrainer):
         if getattr(self.state, "max_steps", 0) and self.state.max_steps > 0:
             total = max(1, math.ceil(self.state.max_steps / self._ict_batches_per_generation()))
         method = run_warmup(
-            self.args.ict_method(), total, explicit=self.args.dense_warmup_steps is not None
+            self.ict_method(), total, explicit=self.args.dense_warmup_steps is not None
         )
         warning = warmup_warning(method, total)
         if warning and self.args.dense_warmup_steps is not None and not self._ict_warned:
@@ -742,7 +746,7 @@ class ICTGRPOTrainer(GRPOTrainer):
                 "ICTGRPOTrainer: batch has no token selection (was _prepare_inputs bypassed?)"
             )
         inputs = self._ict_on_policy(inputs)
-        loss_config = self.ict_loss_config(self.args.ict_method())
+        loss_config = self.ict_method_loss()
         if loss_config is not None:
             return self._ict_compute_loss(model, inputs, loss_config)
         keep = inputs["ict_selected"].to(inputs["completion_mask"].dtype)

@@ -14,8 +14,8 @@ The rules, each written once here:
 - warm-up cap (`run_warmup`): a method's own warm-up (the paper's Theta = 10) takes at most half
   of the run, so its selection is ever used; an explicit one is taken as given, with a warning when
   it covers the whole run.
-- seed (`selection_seed`): seed * 1_000_003 + step, so runs with neighbouring seeds never share
-  the random control's draws.
+- seed (`selection_seed`): ict.seeds.derive_seed(seed, step) = seed * 1_000_003 + step, so runs
+  with neighbouring seeds never share the random control's draws.
 - diagnostics: the paper's ICT, 20-Entropy and STAPO selections on the same batch (the ones the
   batch's statistics can compute), each with its own method's settings.
 """
@@ -26,13 +26,14 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
+from ict.seeds import derive_seed
+
 DIAGNOSTIC_METHODS = ("ict", "entropy", "stapo")
-_SEED_STRIDE = 1_000_003
 
 
 def selection_seed(seed: int, step: int) -> int:
     """The seed of step `step`'s selection (the random control's draws) for run seed `seed`."""
-    return int(seed) * _SEED_STRIDE + int(step)
+    return derive_seed(seed, step)
 
 
 def is_dense(method, step: int) -> bool:

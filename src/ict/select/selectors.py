@@ -13,6 +13,7 @@ import torch
 from torch import Tensor
 
 from ict.errors import ConfigError
+from ict.seeds import derive_seed
 from ict.select.core import SelectionContext, register_selector
 from ict.select.topk import quantile_linear
 
@@ -71,7 +72,7 @@ def entropy_top(ctx: SelectionContext) -> Tensor:
 def uniform(ctx: SelectionContext) -> Tensor:
     """Control: i.i.d. uniform scores from a generator seeded by (seed, rank), so the top `ratio`
     is a uniform random subset of exactly k valid positions, reproducible for a given seed."""
-    generator = torch.Generator().manual_seed(ctx.seed + 1_000_003 * ctx.rank)
+    generator = torch.Generator().manual_seed(derive_seed(ctx.rank, ctx.seed))
     return torch.rand(ctx.mask.shape, generator=generator).to(ctx.mask.device)
 
 

@@ -2,10 +2,8 @@
 (JS divergence to a reference distribution), chunked so the [tokens x V] tensor is never built.
 
     stats = token_stats(logits, tokens, mask, temperature=1.0, reference="batch_mean")
-    stats = token_stats_from_hidden(hidden, lm_head.weight, tokens, mask)
-    head = logit_head(model)  # the model's own logits: its soft cap / logit scale
-    stats = token_stats_from_hidden(hidden, head.weight, tokens, mask, lm_head_bias=head.bias,
-                                    logit_scale=head.scale, logit_softcap=head.softcap)
+    head = logit_head(model)  # the model's own logits: its LM head, soft cap / logit scale
+    stats = token_stats_from_hidden(hidden, head, tokens, mask)
     stats.entropy, stats.renyi2, stats.logprob, stats.js, stats.prob   # [B, T] float32
     token_stats(logits, tokens, mask, reference="group_position", group_ids=g)  # the paper's score
     token_stats(..., reference="group_position", group_ids=g, divergence="kl").kl  # KL ablation

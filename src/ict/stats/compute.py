@@ -48,6 +48,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from ict.errors import ConfigError, DataError
+from ict.head import LogitHead
 from ict.stats.kernels import (
     distribution_entropy,
     js_from_entropies,
@@ -120,98 +121,72 @@ def token_stats(
 
 def token_stats_from_hidden(
     hidden: Tensor,
-    lm_head_weight: Tensor,
+    head: LogitHead,
     tokens: Tensor,
     mask: Tensor,
     *,
-    lm_head_bias: Tensor | None = None,
     temperature: float = 1.0,
     reference: str = "batch_mean",
     group_ids: Tensor | None = None,
     reference_hidden: Tensor | None = None,
-    reference_lm_head_weight: Tensor | None = None,
-    reference_lm_head_bias: Tensor | None = None,
-    logit_scale: float = 1.0,
-    logit_softcap: float | None = None,
-    reference_logit_scale: float | None = None,
-    reference_logit_softcap: float | None = None,
+    reference_head: LogitHead | None = None,
     chunk_size: int | None = None,
     process_group=None,
     divergence: str = "js",
 ) -> TokenStats:
-    """Token statistics from final hidden states and the LM head, never building [N, V] logits.
+    """Token statistics from final hidden states and the logit head, never building [N, V] logits.
 
-    hidden: [B, T, D] (hidden[:, t] is the state whose logits predict tokens[:, t]);
-    lm_head_weight: [V, D]; lm_head_bias: [V] or None. The logits are the model's own:
-    softcap(logit_scale * (hidden @ W.T + bias)) with softcap(z) = logit_softcap * tanh(z /
-    logit_softcap) (None: no cap); take both from `ict.head.logit_head(model)`. The matmul and the
-    statistics accumulate in float32 (float64 for a float64 weight) whatever the weight's dtype.
-    reference_hidden [B, T, D'] with reference_lm_head_weight [V, D'] (+ bias) give the
-    "reference_policy" distribution with its own transform reference_logit_scale /
-    reference_logit_softcap (None: 1.0 / no cap). Without reference_lm_head_weight the reference
-    head is the policy's, bias and transform included (there None means the policy's value and
-    an infinite softcap means no cap). Other arguments and the result as in `token_stats`.
+    hidden: [B, T, D] (hidden[:, t] is the state whose logits predict tokens[:, t]); head: the
+    model's ict.head.LogitHead (weight [V, D], bias [V] or None, its logit scale and soft cap:
+    `ict.head.logit_head(model)`), so the logits are the ones the model samples from. The matmul
+    and the statistics accumulate in float32 (float64 for a float64 weight) whatever the weight's
+    dtype. reference_hidden [B, T, D'] with reference_head (a [V, D'] LogitHead; None: `head`)
+    give the "reference_policy" distribution. Other arguments and the result as in `token_stats`.
     """
-    for name, x, example in (
-        ("hidden", hidden, "the model's final hidden states"),
-        ("lm_head_weight", lm_head_weight, "model.lm_head.weight, or ict.head.logit_head(model)"),
-    ):
-        if not isinstance(x, Tensor):
-            raise DataError(f"{name} must be a tensor ({example}), got {type(x).__name__}")
+    if not isinstance(hidden, Tensor):
+        raise DataError(
+            f"hidden must be a tensor (the model's final hidden states), got {type(hidden).__name__}"
+        )
+    if not isinstance(head, LogitHead):
+        raise DataError(
+            "head must be an ict.head.LogitHead (ict.head.logit_head(model), or "
+            f"LogitHead(model.lm_head.weight)), got {type(head).__name__}"
+        )
     if hidden.dim() != 3:
         raise DataError(f"hidden must be [B, T, D], got shape {tuple(hidden.shape)}")
-    if lm_head_weight.dim() != 2 or lm_head_weight.shape[1] != hidden.shape[-1]:
+    if head.weight.dim() != 2 or head.weight.shape[1] != hidden.shape[-1]:
         raise DataError(
-            f"lm_head_weight must be [V, D] with D = {hidden.shape[-1]} (hidden's last dim), got {tuple(lm_head_weight.shape)}"
+            f"the head's weight must be [V, D] with D = {hidden.shape[-1]} (hidden's last dim), got {tuple(head.weight.shape)}"
         )
-    _check_bias(lm_head_bias, lm_head_weight, "lm_head_bias")
+    _check_bias(head.bias, head.weight, "the head's bias")
     tokens, mask = _check_common(
         hidden.shape[:2], tokens, mask, temperature, reference, group_ids, hidden.device, divergence
     )
-    policy = HiddenSource(
-        hidden, lm_head_weight, lm_head_bias, temperature, logit_scale, logit_softcap
-    )
+    policy = HiddenSource(hidden, head, temperature)
     ref = None
     if reference == "reference_policy":
         if reference_hidden is None:
             raise ConfigError(
-                'reference="reference_policy" needs reference_hidden=[B, T, D] (and reference_lm_head_weight if the reference head differs)'
+                'reference="reference_policy" needs reference_hidden=[B, T, D] (and reference_head if the reference head differs)'
             )
-        ref_w = lm_head_weight if reference_lm_head_weight is None else reference_lm_head_weight
-        ref_b = lm_head_bias if reference_lm_head_weight is None else reference_lm_head_bias
-        own = reference_lm_head_weight is not None  # else the policy's head, transform included
-        ref_scale = reference_logit_scale
-        if ref_scale is None:
-            ref_scale = 1.0 if own else logit_scale
-        ref_cap = reference_logit_softcap
-        if ref_cap is None and not own:
-            ref_cap = logit_softcap
+        ref_head = head if reference_head is None else reference_head
         if (
             reference_hidden.shape[:2] != hidden.shape[:2]
-            or ref_w.dim() != 2
-            or ref_w.shape[1] != reference_hidden.shape[-1]
+            or ref_head.weight.dim() != 2
+            or ref_head.weight.shape[1] != reference_hidden.shape[-1]
         ):
             raise DataError(
-                f"reference_hidden {tuple(reference_hidden.shape)} / reference head {tuple(ref_w.shape)} do not fit: need [B, T, D'] with B, T as hidden and a [V, D'] head"
+                f"reference_hidden {tuple(reference_hidden.shape)} / reference head {tuple(ref_head.weight.shape)} do not fit: need [B, T, D'] with B, T as hidden and a [V, D'] head"
             )
-        if ref_w.shape[0] != lm_head_weight.shape[0]:
+        if ref_head.weight.shape[0] != head.weight.shape[0]:
             raise DataError(
-                f"the reference head has V = {ref_w.shape[0]} but the policy head has V = {lm_head_weight.shape[0]}; both must share the vocabulary"
+                f"the reference head has V = {ref_head.weight.shape[0]} but the policy head has V = {head.weight.shape[0]}; both must share the vocabulary"
             )
-        _check_bias(ref_b, ref_w, "reference_lm_head_bias")
-        ref_h = reference_hidden.to(hidden.device)
-        ref = HiddenSource(ref_h, ref_w, ref_b, temperature, ref_scale, ref_cap)
-    elif any(
-        x is not None
-        for x in (
-            reference_hidden,
-            reference_lm_head_weight,
-            reference_logit_scale,
-            reference_logit_softcap,
-        )
-    ):
+        _check_bias(ref_head.bias, ref_head.weight, "the reference head's bias")
+        ref = HiddenSource(reference_hidden.to(hidden.device), ref_head, temperature)
+    elif reference_hidden is not None or reference_head is not None:
         raise ConfigError(
-            f'reference_hidden / reference_lm_head_weight / reference_logit_* are only used with reference="reference_policy", not "{reference}"'
+            f'reference_hidden / reference_head are only used with reference="reference_policy", not "{reference}"'
         )
     with elementwise_on_one_thread(policy.device):
         return _token_stats(

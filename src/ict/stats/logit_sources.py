@@ -96,25 +96,17 @@ class HiddenSource:
     The matmul accumulates in the compute dtype (float32, float64 for a float64 weight): a bf16/fp16
     weight (and bias) is cast once, here (one [V, D] float32 copy for the whole call), and each
     chunk's [n, D] hidden rows are cast before the matmul, which writes straight into the output.
-    scale / softcap: the model's own logit transform (ict.head.logit_head); only the requested
-    rows are multiplied.
+    head: the model's own LogitHead (ict.head.logit_head: weight, bias, scale, soft cap); only
+    the requested rows are multiplied.
     """
 
     gathers_rows = False  # one matmul per chunk: the driver fills chunk_size rows at once
 
-    def __init__(
-        self,
-        hidden: Tensor,
-        weight: Tensor,
-        bias: Tensor | None,
-        temperature: float,
-        scale: float = 1.0,
-        softcap: float | None = None,
-    ):
+    def __init__(self, hidden: Tensor, head: LogitHead, temperature: float):
         self.hidden = hidden
-        self.head = LogitHead(weight, bias, scale, softcap).cast()
+        self.head = head.cast()
         self.temperature = temperature
-        self.vocab = weight.shape[0]
+        self.vocab = head.weight.shape[0]
         self.dtype = self.head.dtype
         self.device = hidden.device
         # per row besides the [n, V] output: the gathered [n, D] hidden rows and their cast copy

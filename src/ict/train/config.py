@@ -19,12 +19,7 @@ from ict.data.tasks import SPLITS
 from ict.errors import ConfigError
 from ict.evidence.health import HealthCriterion
 from ict.files import write_atomic
-from ict.methods.options import (
-    CLIP_FIELDS,
-    METHOD_FIELDS,
-    MethodOptions,
-    validate_method_options,
-)
+from ict.methods.options import MethodOptions, validate_method_options
 from ict.precision import CHOICES as PRECISION_CHOICES
 
 SECTIONS = {
@@ -346,32 +341,10 @@ class TrainConfig(MethodOptions):
                     f"{name} must be a mapping, e.g. '{{key: value}}', got {getattr(self, name)!r}"
                 )
 
-    _METHOD_FIELDS = (*METHOD_FIELDS, *CLIP_FIELDS)  # eps_low / eps_high: a method may fix them
-
-    def method_settings(self):
-        """The resolved `ict.methods.Method`: the method's settings with this config's explicit
-        (non-None) fields applied, its own warm-up capped at half of the `max_steps` rollout
-        batches (ict.methods.run_warmup, the rule every engine uses)."""
-        from ict.methods import resolve_method, run_warmup
-
-        return run_warmup(
-            resolve_method(self), self.max_steps, explicit=self.dense_warmup_steps is not None
-        )
-
-    def resolved(self) -> TrainConfig:
-        """A copy whose method-dependent fields hold the values this run uses (saved in config.yaml,
-        so a run directory records what ran even if a method's defaults change later)."""
-        m = self.method_settings()
-        return dataclasses.replace(self, **{k: getattr(m, k) for k in self._METHOD_FIELDS})
-
     @property
     def batch_size(self) -> int:
         """Sequences per rollout batch (B * G)."""
         return self.prompts_per_step * self.num_generations
-
-    @property
-    def needs_reference_model(self) -> bool:
-        return self.kl_coef > 0 or self.method_settings().reference == "reference_policy"
 
     # ---- (de)serialisation ------------------------------------------------------------------
     def to_dict(self, grouped: bool = True) -> dict:

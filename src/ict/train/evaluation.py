@@ -28,6 +28,7 @@ from ict.eval import EvalSettings, Evaluation, default_ks
 from ict.eval.backends import SamplerFactory, hf_sampler
 from ict.eval.runner import only_benchmark
 from ict.train.config import TrainConfig
+from ict.train.plan import sampling_of
 from ict.train.problems import task_spec
 
 STEP_EVAL_DIR = "eval_steps"  # RUN/eval_steps/step_000050.json: the periodic evaluation
@@ -37,19 +38,13 @@ def eval_settings(config: TrainConfig, **changes) -> EvalSettings:
     """The evaluation settings of a run (module docstring); `changes`: EvalSettings fields that
     differ (a grid's final evaluation: its n, k, problems, seed)."""
     n = config.eval_num_samples
-    settings = EvalSettings(
+    settings = EvalSettings.from_sampling(
+        sampling_of(config),
         n=n,
         k=default_ks(n),
-        temperature=config.temperature,
-        top_p=config.top_p,
-        max_new_tokens=config.max_new_tokens,
-        batch_size=config.generation_batch_size,
         seed=config.eval_seed,
         limit=config.eval_size,
         split=config.eval_split,
-        stop=list(config.stop),
-        chat_template=config.chat_template,
-        system_prompt=config.system_prompt,
     )
     return settings.replace(**changes)
 

@@ -10,51 +10,63 @@ response is treated as correct (advantage +1), which is the case in which STAPO 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import torch
 
-from ict.generation import generate
-from ict.methods import StepInputs, select_step
-from ict.models import format_prompt
-from ict.precision import PrecisionChoice, choose_precision
+from ict.precision import PrecisionChoice
 from ict.report.samples import sample_records
 from ict.train.config import TrainConfig
-from ict.train.logprobs import batch_plan
-from ict.train.old_policy import old_policy_pass
+from ict.train.plan import RunPlan
+from ict.train.step import PolicyContext, TrainingStep
 
 
-def inspect_config(method: str, num_samples: int, temperature: float, seed: int):
-    """The TrainConfig whose statistics and selection settings `records_from_model` uses."""
-    return TrainConfig(
+def inspect_plan(
+    method: str,
+    num_samples: int,
+    temperature: float,
+    seed: int,
+    *,
+    device="cpu",
+    precision: str | PrecisionChoice = "auto",
+    max_new_tokens: int = 64,
+    chat_template: bool = True,
+    stop: list[str] | None = None,
+) -> RunPlan:
+    """The RunPlan whose sampling, statistics and selection `ict inspect --model` uses: the
+    method's (its selection past the warm-up), G = num_samples rollouts per prompt (grpo
+    advantages with two or more). `precision`: a `choose_precision` request ("auto" | "bf16" |
+    "fp16" | "off") or an already made PrecisionChoice."""
+    config = TrainConfig(
         method=method, num_generations=num_samples, temperature=temperature, seed=seed,
         advantage="grpo" if num_samples >= 2 else "dr_grpo", heldout_eval=False,
+        device=str(device), autocast=precision if isinstance(precision, str) else "off",
+        max_new_tokens=max_new_tokens, generation_batch_size=32, chat_template=chat_template,
+        stop=list(stop or []),
     )  # fmt: skip
+    plan = RunPlan.from_config(config)
+    if isinstance(precision, PrecisionChoice):
+        plan = dataclasses.replace(plan, precision=precision)
+    return plan
 
 
-def records_from_rollout(model, tokenizer, rollout, prompts, config, precision, advantages=None):
+def records_from_rollout(model, tokenizer, rollout, prompts, plan: RunPlan, advantages=None):
     """Records of an existing rollout scored as a training step scores it (no update).
 
-    rollout: ict.generation.Rollout; prompts: texts by prompt index; config: a TrainConfig
-    (method, temperature, chunking); precision: a PrecisionChoice; advantages: [N] (default +1).
-    """
-    device = next(model.parameters()).device
-    method = config.method_settings()
+    rollout: ict.generation.Rollout; prompts: texts by prompt index; plan: the RunPlan (method,
+    temperature, chunking, precision); advantages: [N] (default +1). The selection is the one of
+    the first step past the method's dense warm-up."""
+    plan = dataclasses.replace(plan, device=next(model.parameters()).device)
+    policy = PolicyContext.of(plan, model)
     model.eval()
-    stats, _, _ = old_policy_pass(
-        model, None, rollout, config, method, device, lambda: precision.context(device.type)
-    )
-    mask = rollout.response_mask.to(device).bool()
     if advantages is None:
-        advantages = torch.ones(mask.shape[0], device=device)
-    selection = select_step(
-        method, config, StepInputs(mask, stats, advantages, rollout.input_ids.to(device)),
-        step=method.dense_warmup_steps + 1, seed=config.seed,
-        micro_batch_size=batch_plan(mask.shape[0], config)[1],
-    )  # fmt: skip
+        advantages = torch.ones(rollout.input_ids.shape[0], device=policy.device)
+    step = plan.method.dense_warmup_steps + 1
+    scored = TrainingStep(plan, policy).score(rollout, advantages, step=step)
     return sample_records(
-        range(mask.shape[0]), step=0, rollout=rollout, prompts=prompts, rewards=None,
-        stats=stats, mask=mask, selections=selection.selections,
+        range(scored.mask.shape[0]), step=0, rollout=rollout, prompts=prompts, rewards=None,
+        stats=scored.stats, mask=scored.mask, selections=scored.selection.selections,
         decode=lambda i: tokenizer.decode([i]),
     )  # fmt: skip
 
@@ -80,15 +92,15 @@ def records_from_model(
     request ("auto" | "bf16" | "fp16" | "off") or an already made `PrecisionChoice`. method: the
     method whose selection is marked under its name (with the ict, entropy and stapo diagnostics).
     """
-    device = next(model.parameters()).device
-    if not isinstance(precision, PrecisionChoice):
-        precision = choose_precision(precision, device)
-    config = inspect_config(method, num_samples, temperature, seed)
-    rendered = [format_prompt(tokenizer, p) if chat_template else p for p in prompts]
+    plan = inspect_plan(
+        method, num_samples, temperature, seed, device=next(model.parameters()).device,
+        precision=precision, max_new_tokens=max_new_tokens, chat_template=chat_template,
+        stop=stop,
+    )  # fmt: skip
+    rendered = plan.sampling.render(tokenizer, list(prompts))
     model.eval()
     with torch.no_grad():
-        rollout = generate(
-            model, tokenizer, rendered, num_samples=num_samples, temperature=temperature,
-            max_new_tokens=max_new_tokens, seed=seed, stop=stop,
-        )  # fmt: skip
-        return records_from_rollout(model, tokenizer, rollout, list(prompts), config, precision)
+        rollout = plan.sampling.sample(
+            model, tokenizer, rendered, num_samples=num_samples, seed=plan.seeds.run
+        )
+        return records_from_rollout(model, tokenizer, rollout, list(prompts), plan)

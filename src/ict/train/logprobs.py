@@ -116,25 +116,22 @@ def _chunk_logprob_entropy(
 
 def token_logprobs_from_hidden(
     hidden: torch.Tensor,
-    lm_head_weight: torch.Tensor,
+    head: LogitHead,
     tokens: torch.Tensor,
     mask: torch.Tensor,
     *,
-    lm_head_bias: torch.Tensor | None = None,
     temperature: float = 1.0,
     chunk_size: int = 1024,
     with_entropy: bool = False,
-    logit_scale: float = 1.0,
-    logit_softcap: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log p(tokens) (and optionally the entropy H) at valid positions, differentiable, chunked.
 
     Args:
         hidden: `[B, T, D]` already shifted (hidden[:, t] predicts tokens[:, t]), any float dtype.
-        lm_head_weight: `[V, D]`; lm_head_bias: `[V]` or None.
-        logit_scale, logit_softcap: the model's own logit transform (`ict.head.logit_head`):
-            logits = softcap(scale * (hidden @ W.T + b)), computed in float32 (float64 weights:
-            float64), exactly as `token_stats_from_hidden` computes them.
+        head: the model's ict.head.LogitHead (weight [V, D], bias [V] or None, its logit scale and
+            soft cap: `ict.head.logit_head(model)`): logits = softcap(scale * (hidden @ W.T + b)),
+            computed in float32 (float64 weights: float64), exactly as `token_stats_from_hidden`
+            computes them.
         tokens: `[B, T]` long; mask: `[B, T]` bool, True on response tokens.
         temperature: p = softmax(logits / temperature), as in the rollout.
         chunk_size: valid positions per LM-head chunk (bounds memory to chunk_size x V floats).
@@ -145,13 +142,12 @@ def token_logprobs_from_hidden(
     flat_mask = mask.reshape(-1)
     rows = hidden.reshape(-1, hidden.shape[-1])[flat_mask]
     targets = tokens.reshape(-1)[flat_mask]
-    head = LogitHead(lm_head_weight, lm_head_bias, logit_scale, logit_softcap)  # validates
     outs_lp, outs_h = [], []
     for start in range(0, rows.shape[0], chunk_size):
         args = (
             rows[start : start + chunk_size],
-            lm_head_weight,
-            lm_head_bias,
+            head.weight,
+            head.bias,
             targets[start : start + chunk_size],
             temperature,
             with_entropy,
@@ -179,15 +175,6 @@ def token_logprobs_from_hidden(
     return logprob, entropy
 
 
-def lm_head_params(model) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """(weight [V, D], bias [V] or None) of the model's output embedding.
-
-    Without the model's logit transform: `ict.head.logit_head(model)` has weight, bias, scale and
-    softcap together."""
-    head = model.get_output_embeddings()
-    return head.weight, getattr(head, "bias", None)
-
-
 def policy_logprobs(
     model,
     input_ids,
@@ -199,10 +186,12 @@ def policy_logprobs(
     with_entropy=False,
     prompt_length: int | None = None,
     group_size: int = 1,
+    head: LogitHead | None = None,
 ):
     """Forward pass -> (`[B, T]` log p(input_ids[:, t]) on response positions, entropy or None).
 
-    The logits are the model's own (`ict.head.logit_head(model)`: its soft cap / logit scale).
+    The logits are the model's own (`ict.head.logit_head(model)`: its soft cap / logit scale);
+    `head`: that LogitHead when the caller holds it already (the step's PolicyContext).
 
     With `prompt_length` and `group_size` > 1, groups of G rows share their prompt computation
     (see `shared_prompt_hidden`).
@@ -212,18 +201,14 @@ def policy_logprobs(
     else:
         hidden = final_hidden(model, input_ids, attention_mask)
     hidden = shifted_hidden(hidden)
-    head = logit_head(model)
     return token_logprobs_from_hidden(
         hidden,
-        head.weight,
+        head or logit_head(model),
         input_ids,
         response_mask,
-        lm_head_bias=head.bias,
         temperature=temperature,
         chunk_size=chunk_size,
         with_entropy=with_entropy,
-        logit_scale=head.scale,
-        logit_softcap=head.softcap,
     )
 
 
@@ -237,13 +222,3 @@ def column_span(attention_mask: torch.Tensor, stop: int | None = None) -> slice:
         return slice(0, 1)
     end = int(cols[-1]) + 1 if stop is None else min(int(cols[-1]) + 1, stop)
     return slice(int(cols[0]), max(end, int(cols[0]) + 1))
-
-
-def batch_plan(rows: int, config) -> tuple[int, int]:
-    """(G if prompts are shared else 1, rows per micro-batch: a multiple of G when shared).
-
-    config: anything with num_generations, share_prompt and micro_batch_size (TrainConfig)."""
-    group = (
-        config.num_generations if config.share_prompt and rows % config.num_generations == 0 else 1
-    )
-    return group, max(1, config.micro_batch_size // group) * group

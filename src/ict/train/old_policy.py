@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import torch
 
-from ict.head import logit_head
 from ict.stats import token_stats_from_hidden
 from ict.train.logprobs import (
-    batch_plan,
     column_span,
     final_hidden,
     shared_prompt_hidden,
@@ -26,19 +24,20 @@ from ict.train.logprobs import (
 
 
 @torch.no_grad()
-def rollout_hidden(model, rollout, config, device, autocast) -> torch.Tensor:
+def rollout_hidden(model, rollout, plan, policy) -> torch.Tensor:
     """Shifted final hidden states [N, T, D] of the rollout under `model` (no gradient).
 
     hidden[:, t] predicts input_ids[:, t]; rows are micro-batched like the update (whole groups of
-    G rows when prompts are shared), each micro-batch on the columns its rows use."""
-    ids, attn = rollout.input_ids.to(device), rollout.attention_mask.to(device)
-    group, step_rows = batch_plan(ids.shape[0], config)
+    G rows when prompts are shared, plan.batch), each micro-batch on the columns its rows use.
+    policy: the PolicyContext (device, precision)."""
+    ids, attn = rollout.input_ids.to(policy.device), rollout.attention_mask.to(policy.device)
+    group, step_rows = plan.batch.rows(ids.shape[0])
     model.eval()
     out = None
     for start in range(0, ids.shape[0], step_rows):
         rows = slice(start, start + step_rows)
         cols = column_span(attn[rows])
-        with autocast():
+        with policy.autocast():
             if group > 1:
                 prompt_cols = rollout.prompt_length - cols.start
                 h = shared_prompt_hidden(
@@ -53,65 +52,54 @@ def rollout_hidden(model, rollout, config, device, autocast) -> torch.Tensor:
 
 
 @torch.no_grad()
-def sampled_logprobs(model, rollout, config, device, autocast, hidden=None) -> torch.Tensor:
-    """[N, T] float32 log-probs of the rollout's tokens under `model`, 0 off the response.
-
-    hidden: the model's shifted hidden states if already computed (`rollout_hidden`)."""
-    ids = rollout.input_ids.to(device)
-    mask = rollout.response_mask.to(device).bool()
+def sampled_logprobs(model, head, rollout, plan, policy, hidden=None) -> torch.Tensor:
+    """[N, T] float32 log-probs of the rollout's tokens under `model` with its LogitHead `head`
+    (ict.head), 0 off the response. hidden: its shifted hidden states if already computed."""
+    ids = rollout.input_ids.to(policy.device)
+    mask = rollout.response_mask.to(policy.device).bool()
     if hidden is None:
-        hidden = rollout_hidden(model, rollout, config, device, autocast)
-    head = logit_head(model)  # the logits the model samples from (soft-cap, scale: ict.head)
+        hidden = rollout_hidden(model, rollout, plan, policy)
+    cfg = plan.config
     logprob, _ = token_logprobs_from_hidden(
-        hidden, head.weight, ids, mask, **head_options(head), temperature=config.temperature,
-        chunk_size=config.stats_chunk_size,
-    )  # fmt: skip
+        hidden, head, ids, mask, temperature=cfg.temperature, chunk_size=cfg.stats_chunk_size
+    )
     return logprob
 
 
-def head_options(head) -> dict:
-    """The keyword arguments of the statistics and log-prob kernels that carry a LogitHead's
-    bias and transform (ict.head)."""
-    return {"lm_head_bias": head.bias, "logit_scale": head.scale, "logit_softcap": head.softcap}
-
-
 @torch.no_grad()
-def old_policy_pass(model, ref_model, rollout, config, method, device, autocast):
+def old_policy_pass(policy, rollout, plan):
     """Token statistics and old log-probs of the rollout (and the reference model's log-probs).
 
-    method: the resolved ict.methods.Method (its reference and whether it scores by KL).
+    policy: the PolicyContext (model, ref_model, their heads, device, precision); plan: the
+    RunPlan (its method's reference and whether it scores by KL, temperature, chunking).
     Returns (stats: TokenStats [N, T] fields, old_logprob [N, T], ref_logprob [N, T] or None).
     """
-    ids = rollout.input_ids.to(device)
-    mask = rollout.response_mask.to(device).bool()
-    hidden = rollout_hidden(model, rollout, config, device, autocast)
-    head = logit_head(model)
+    cfg, method = plan.config, plan.method
+    ids = rollout.input_ids.to(policy.device)
+    mask = rollout.response_mask.to(policy.device).bool()
+    hidden = rollout_hidden(policy.model, rollout, plan, policy)
+    head = policy.head
     extra = {}
     if method.reference == "reference_policy":
-        ref = logit_head(ref_model)
         extra = dict(
-            reference_hidden=rollout_hidden(ref_model, rollout, config, device, autocast),
-            reference_lm_head_weight=ref.weight,
-            reference_lm_head_bias=ref.bias,
-            reference_logit_scale=ref.scale,
-            reference_logit_softcap=ref.softcap,
+            reference_hidden=rollout_hidden(policy.ref_model, rollout, plan, policy),
+            reference_head=policy.ref_head,
         )
     if "kl" in method.needs():
         extra["divergence"] = "kl"
     stats = token_stats_from_hidden(
         hidden,
-        head.weight,
+        head,
         ids,
         mask,
-        **head_options(head),
-        temperature=config.temperature,
+        temperature=cfg.temperature,
         reference=method.reference,
-        group_ids=rollout.prompt_index.to(device),
-        chunk_size=config.stats_chunk_size,
+        group_ids=rollout.prompt_index.to(policy.device),
+        chunk_size=cfg.stats_chunk_size,
         **extra,
     )
-    old_logprob = sampled_logprobs(model, rollout, config, device, autocast, hidden=hidden)
+    old_logprob = sampled_logprobs(policy.model, head, rollout, plan, policy, hidden=hidden)
     ref_logprob = None
-    if config.kl_coef > 0:
-        ref_logprob = sampled_logprobs(ref_model, rollout, config, device, autocast)
+    if cfg.kl_coef > 0:
+        ref_logprob = sampled_logprobs(policy.ref_model, policy.ref_head, rollout, plan, policy)
     return stats, old_logprob, ref_logprob

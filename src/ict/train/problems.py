@@ -10,7 +10,6 @@ import numpy as np
 
 from ict.data import load_task
 from ict.errors import DataError
-from ict.models import format_prompt
 from ict.train.config import TrainConfig
 
 
@@ -72,11 +71,16 @@ def task_spec(config: TrainConfig) -> str:
 
 
 def load_problems(
-    config: TrainConfig, split: str = "train", size: int | None = None
+    config: TrainConfig, split: str = "train", size: int | None = None, *, data_dir=None
 ) -> list[Problem]:
-    """Problems of the task via ict.data.load_task (train split by default)."""
+    """Problems of the task via ict.data.load_task (train split by default); `data_dir`: local
+    task and benchmark files (ict.data.sources: then $ICT_DATA_DIR)."""
     items = load_task(
-        task_spec(config), split=split, seed=config.data_seed, size=size or config.train_size
+        task_spec(config),
+        split=split,
+        seed=config.data_seed,
+        size=size or config.train_size,
+        data_dir=data_dir,
     )
     problems = [as_problem(item) for item in items]
     if not problems:
@@ -84,12 +88,3 @@ def load_problems(
             f"task {config.task!r} produced no training problems; check task_config / train_size"
         )
     return problems
-
-
-def render_prompts(tokenizer, prompts: list, config: TrainConfig) -> list[str]:
-    """The rollout's prompt texts (ict.models.format_prompt with the config's chat_template and
-    system_prompt: the rendering the evaluations use too)."""
-    return [
-        format_prompt(tokenizer, p, system=config.system_prompt, chat_template=config.chat_template)
-        for p in prompts
-    ]

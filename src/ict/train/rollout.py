@@ -9,9 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ict.generation import generate
-from ict.train.config import TrainConfig
-from ict.train.problems import Problem, render_prompts
+from ict.train.problems import Problem
 from ict.train.safe_rewards import score_responses
 
 
@@ -26,38 +24,26 @@ class RolloutBatch:
 
 
 def collect_rollout(
-    model,
-    tokenizer,
-    problems: list[Problem],
-    config: TrainConfig,
-    *,
-    step: int,
-    autocast,
+    model, tokenizer, problems: list[Problem], plan, *, step: int
 ) -> tuple[RolloutBatch, dict]:
-    """Sample `config.num_generations` responses to each problem and score them.
+    """Sample `num_generations` responses to each problem with the plan's sampling settings and
+    score them.
 
-    autocast: the run's precision context factory (used only with `rollout_autocast`). The
-    sampling seed is derived from (seed, step), so a resumed run samples the same responses.
-    Returns (batch, metrics: reward/accuracy/format/length/time and throughput).
+    plan: the RunPlan (sampling; the rollout autocasts with its precision only with
+    `rollout_autocast`). The sampling seed is the plan's sampling stream at `step`, so a resumed
+    run samples the same responses. Returns (batch, metrics: reward/accuracy/format/length/time
+    and throughput).
     """
-    cfg = config
-    prompts = render_prompts(tokenizer, [p.prompt for p in problems], cfg)
+    cfg = plan.config
+    prompts = plan.sampling.render(tokenizer, [p.prompt for p in problems])
     model.eval()
     t0 = time.perf_counter()
-    amp = autocast() if cfg.rollout_autocast else nullcontext()
+    amp = plan.autocast() if cfg.rollout_autocast else nullcontext()
     with torch.no_grad(), amp:
-        rollout = generate(
-            model,
-            tokenizer,
-            prompts,
-            num_samples=cfg.num_generations,
-            temperature=cfg.temperature,
-            top_p=cfg.top_p,
-            max_new_tokens=cfg.max_new_tokens,
-            batch_size=cfg.generation_batch_size,
-            seed=cfg.seed * 1_000_003 + step,
-            stop=list(cfg.stop) or None,
-        )
+        rollout = plan.sampling.sample(
+            model, tokenizer, prompts, num_samples=cfg.num_generations,
+            seed=plan.seeds.sampling(step),
+        )  # fmt: skip
     rollout_s = time.perf_counter() - t0
     prompt_index = rollout.prompt_index.tolist()
     scored = score_responses(

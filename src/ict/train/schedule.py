@@ -1,4 +1,5 @@
-"""The learning-rate schedule, from the updates a run actually takes.
+"""The optimizer (`make_optimizer`, the one AdamW set-up) and the learning-rate schedule, from the
+updates a run actually takes.
 
 A step (one rollout batch) takes as many optimizer updates as its mini-batches, which is not known
 in advance when `mini_batch_size` is not a multiple of G or zero-variance groups are dropped. So
@@ -14,6 +15,20 @@ at the last one, whatever each step's n. The factor is
 from __future__ import annotations
 
 import math
+
+import torch
+
+
+def make_optimizer(model, config) -> torch.optim.AdamW:
+    """AdamW over `model`'s trainable parameters with the config's learning_rate, adam_beta1,
+    adam_beta2, adam_epsilon and weight_decay (any object with those fields: a TrainConfig)."""
+    return torch.optim.AdamW(
+        [p for p in model.parameters() if p.requires_grad],
+        lr=config.learning_rate,
+        betas=(config.adam_beta1, config.adam_beta2),
+        eps=config.adam_epsilon,
+        weight_decay=config.weight_decay,
+    )
 
 
 class LRSchedule:

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from ict.data import file_stem
-from ict.errors import ConfigError, UserError
+from ict.errors import UserError
 from ict.eval.runner import only_benchmark
 from ict.files import (
     JsonlWriter,
@@ -38,11 +38,8 @@ from ict.files import (
     write_atomic,
     write_json_atomic,
 )
-from ict.loss import LossConfig, compute_advantages
-from ict.methods import StepInputs, select_step, step_metrics, warmup_warning
 from ict.metrics import sorted_score_curve
 from ict.models import disable_dropout, ensure_pad_token, load_model_and_tokenizer, model_label
-from ict.precision import choose_precision
 from ict.report.samples import sample_records
 from ict.report.tokenmap import render_html
 from ict.rewards import default_verifier
@@ -54,13 +51,12 @@ from ict.train.evaluation import (
     step_eval_path,
     training_evaluation,
 )
-from ict.train.logprobs import batch_plan
-from ict.train.old_policy import old_policy_pass
 from ict.train.outputs import EntropyHealth, ExternalLogger, check_report_to
+from ict.train.plan import RunPlan
 from ict.train.problems import PromptSampler, as_problem, load_problems, task_spec
 from ict.train.rollout import collect_rollout
-from ict.train.schedule import LRSchedule
-from ict.train.update import Policy, UpdateBatch, update_policy
+from ict.train.schedule import LRSchedule, make_optimizer
+from ict.train.step import PolicyContext, TrainingStep
 
 logger = logging.getLogger("ict.train")
 
@@ -68,14 +64,6 @@ logger = logging.getLogger("ict.train")
 # ---------------------------------------------------------------------------------------------
 # Set-up helpers
 # ---------------------------------------------------------------------------------------------
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"device={name!r} but CUDA is not available; use --device cpu")
-    return torch.device(name)
-
-
 def default_run_dir(config: TrainConfig) -> Path:
     task = file_stem(Path(str(config.task).split("?")[0]).stem)
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -102,6 +90,7 @@ class Trainer:
         problems: training problems (Problem / task items); else loaded by ict.data from config.task.
         resume: continue from run_dir's latest checkpoint.
         sampler_factory: how the evaluations sample (ict.eval.backends; default HF generation).
+        data_dir: local task and benchmark files (ict.data; else only $ICT_DATA_DIR is searched).
     """
 
     def __init__(
@@ -114,28 +103,25 @@ class Trainer:
         problems=None,
         resume: bool = False,
         sampler_factory=None,
+        data_dir=None,
     ):
         check_report_to(config.report_to)  # a missing logger package: before any task or model
-        explicit_warmup = config.dense_warmup_steps is not None
-        config = config.resolved()  # the method's settings made explicit (saved in config.yaml)
-        self.config = config
-        self.method = config.method_settings()
-        if explicit_warmup and warmup_warning(self.method, config.max_steps):
-            logger.warning("%s", warmup_warning(self.method, config.max_steps))
-        self.loss_config = LossConfig.from_config(config, max_response_length=config.max_new_tokens)
+        self.plan = plan = RunPlan.from_config(config)  # the run, resolved once
+        config = self.config = plan.config  # the method's settings explicit (saved in config.yaml)
+        if plan.warning:
+            logger.warning("%s", plan.warning)
         self.run_dir = Path(run_dir or config.output_dir or default_run_dir(config))
-        self.device = resolve_device(config.device)
-        self.precision = choose_precision(config.autocast, self.device)
-        logger.info("%s", self.precision.describe())
+        logger.info("%s", plan.precision.describe())
         self.resume = resume
-        random.seed(config.seed)
-        np.random.seed(config.seed)
-        torch.manual_seed(config.seed)
+        random.seed(plan.seeds.init)
+        np.random.seed(plan.seeds.init)
+        torch.manual_seed(plan.seeds.init)
 
         # the task first: a bad task spec fails before a model is loaded
         self.task_loaded = problems is None  # held-out problems exist only for a task spec
         self.problems = (
-            [as_problem(p) for p in problems] if problems is not None else load_problems(config)
+            [as_problem(p) for p in problems] if problems is not None
+            else load_problems(config, data_dir=data_dir)
         )
         if (model is None) != (tokenizer is None):
             raise UserError(
@@ -145,37 +131,33 @@ class Trainer:
         if model is None:
             dtype = getattr(torch, config.dtype)
             model, tokenizer = load_model_and_tokenizer(
-                config.model, dtype=dtype, device=self.device
+                config.model, dtype=dtype, device=plan.device
             )
         else:
-            model.to(self.device)
+            model.to(plan.device)
         if tokenizer.pad_token_id is None:
             ensure_pad_token(tokenizer)
         if config.disable_dropout:  # the old-policy pass and the update then compute the same p
             disable_dropout(model)
         self.model, self.tokenizer = model, tokenizer
-        self.ref_model = None
-        if config.needs_reference_model:
-            self.ref_model = copy.deepcopy(model).eval().requires_grad_(False)
+        ref_model = None
+        if plan.needs_reference_model:
+            ref_model = copy.deepcopy(model).eval().requires_grad_(False)
+        self.policy = PolicyContext.of(plan, model, ref_model)
 
-        self.sampler = PromptSampler(len(self.problems), config.seed)
+        self.sampler = PromptSampler(len(self.problems), plan.seeds.prompts)
         # the run's evaluations (before, every eval_every steps, after): one Evaluation of its task
         self.evaluation = (
-            training_evaluation(config, sampler_factory=sampler_factory)
+            training_evaluation(config, sampler_factory=sampler_factory, data_dir=data_dir)
             if self.task_loaded
             else None
         )
-        self.optimizer = torch.optim.AdamW(
-            [p for p in model.parameters() if p.requires_grad],
-            lr=config.learning_rate,
-            betas=(config.adam_beta1, config.adam_beta2),
-            eps=config.adam_epsilon,
-            weight_decay=config.weight_decay,
-        )
+        self.optimizer = make_optimizer(model, config)
         self.scheduler = LRSchedule(
             self.optimizer, warmup_steps=config.warmup_steps, kind=config.lr_scheduler,
             max_steps=config.max_steps,
         )  # fmt: skip
+        self.step_service = TrainingStep(plan, self.policy, self.optimizer, self.scheduler)
         self.health = EntropyHealth(
             config.health_window,
             config.collapse_fraction,
@@ -213,7 +195,9 @@ class Trainer:
                 f"{self.run_dir} already holds a run (metrics.jsonl); continue it with "
                 f"`ict train --resume {self.run_dir}` or choose another --output-dir"
             )
-        cfg.save_yaml(self.run_dir / "config.yaml", extra={"precision": self.precision.as_dict()})
+        cfg.save_yaml(
+            self.run_dir / "config.yaml", extra={"precision": self.plan.precision.as_dict()}
+        )
         self.metrics_file = JsonlWriter(metrics_path)
         self.samples_file = JsonlWriter(samples_path)
         self.external = None
@@ -240,91 +224,33 @@ class Trainer:
         )
 
     # ---- one step, top to bottom ------------------------------------------------------------
-    def autocast(self):
-        """The precision context of the statistics and update passes (ict.precision)."""
-        return self.precision.context(self.device.type)
-
     def train_step(self) -> dict:
         """One full step (1-8); returns the metrics line written to metrics.jsonl."""
-        cfg, method = self.config, self.method
+        cfg, plan = self.config, self.plan
         step = self.step + 1
         problems = [self.problems[i] for i in self.sampler.next(cfg.prompts_per_step)]
-        batch, metrics = collect_rollout(
-            self.model, self.tokenizer, problems, cfg, step=step, autocast=self.autocast
-        )
-        rollout, rewards = batch.rollout, batch.rewards
-        advantages, adv_info = compute_advantages(rewards, rollout.prompt_index, mode=cfg.advantage)
-        advantages = advantages.to(self.device)
-        metrics["zero_variance_groups"] = int(adv_info.get("zero_variance_groups", 0))
-        metrics["zero_variance_share"] = adv_info["zero_variance_share"]
-
-        t0 = time.perf_counter()
-        stats, old_logprob, ref_logprob = old_policy_pass(
-            self.model, self.ref_model, rollout, cfg, method, self.device, self.autocast
-        )
-        mask = rollout.response_mask.to(self.device).bool()
-        tokens = rollout.input_ids.to(self.device)
-        selection = select_step(
-            method, cfg, StepInputs(mask, stats, advantages, tokens), step=step, seed=cfg.seed,
-            micro_batch_size=batch_plan(mask.shape[0], cfg)[1],
-        )  # fmt: skip
-        selected, selections = selection.selected, selection.selections
-        metrics["time/stats_s"] = time.perf_counter() - t0
-
-        t0 = time.perf_counter()
-        loss_metrics = update_policy(
-            Policy(self.model, self.optimizer, self.scheduler),
-            UpdateBatch(rollout, old_logprob, advantages, selected, ref_logprob),
-            cfg, self.loss_config, step=step, device=self.device, autocast=self.autocast,
-        )  # fmt: skip
-        update_s = time.perf_counter() - t0
+        batch, metrics = collect_rollout(self.model, self.tokenizer, problems, plan, step=step)
+        step_metrics, scored = self.step_service.run(batch.rollout, batch.rewards, step=step)
         self.step = step
-
-        # the paper's diagnostics describe the method's own picks, also during the dense warm-up
-        metrics.update(step_metrics(stats, mask, selection))
-        metrics["dense_warmup"] = selection.dense
-        lr_used = loss_metrics.pop("lr", None)
-        metrics.update(self._loss_metrics(loss_metrics))
-        metrics["lr"] = lr_used if lr_used is not None else self.optimizer.param_groups[0]["lr"]
-        metrics["time/update_s"] = update_s
-        metrics["throughput/update_tok_s"] = loss_metrics.get("update/tokens", 0) / max(
-            update_s, 1e-9
-        )
+        metrics.update(step_metrics)
         metrics.update(
             self.health.update(step, metrics["valid/entropy"], metrics.get("format_rate"))
         )
         metrics = {"step": step, **metrics}
 
         if cfg.log_samples_every and (step == 1 or step % cfg.log_samples_every == 0):
-            score = stats.kl if "kl" in method.needs() else stats.js
-            metrics["score_curve"] = sorted_score_curve(score, mask)
-            self._write_samples(step, batch, stats, mask, selections)
+            score = scored.stats.kl if "kl" in plan.method.needs() else scored.stats.js
+            metrics["score_curve"] = sorted_score_curve(score, scored.mask)
+            self._write_samples(step, batch, scored)
         if cfg.eval_every and step % cfg.eval_every == 0:
             metrics.update(self._evaluate(step))
         return metrics
 
-    # ---- metrics ----------------------------------------------------------------------------
-    @staticmethod
-    def _loss_metrics(loss_metrics: dict) -> dict:
-        out = {}
-        for key, value in loss_metrics.items():
-            if key in ("clip_fraction", "kl_ref", "grad_norm") or key.startswith(
-                ("update/", "loss/", "loss_mode/")
-            ):
-                out[key] = value
-            elif key == "loss":
-                out["loss/total"] = value
-            elif key in ("kl", "kl_mean"):
-                out["kl_ref"] = value
-            else:
-                out[f"loss/{key}"] = value
-        return out
-
-    def _write_samples(self, step, batch, stats, mask, selections) -> None:
+    def _write_samples(self, step, batch, scored) -> None:
         rows = range(min(self.config.num_log_samples, batch.rollout.input_ids.shape[0]))
         for record in sample_records(
             rows, step=step, rollout=batch.rollout, prompts=batch.prompts, rewards=batch.rewards,
-            stats=stats, mask=mask, selections=selections,
+            stats=scored.stats, mask=scored.mask, selections=scored.selection.selections,
             decode=lambda i: self.tokenizer.decode([i]),
         ):  # fmt: skip
             self.samples_file.write(record)
@@ -479,11 +405,11 @@ class Trainer:
         summary = {
             "method": cfg.method,
             "method_settings": {
-                k: getattr(self.method, k)
+                k: getattr(self.plan.method, k)
                 for k in ("selector", "ratio", "scope", "reference", "loss_agg", "normalize_by")
             }
-            | {"dense_warmup_steps": self.method.dense_warmup_steps},
-            "precision": self.precision.as_dict(),
+            | {"dense_warmup_steps": self.plan.method.dense_warmup_steps},
+            "precision": self.plan.precision.as_dict(),
             "model": cfg.model or "smollm2-135m-instruct",
             "task": cfg.task,
             "seed": cfg.seed,
@@ -548,10 +474,12 @@ def train(
     problems=None,
     stop_after: int | None = None,
     sampler_factory=None,
+    data_dir=None,
 ) -> dict:
-    """Train per `config` (see Trainer); returns the summary ({} if stopped early by `stop_after`)."""
+    """Train per `config` (see Trainer); returns the summary ({} if stopped early by `stop_after`).
+    `data_dir`: local task and benchmark files for the task and its evaluations."""
     trainer = Trainer(
         config, run_dir, model=model, tokenizer=tokenizer, problems=problems, resume=resume,
-        sampler_factory=sampler_factory,
+        sampler_factory=sampler_factory, data_dir=data_dir,
     )  # fmt: skip
     return trainer.train(stop_after=stop_after)

@@ -26,9 +26,10 @@ import numpy as np
 import torch
 
 from ict.loss import LossConfig, policy_loss
+from ict.loss.modes import loss_mode_metrics
 from ict.loss.policy import loss_masks
-from ict.methods import selection_seed
-from ict.train.logprobs import batch_plan, column_span, policy_logprobs
+from ict.metrics import ParamChange
+from ict.train.logprobs import column_span, policy_logprobs
 
 SUMMED_METRICS = ("loss", "pg_loss")  # partial sums over micro-batches; the rest are averages
 
@@ -55,16 +56,6 @@ def contributing_rows(rows, advantages, positions, loss_config: LossConfig, grou
 
 
 @dataclass
-class Policy:
-    """What the update changes: the model, its AdamW optimizer and the LR schedule
-    (ict.train.schedule.LRSchedule, which sets the lr before each update)."""
-
-    model: torch.nn.Module
-    optimizer: torch.optim.Optimizer
-    scheduler: object
-
-
-@dataclass
 class UpdateBatch:
     """One rollout batch as the update reads it. rollout: ict.generation.Rollout ([N, T] ids,
     masks); old_logprob, ref_logprob: [N, T] float32 (ref None without a KL term); advantages:
@@ -88,20 +79,21 @@ class UpdateSwitches:
 
 
 def update_policy(
-    policy: Policy,
+    plan,
+    policy,
+    optimizer,
+    scheduler,
     batch: UpdateBatch,
-    config,
-    loss_config: LossConfig,
     *,
     step: int,
-    device,
-    autocast,
     switches: UpdateSwitches = UpdateSwitches(),
 ) -> dict:
     """Run the update on one rollout batch; returns loss metrics averaged over mini-batches.
 
-    config: the TrainConfig (epochs, mini/micro batch sizes, clipping norm, seed, temperature,
-    share_prompt). step: the rollout batch (1-based; seeds the mini-batch shuffle, places the lr).
+    plan: the RunPlan (loss, batch plan, epochs, clipping norm, the shuffle's seed stream, ...);
+    policy: the PolicyContext (model, device, precision, heads); optimizer: AdamW
+    (ict.train.schedule.make_optimizer); scheduler: its LRSchedule, which sets the lr before each
+    update. step: the rollout batch (1-based; seeds the mini-batch shuffle, places the lr).
     Returns {metric: value, "grad_norm" (the mean over the step's updates of the pre-clip total
     gradient norm), "lr" (of the first update), "update/tokens", "update/rows_run",
     "update/rows", "update/updates", "update/param_change_rel" (ict.metrics.ParamChange over the
@@ -109,39 +101,36 @@ def update_policy(
     (ict.loss.modes.loss_mode_metrics: `loss_mode/changed_tokens`, `loss_mode/changed_rate`,
     `loss_mode/nominal_rate`; none for vanilla)}.
     """
-    from ict.loss.modes import loss_mode_metrics
-    from ict.metrics import ParamChange
-
-    cfg = config
-    run = _UpdateRun(policy, batch, cfg, loss_config, device, autocast, switches)
+    cfg, loss_config = plan.config, plan.loss
+    run = _UpdateRun(plan, policy, batch, switches)
     if run.rows_all.numel() == 0:
         return {"update/skipped": 1}
     change = ParamChange(policy.model.parameters())  # one snapshot per step
     units = run.rows_all.view(-1, run.group)  # whole groups of G rows when prompts are shared
-    mini_units = max(1, (cfg.mini_batch_size or run.rows_all.numel()) // run.group)
-    generator = torch.Generator().manual_seed(selection_seed(cfg.seed, step))
-    n_updates = cfg.num_epochs * -(-units.shape[0] // mini_units)  # the updates this step takes
+    mini_units = max(1, (plan.batch.mini_rows or run.rows_all.numel()) // run.group)
+    generator = torch.Generator().manual_seed(plan.seeds.shuffle(step))
+    n_updates = plan.batch.epochs * -(-units.shape[0] // mini_units)  # updates this step takes
     sums: dict[str, float] = {}
     grad_norms, lrs = [], []
     policy.model.train()
-    for _epoch in range(cfg.num_epochs):
-        shuffle = cfg.num_epochs > 1 or cfg.mini_batch_size
+    for _epoch in range(plan.batch.epochs):
+        shuffle = plan.batch.epochs > 1 or plan.batch.mini_rows
         order = units[torch.randperm(units.shape[0], generator=generator)] if shuffle else units
         for mini in (chunk.flatten() for chunk in order.split(mini_units)):
-            policy.optimizer.zero_grad(set_to_none=True)
+            optimizer.zero_grad(set_to_none=True)
             for key, value in run.minibatch(mini).items():
                 sums[key] = sums.get(key, 0.0) + value
-            grad_norms.append(run.clip_gradients())
-            lrs.append(policy.scheduler.set(step, len(lrs), n_updates))
-            policy.optimizer.step()
+            grad_norms.append(run.clip_gradients(cfg.max_grad_norm))
+            lrs.append(scheduler.set(step, len(lrs), n_updates))
+            optimizer.step()
             run.on_policy = False  # the weights have moved: the stored old log-probs from here
-    policy.optimizer.zero_grad(set_to_none=True)
+    optimizer.zero_grad(set_to_none=True)
     policy.model.eval()
     out = {key: value / len(lrs) for key, value in sums.items()}
     out["grad_norm"] = float(np.mean(grad_norms))
     out["update/tokens"] = run.tokens_done
     out["update/rows_run"] = run.rows_run
-    out["update/rows"] = int(run.rows_all.numel()) * cfg.num_epochs
+    out["update/rows"] = int(run.rows_all.numel()) * plan.batch.epochs
     out["update/updates"] = len(lrs)
     out["update/param_change_rel"] = change.relative()
     out.update(
@@ -156,12 +145,13 @@ def update_policy(
 class _UpdateRun:
     """One update_policy call's tensors on the device and its per-mini-batch work."""
 
-    def __init__(self, policy, batch, cfg, loss_config, device, autocast, switches):
-        self.policy, self.cfg, self.loss_config, self.autocast = policy, cfg, loss_config, autocast
+    def __init__(self, plan, policy, batch: UpdateBatch, switches: UpdateSwitches):
+        cfg, loss_config = plan.config, plan.loss
+        self.policy, self.cfg, self.loss_config = policy, cfg, loss_config
         self.batch = batch
         self.skip = cfg.skip_zero_advantage if switches.skip_rows is None else switches.skip_rows
         self.switches = switches
-        rollout = batch.rollout
+        rollout, device = batch.rollout, policy.device
         self.ids, self.attn = rollout.input_ids.to(device), rollout.attention_mask.to(device)
         self.mask = rollout.response_mask.to(device).bool()
         self.selected = batch.selected.to(device)
@@ -169,7 +159,7 @@ class _UpdateRun:
         self.rows_all = torch.arange(self.ids.shape[0])
         if cfg.drop_zero_variance_groups:
             self.rows_all = self.rows_all[_informative_rows(rollout.prompt_index, batch.advantages)]
-        self.group, self.micro_rows = batch_plan(max(1, self.rows_all.numel()), cfg)
+        self.group, self.micro_rows = plan.batch.rows(self.ids.shape[0])
         self.row_counts, self.kl_row_counts = loss_config.row_counts(self.mask, self.selected)
         self.params = [p for p in policy.model.parameters() if p.requires_grad]
         self.tokens_done = self.rows_run = 0
@@ -217,12 +207,13 @@ class _UpdateRun:
             stop = int(needed[-1]) + 1 if needed.numel() else None
         cols = column_span(self.attn[micro], stop)
         where = self.positions if self.switches.head_on_loss_only else self.mask
-        with self.autocast():
+        with self.policy.autocast():
             logprob, entropy = policy_logprobs(
                 self.policy.model, self.ids[micro, cols], self.attn[micro, cols],
                 where[micro, cols], temperature=cfg.temperature, chunk_size=cfg.stats_chunk_size,
                 with_entropy=lc.entropy_coef > 0,
                 prompt_length=b.rollout.prompt_length - cols.start, group_size=self.group,
+                head=self.policy.head,
             )  # fmt: skip
         old = logprob.detach() if self.on_policy else b.old_logprob[micro, cols]
         loss, metrics = policy_loss(
@@ -240,12 +231,12 @@ class _UpdateRun:
         self.rows_run += micro.numel()
         return metrics, float(self.positions[micro, cols].sum())
 
-    def clip_gradients(self) -> float:
+    def clip_gradients(self, max_grad_norm: float) -> float:
         """Clip to max_grad_norm (0: off) and return the norm; zero grads if nothing ran."""
         if all(p.grad is None for p in self.params):  # nothing ran: the dense update's zeros
             for p in self.params:
                 p.grad = torch.zeros_like(p)
-        max_norm = self.cfg.max_grad_norm if self.cfg.max_grad_norm > 0 else float("inf")
+        max_norm = max_grad_norm if max_grad_norm > 0 else float("inf")
         return float(torch.nn.utils.clip_grad_norm_(self.params, max_norm))
 
 

@@ -462,21 +462,22 @@ def select_batch(
     batch_tensors: dict[str, torch.Tensor],
     spec: IctVerlConfig,
     step: int,
-    total_steps: int | None = None,
+    method=None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Select tokens over the whole rollout batch; returns (selected [B, R] bool, metrics).
 
     batch_tensors: response_mask, advantages, old_log_probs, responses, ict_entropy, ict_renyi2
     (and ict_js for ICT), all [B, R] in verl's padded response layout. step: verl's global step
     (1-based, one per rollout batch, as the native trainer's step and TRL's generation batch);
-    total_steps: verl's total_training_steps (caps a method's own warm-up at half the run).
+    method: the run's resolved Method, its warm-up fitted (`run_plan`; default: the section's
+    method over a run of unknown length).
     The selection, warm-up, seed and diagnostics are ict.methods.select_step's; metrics are
     ict.methods.step_metrics under "ict/".
     """
     from ict.methods import StepInputs, select_step, step_metrics
     from ict.stats import TokenStats
 
-    method = spec.run_method(total_steps)
+    method = method or spec.run_method(None)
     mask = batch_tensors["response_mask"].bool()
     # a run that computed no JS has none: select_step then leaves out the diagnostics reading it
     stats = TokenStats(
@@ -495,6 +496,22 @@ def select_batch(
     return selection.selected, metrics
 
 
+def run_plan(trainer, spec: IctVerlConfig):
+    """The method the driver `trainer` runs, resolved once per run: the `ict:` section's, its
+    warm-up fitted to verl's total_training_steps (ict.methods.run_warmup), with the warning
+    logged once when an explicit warm-up covers the whole run."""
+    total = getattr(trainer, "total_training_steps", None)
+    cached = getattr(trainer, "_ict_run_plan", None)
+    if cached is not None and cached[0] == (spec, total):
+        return cached[1]
+    method = spec.run_method(total)
+    warning = warmup_warning(method, total)
+    if warning and spec.dense_warmup_steps is not None:
+        logger.warning("%s", warning)
+    trainer._ict_run_plan = ((spec, total), method)
+    return method
+
+
 def _wrap_update_actor(original):
     @functools.wraps(original)
     def _update_actor(self, batch):
@@ -507,19 +524,14 @@ def _wrap_update_actor(original):
                 "recomputed by the actor (algorithm.rollout_correction.bypass_mode=false)"
             )
         tensors = {k: batch.batch[k] for k in batch.batch.keys()}
-        total = getattr(self, "total_training_steps", None)
-        warning = warmup_warning(spec.run_method(total), total)
-        if warning and spec.dense_warmup_steps is not None and not getattr(self, "_ict_warned", 0):
-            logger.warning("%s", warning)
-            self._ict_warned = True
+        method = run_plan(self, spec)
         selected, metrics = select_batch(
-            tensors, spec, int(getattr(self, "global_steps", 0)), total
+            tensors, spec, int(getattr(self, "global_steps", 0)), method
         )
         for key in STAT_KEYS:
             if key in batch.batch.keys():
                 batch.batch.pop(key)
         batch.batch[ict_loss.SELECTED_KEY] = selected
-        method = spec.run_method(total)
         batch.meta_info[ict_loss.NORMALIZE_KEY] = method.normalize_by
         batch.meta_info[ict_loss.LOSS_AGG_KEY] = method.loss_agg
         batch.meta_info[ict_loss.LOSS_SETTINGS_KEY] = spec.loss_settings(method)

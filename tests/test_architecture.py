@@ -1,0 +1,402 @@
+"""The layers of docs/ARCHITECTURE.md hold in the code, and the page names what the code has.
+
+Every import in src/ict is read with `ast`, wherever it sits (module level, inside functions,
+behind TYPE_CHECKING), and so is every string that is a whole module path of ict (the module
+paths of lazy-export tables, registries and `importlib` calls: "ict.train.trainer",
+"ict.methods.step:select_step"). The layer order is the page's module map, read from the page
+itself: a module imports only what the map lists above it (or its own top-level unit), so the
+top-level units form no cycle and `data`, `eval` and `report` import nothing above them. The
+page's where-each-rule-lives table names places in the code: each must exist.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src" / "ict"
+DOC = ROOT / "docs" / "ARCHITECTURE.md"
+
+# a string that is a whole module path of ict, optionally with ":attribute"
+MODULE_STRING = re.compile(r"ict(\.[A-Za-z_][A-Za-z0-9_]*)+(:[A-Za-z_][A-Za-z0-9_]*)?")
+# calls whose string arguments name loggers, not modules
+NOT_IMPORTS = {"getLogger"}
+
+# Known exceptions: (importing unit, imported unit, why). Empty: none is allowed today.
+KNOWN_EXCEPTIONS: set[tuple[str, str]] = set()
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(SRC.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def unit(module: str) -> str:
+    """The top-level unit of a module path: ict.train.plan -> train, ict.errors -> errors."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    ids = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                ids.add(id(body[0].value))
+    return ids
+
+
+def imports_of(path: Path) -> list[tuple[str, int, str]]:
+    """(imported module path, line, how) of every import and module-path string in `path`."""
+    return imports_in(
+        path.read_text(encoding="utf-8"), module_name(path), path.name == "__init__.py"
+    )
+
+
+def imports_in(text: str, name: str, is_package: bool = False) -> list[tuple[str, int, str]]:
+    """imports_of for the source `text` of module `name`."""
+    tree = ast.parse(text)
+    package = name if is_package else name.rpartition(".")[0]
+    skip = _docstrings(tree)
+    for node in ast.walk(tree):  # logger names are strings too
+        if isinstance(node, ast.Call):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if called in NOT_IMPORTS:
+                skip.update(id(a) for a in node.args)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, node.lineno, "import") for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            found.append((target, node.lineno, "from"))
+            # `from ict.x import y` where y is itself a module
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                if _exists(sub):
+                    found.append((sub, node.lineno, "from"))
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in skip
+            and MODULE_STRING.fullmatch(node.value)
+        ):
+            module = node.value.split(":")[0]
+            while module and not _exists(module):  # "ict.methods.select_step": the module part
+                module = module.rpartition(".")[0]
+            if module:
+                found.append((module, node.lineno, "string"))
+    return [(m, line, how) for m, line, how in found if m == "ict" or m.startswith("ict.")]
+
+
+def _exists(module: str) -> bool:
+    parts = module.split(".")
+    if parts[0] != "ict":
+        return False
+    base = SRC.parent.joinpath(*parts)
+    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+
+
+def all_modules() -> list[Path]:
+    return sorted(p for p in SRC.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def edges() -> dict[tuple[str, str], list[str]]:
+    """(importing unit, imported unit) -> where ("ict/x/y.py:12 (how)"), between different units."""
+    out = defaultdict(list)
+    for path in all_modules():
+        source = unit(module_name(path))
+        for target, line, how in imports_of(path):
+            dest = unit(target)
+            if source and dest and source != dest:
+                out[(source, dest)].append(f"{path.relative_to(SRC.parent)}:{line} ({how})")
+    return out
+
+
+# ---- the page --------------------------------------------------------------------------------
+def doc_text() -> str:
+    return DOC.read_text(encoding="utf-8")
+
+
+def module_map() -> list[str]:
+    """The module map's entries, bottom to top: the first code block after 'The module map'."""
+    text = doc_text()
+    start = text.index("The module map")
+    block = text[text.index("```", start) + 3 :]
+    block = block[block.index("\n") + 1 : block.index("```")]
+    entries = []
+    for line in block.splitlines():
+        match = re.match(r"ict/([A-Za-z_][\w]*)(\.py)?(/)?\s", line + " ")
+        if match:
+            entries.append(match.group(1))
+    return entries
+
+
+LAYERS = module_map()
+
+
+def map_entries() -> dict[str, str]:
+    """unit -> its map entry's text (continuation lines joined)."""
+    text = doc_text()
+    start = text.index("The module map")
+    block = text[text.index("```", start) + 3 :]
+    block = block[block.index("\n") + 1 : block.index("```")]
+    entries, current = {}, None
+    for line in block.splitlines():
+        match = re.match(r"ict/(\w+)", line)
+        if match:
+            current = match.group(1)
+            entries[current] = line[match.end() :]
+        elif current:
+            entries[current] += " " + line.strip()
+    return entries
+
+
+def rank(name: str) -> int:
+    assert name in LAYERS, f"ict.{name} is not in docs/ARCHITECTURE.md's module map"
+    return LAYERS.index(name)
+
+
+# ---- tests -----------------------------------------------------------------------------------
+def test_the_map_lists_every_top_level_unit_once_and_nothing_else():
+    listed = module_map()
+    assert len(listed) == len(set(listed)), "a unit is listed twice in the module map"
+    units = {  # modules, and packages (ict/compare is a namespace package: no __init__.py)
+        p.stem if p.is_file() else p.name
+        for p in SRC.iterdir()
+        if (p.suffix == ".py" and p.name != "__init__.py") or (p.is_dir() and any(p.glob("*.py")))
+    }
+    assert set(listed) == units, (
+        f"docs/ARCHITECTURE.md's module map: missing {sorted(units - set(listed))}, "
+        f"not in the code {sorted(set(listed) - units)}"
+    )
+
+
+def test_the_files_a_map_entry_names_exist():
+    """A package's entry that names a file ("trainer.py") or a sub-package ("verl/") names one
+    of that package's; the top-level units the code splits into the entries' words all exist."""
+    missing = []
+    for name, entry in map_entries().items():
+        for file in re.findall(r"(?<![/\w])(\w+)\.py\b", entry):
+            if not (SRC / name / f"{file}.py").is_file():
+                missing.append(f"ict/{name}: {file}.py")
+        for sub in re.findall(r"\b(\w+)/(?!\w)", entry):
+            if not (SRC / name / sub).is_dir():
+                missing.append(f"ict/{name}: {sub}/")
+    assert not missing, f"docs/ARCHITECTURE.md's module map names what the code lacks: {missing}"
+
+
+def test_every_module_path_the_page_names_exists():
+    """Every `ict.a.b` name and ict/a/b path on the page is a module or a name one defines
+    (`ict.method=NAME`, verl's config key, is not a module path)."""
+    text = doc_text()
+    names = set(re.findall(r"\b(ict(?:\.[A-Za-z_]\w*)+)\b(?!=)", text))
+    bad = sorted(n for n in names if not resolves(n))
+    paths = set(re.findall(r"\bict/[\w/]*\w(?:\.py)?", text))
+    bad += sorted(p for p in paths if not (SRC.parent / p).exists())
+    assert not bad, f"docs/ARCHITECTURE.md names what the code lacks: {bad}"
+
+
+def test_no_module_is_only_a_re_export():
+    """A module (not a package's __init__) holds code: one made only of imports (and __all__)
+    is an alias that nothing needs."""
+    aliases = []
+    for path in all_modules():
+        if path.name in ("__init__.py", "__main__.py"):
+            continue
+        body = ast.parse(path.read_text(encoding="utf-8")).body
+        body = [
+            n for n in body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))
+        ]
+        if all(
+            isinstance(n, ast.Import | ast.ImportFrom)
+            or (
+                isinstance(n, ast.Assign)
+                and [getattr(t, "id", "") for t in n.targets] == ["__all__"]
+            )
+            for n in body
+        ):
+            aliases.append(str(path.relative_to(SRC.parent)))
+    assert not aliases, f"modules that only re-export: {aliases}"
+
+
+def test_the_reader_finds_imports_everywhere():
+    """The reader sees a function-level import, a relative import, a module-path string and a
+    `from package import module`, and not a logger name or a docstring."""
+    text = (
+        '"""Mentions ict.compare.grid in prose."""\n'
+        "import logging\n"
+        "from ict import files\n"
+        "from .loss import policy\n"
+        'log = logging.getLogger("ict.report")\n'
+        'TABLE = {"x": "ict.train.trainer", "y": "ict.methods.step:select_step"}\n'
+        "def f():\n"
+        "    from ict.eval.runner import Evaluation\n"
+    )
+    found = {(m, how) for m, _, how in imports_in(text, "ict.probe")}
+    assert found == {
+        ("ict", "from"),
+        ("ict.files", "from"),
+        ("ict.loss", "from"),
+        ("ict.loss.policy", "from"),
+        ("ict.train.trainer", "string"),
+        ("ict.methods.step", "string"),
+        ("ict.eval.runner", "from"),
+    }
+
+
+def test_every_import_points_down_the_module_map():
+    up = {
+        (src, dst): where
+        for (src, dst), where in edges().items()
+        if rank(dst) > rank(src) and (src, dst) not in KNOWN_EXCEPTIONS
+    }
+    lines = [f"{s} -> {d}: {', '.join(w[:3])}" for (s, d), w in sorted(up.items())]
+    assert not up, "imports up the module map (docs/ARCHITECTURE.md):\n" + "\n".join(lines)
+
+
+def test_no_cycle_between_top_level_units():
+    graph = defaultdict(set)
+    for src, dst in edges():
+        graph[src].add(dst)
+    cycles, state = [], {}
+
+    def visit(node, path):
+        state[node] = "open"
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                cycles.append(path[path.index(nxt) :] + [nxt])
+            elif nxt not in state:
+                visit(nxt, path + [nxt])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert not cycles, f"cycles between top-level units: {cycles}"
+
+
+@pytest.mark.parametrize("low", ["data", "eval", "report"])
+def test_data_eval_report_import_nothing_above_them(low):
+    above = {
+        dst: where for (src, dst), where in edges().items() if src == low and rank(dst) > rank(low)
+    }
+    assert not above, f"ict.{low} imports above it: {above}"
+
+
+# ---- the where-each-rule-lives table ---------------------------------------------------------
+def rule_table() -> list[str]:
+    text = doc_text()
+    start = text.index("## Where each rule lives")
+    end = text.index("\n## ", start + 5)
+    return [line for line in text[start:end].splitlines() if line.startswith("| ")][2:]
+
+
+def _defined_names(tree: ast.Module) -> dict[str, ast.AST]:
+    names = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names[node.name] = node
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name):
+                        names[n.id] = node
+        elif isinstance(node, ast.ImportFrom | ast.Import):
+            for alias in node.names:
+                names[(alias.asname or alias.name).split(".")[0]] = node
+        elif isinstance(node, ast.If):  # TYPE_CHECKING blocks, optional imports
+            names.update(_defined_names(ast.Module(body=node.body + node.orelse, type_ignores=[])))
+        elif isinstance(node, ast.Try):
+            names.update(_defined_names(ast.Module(body=node.body, type_ignores=[])))
+    return names
+
+
+def _module_path(module: str) -> Path | None:
+    base = SRC.parent.joinpath(*module.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def resolves(dotted: str) -> bool:
+    """Whether `ict.a.b.Name.attr` names a module, or a name a module defines (exports included,
+    lazy tables included), and then an attribute its class defines."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 1, -1):
+        path = _module_path(".".join(parts[:cut]))
+        if path is None:
+            continue
+        rest = parts[cut:]
+        if not rest:
+            return True
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = _defined_names(tree)
+        if rest[0] not in names:  # a lazy export (ict.lazy): follow it to its home module
+            try:
+                value = getattr(importlib.import_module(".".join(parts[:cut])), rest[0])
+            except (ImportError, AttributeError):
+                return False
+            if len(rest) == 1:
+                return True  # found (a registry dict or tuple has no home module to follow)
+            home = getattr(value, "__module__", None)
+            return (
+                bool(home) and home != ".".join(parts[:cut]) and resolves(".".join([home, *rest]))
+            )
+        node = names[rest[0]]
+        for attr in rest[1:]:
+            if not isinstance(node, ast.ClassDef):
+                return isinstance(node, ast.ImportFrom)  # re-exported: checked at its home
+            members = _defined_names(ast.Module(body=node.body, type_ignores=[]))
+            if attr not in members:
+                return False
+            node = members[attr]
+        return True
+    return False
+
+
+def test_every_place_the_rule_table_names_exists():
+    missing = []
+    for line in rule_table():
+        for dotted in re.findall(r"`(ict(?:\.[A-Za-z_]\w*)+)`", line):
+            if not resolves(dotted):
+                missing.append(dotted)
+        # `ict.x.y.name` followed by bare names in the same cell: `ict.select.SELECTORS`
+        # (`Selector` facts, `register_selector`): the bare names live in the first one's module
+        for cell in line.split("|")[2:3]:
+            head = re.search(r"`(ict(?:\.[a-z_]\w*)+)\.[A-Za-z_]\w*`", cell)
+            if not head:
+                continue
+            module = head.group(1)
+            for bare in re.findall(r"`([A-Za-z_]\w*)`", cell):
+                if not (
+                    resolves(f"{module}.{bare}")
+                    or resolves(f"{module}.{bare}".rsplit(".", 2)[0] + "." + bare)
+                ):
+                    missing.append(f"{module}.{bare}")
+    assert not missing, f"docs/ARCHITECTURE.md's rule table names what the code lacks: {missing}"
+
+
+def test_the_rule_table_is_read():
+    """The table's parser finds the rows and the names (a renamed heading fails here)."""
+    rows = rule_table()
+    assert len(rows) >= 20
+    assert any("`ict.train.plan.RunPlan.from_config`" in row for row in rows)
+    assert resolves("ict.train.plan.RunPlan.from_config")
+    assert not resolves("ict.train.plan.RunPlan.not_there")
+    assert not resolves("ict.nowhere.thing")
