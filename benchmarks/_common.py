@@ -28,8 +28,8 @@ def toy_reward(completions, **kwargs):
     return [(sum(map(ord, c)) % 7) / 7 for c in completions]
 
 
-def toy_score(response: str) -> float:
-    """`toy_reward` for one response (the native trainer's Problem.score signature)."""
+def toy_response_reward(response: str) -> float:
+    """`toy_reward` for one response (the native trainer's Problem.reward signature)."""
     return toy_reward([response])[0]
 
 

@@ -356,7 +356,9 @@ def run_setting(name, quick, device, steps, machine_rates, fast, autocast="off",
         with ctx:
             # the task's prompts with the hash reward of the step benchmarks: no all-equal group,
             # so every update does its full work (the held-out evaluation scores for real)
-            problems = [Problem(p.prompt, _common.toy_score) for p in load_problems(config)]
+            problems = [
+                Problem(p.prompt, _common.toy_response_reward) for p in load_problems(config)
+            ]
             trainer = Trainer(config, model=model, tokenizer=tokenizer, problems=problems)
             rows = [trainer.train_step() for _ in range(steps + 1)]
             step_gens, gens[:] = list(gens), []

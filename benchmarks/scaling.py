@@ -97,7 +97,7 @@ def run_method(method: str, a) -> list[dict]:
             seed=0, **extra,
         )  # fmt: skip
         run_dir = Path(tempfile.mkdtemp(prefix="ict-scaling-"))
-        problems = [{"prompt": t, "score": _common.toy_score} for t in texts]
+        problems = [{"prompt": t, "reward": _common.toy_response_reward} for t in texts]
         trainer = Trainer(config, run_dir, model=model, tokenizer=tokenizer, problems=problems)
         steps = []
         for k in range(a.steps + (1 if i == 0 else 0)):

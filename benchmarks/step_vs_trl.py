@@ -67,7 +67,7 @@ def native_trainer(model, tokenizer, texts, args, method, run_dir):
         log_samples_every=0, save_every=0, plots=False, progress=False, heldout_eval=False,
         eval_every=0, report_to="none", output_dir=str(run_dir), **extra,
     )  # fmt: skip
-    problems = [{"prompt": t, "score": _common.toy_score} for t in texts]
+    problems = [{"prompt": t, "reward": _common.toy_response_reward} for t in texts]
     return Trainer(config, run_dir, model=model, tokenizer=tokenizer, problems=problems)
 
 

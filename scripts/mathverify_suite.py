@@ -9,7 +9,7 @@ it is copied into this repository). Each test function is called with its own pa
 `parse` and `verify` are recorded, so every (gold, prediction) pair is taken with the settings
 that test uses (extraction targets, boxed priority, precision, strict, set/relation comparison)
 and math-verify's live verdict. Each pair then goes through `Verifier.math_equal(gold, pred)`
-and `Verifier.score_one(item, pred)` with the same settings as the item's `verifier_options`.
+and `Verifier.judge_one(item, pred)` with the same settings as the item's `verifier_options`.
 
 Prints the counts and a table of disagreements: "ict right, math-verify wrong" (must be none:
 exit status 1 otherwise) and "ict wrong, math-verify right" (allowed: ict is stricter).
@@ -206,7 +206,7 @@ def collect(tests: Path) -> tuple[list[Case], int, list[str]]:
 
 
 def run_ict(cases: list[Case], timeout_s: float) -> None:
-    """Fill `case.ict` with ict's verdicts (math_equal, score_one) under the case's options."""
+    """Fill `case.ict` with ict's verdicts (math_equal, judge_one) under the case's options."""
     from ict.rewards import Verifier, VerifyOptions
 
     verifier = Verifier(timeout_s=timeout_s)
@@ -218,8 +218,8 @@ def run_ict(cases: list[Case], timeout_s: float) -> None:
         item = SimpleNamespace(
             answer=case.gold, verifier="math", metadata={"verifier_options": case.options}
         )
-        verdict = verifier.score_one(item, case.pred)
-        case.ict = {"math_equal": equal, "score_one": verdict.correct}
+        verdict = verifier.judge_one(item, case.pred)
+        case.ict = {"math_equal": equal, "judge_one": verdict.correct}
         case.errors = [e for e in (error, verdict.error) if e]
     verifier.close()
 
@@ -238,7 +238,7 @@ def report(cases: list[Case], header: str) -> int:
         f"options ({len(cases) - len(usable)} not: {sorted({c.why_not for c in cases if c.why_not})})"
     )
     lenient = 0
-    for api in ("math_equal", "score_one"):
+    for api in ("math_equal", "judge_one"):
         more = [c for c in usable if c.ict[api] and not c.mathverify]
         less = [c for c in usable if not c.ict[api] and c.mathverify]
         lenient += len(more)

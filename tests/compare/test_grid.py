@@ -8,7 +8,7 @@ import pytest
 from ict.cli import main
 from ict.compare.grid import cell_dir, cell_state, run_grid
 from ict.compare.presets import EvalSpec, Preset, WarmStart, get_preset
-from ict.data.toy.add import ToyAddTask, score
+from ict.data.toy.add import ToyAddTask, reward
 from ict.errors import ConfigError
 from ict.report.comparison import build_report
 
@@ -72,9 +72,9 @@ def steps_of(run_dir):
 
 def test_toy_score_and_splits_are_disjoint():
     assert (
-        score("4+5=9", 4, 5) == 1.0
-        and score("4+5=10", 4, 5) == 0.0
-        and score("nothing", 4, 5) == 0.0
+        reward("4+5=9", 4, 5) == 1.0
+        and reward("4+5=10", 4, 5) == 0.0
+        and reward("nothing", 4, 5) == 0.0
     )
     task = ToyAddTask(max_a=9, max_b=9)
     assert not set(task.split("train", 80)) & set(task.split("test", 20))

@@ -38,7 +38,7 @@ def test_benchmark_loads_from_fixture(name):
     assert len(load_benchmark(name, data_dir=FIXTURES, limit=1)) == 1
     # The gold answer, given in the requested format, is scored correct by the item's verifier.
     response = f"<answer>{gold}</answer>"
-    assert items[0].score(response).correct, (name, items[0].answer)
+    assert items[0].reward(response).correct, (name, items[0].answer)
 
 
 def test_gsm8k_gold_strips_commas_and_keeps_sign():
@@ -50,7 +50,7 @@ def test_commonsenseqa_prompt_lists_options_and_scores_letters():
     problem = load_benchmark("commonsenseqa", data_dir=FIXTURES)[0]
     assert "A. cupboard" in problem.prompt and "E. car" in problem.prompt
     assert problem.verifier == "choice"
-    assert not problem.score("<answer>B</answer>").correct
+    assert not problem.reward("<answer>B</answer>").correct
 
 
 def test_env_var_data_dir(monkeypatch):
@@ -88,8 +88,8 @@ def test_benchmark_verifier_options_reach_every_item():
     rows = [{"problem": "What is 1/3 to two places?", "answer": r"\frac{1}{3}"}]
     default = rows_to_items(BENCHMARKS["math500"], rows)[0]
     assert "verifier_options" not in default.metadata
-    assert not default.score("<answer>0.33</answer>").correct
+    assert not default.reward("<answer>0.33</answer>").correct
     loose = dataclasses.replace(BENCHMARKS["math500"], verifier_options=VerifyOptions(precision=2))
     item = rows_to_items(loose, rows)[0]
     assert item.metadata["verifier_options"]["precision"] == 2
-    assert item.score("<answer>0.33</answer>").correct
+    assert item.reward("<answer>0.33</answer>").correct

@@ -1,4 +1,4 @@
-"""Training mixtures and decontamination: weights, seeds, own scorers, no eval problem leaks."""
+"""Training mixtures and decontamination: weights, seeds, own reward_fns, no eval problem leaks."""
 
 import pytest
 
@@ -44,9 +44,9 @@ def test_mixture_counts_seeds_and_scorers():
     assert [i.id for i in again] == [i.id for i in items]
     other = load_task(PAPER_MIX, "train", seed=4, size=10, data_dir=FIXTURES)
     assert [i.id for i in other] != [i.id for i in items]
-    # each item keeps its own gold answer and scorer
+    # each item keeps its own gold answer and reward_fn
     for item in items:
-        assert item.score(f"\\boxed{{{item.answer}}}").correct
+        assert item.reward(f"\\boxed{{{item.answer}}}").correct
     skewed = load_task("mix:gsm8k@3,math@1", "train", seed=0, size=8, data_dir=FIXTURES)
     assert [i.task for i in skewed].count("gsm8k") == 6
 

@@ -115,7 +115,7 @@ def test_multiple_choice_scoring(verifier, name):
         "the answer is a guess": (False, False),
     }
     for response, (correct, format_ok) in cases.items():
-        verdict = verifier.score_one(item, response)
+        verdict = verifier.judge_one(item, response)
         assert verdict.correct is correct, (response, verdict)
         assert verdict.format_ok is format_ok, (response, verdict)
 
@@ -124,7 +124,7 @@ def test_final_stated_answer_wins(verifier):
     item = load_benchmark("gpqa", data_dir=FIXTURES)[0]
     other = next(c for c in "ABCD" if c != item.answer)
     text = f"The answer is {other}. Wait, no: the answer is {item.answer}."
-    assert verifier.score_one(item, text).correct
+    assert verifier.judge_one(item, text).correct
 
 
 def test_data_modules_import_without_a_cycle():

@@ -84,7 +84,7 @@ def test_local_file_with_column_mapping_dotted_paths(tmp_path):
     items = load_task(f"{path}?question=prompt&answer=reward_model.ground_truth&template=raw")
     assert [(i.question, i.answer) for i in items] == [("What is 2+2?", "4"), ("What is 3+3?", "6")]
     assert items[0].messages == [{"role": "user", "content": "What is 2+2?"}]
-    assert items[1].score(r"\boxed{6}").correct
+    assert items[1].reward(r"\boxed{6}").correct
 
 
 def test_local_file_answer_formats(tmp_path):

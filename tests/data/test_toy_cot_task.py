@@ -1,11 +1,11 @@
-"""The chain task: format, scorer, splits and token categories (no model)."""
+"""The chain task: format, reward_fn, splits and token categories (no model)."""
 
 from ict.data.toy.cot import (
     CATEGORIES,
     ToyCotTask,
     prompt,
     response_tokens,
-    score,
+    reward,
     target,
     token_categories,
 )
@@ -21,12 +21,12 @@ def test_target_writes_every_digit_with_carries_and_the_answer():
 
 def test_score_needs_the_right_final_answer_after_the_chain():
     right = target(4705, 3862)
-    assert score(right, 4705, 3862) == 1.0
-    assert score(right + " ", 4705, 3862) == 1.0
-    assert score(right[:-1] + "8", 4705, 3862) == 0.0  # wrong last digit
-    assert score("=8567", 4705, 3862) == 0.0  # no chain before the answer
-    assert score("5+2+0=7 c0;=", 4705, 3862) == 0.0  # malformed: no number
-    assert score("", 4705, 3862) == 0.0
+    assert reward(right, 4705, 3862) == 1.0
+    assert reward(right + " ", 4705, 3862) == 1.0
+    assert reward(right[:-1] + "8", 4705, 3862) == 0.0  # wrong last digit
+    assert reward("=8567", 4705, 3862) == 0.0  # no chain before the answer
+    assert reward("5+2+0=7 c0;=", 4705, 3862) == 0.0  # malformed: no number
+    assert reward("", 4705, 3862) == 0.0
 
 
 def test_splits_are_seeded_and_disjoint():

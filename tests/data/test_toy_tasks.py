@@ -2,7 +2,7 @@
 
 import pytest
 
-from ict.data import TASK_FAMILIES, ScoredItem, load_task, register_task_family
+from ict.data import TASK_FAMILIES, RuleItem, load_task, register_task_family
 from ict.data.toy import toy_task
 from ict.data.toy.add import ToyAddTask
 from ict.data.toy.cot import ToyCotTask, target
@@ -16,9 +16,9 @@ def test_toy_add_loads_as_items_with_its_own_scorer():
     assert not {i.id for i in train} & {i.id for i in held_out}
     item = held_out[0]
     a, b = item.metadata["a"], item.metadata["b"]
-    assert isinstance(item, ScoredItem) and item.task == "toy:add" and item.id == f"{a}+{b}"
+    assert isinstance(item, RuleItem) and item.task == "toy:add" and item.id == f"{a}+{b}"
     assert item.prompt == f"Q:{a}+{b}\nA:" and item.messages[-1]["content"] == item.prompt
-    assert item.score(f"{a}+{b}={a + b}") == 1.0 and item.score(f"{a}+{b}={a + b + 1}") == 0.0
+    assert item.reward(f"{a}+{b}={a + b}") == 1.0 and item.reward(f"{a}+{b}={a + b + 1}") == 0.0
     # the same pairs, in the same order, as the task object's own split
     assert [i.id for i in held_out] == [f"{x}+{y}" for x, y in ToyAddTask(9, 9).split("test", 20)]
 
@@ -28,7 +28,7 @@ def test_toy_cot_loads_with_its_options_and_scores_the_final_answer():
     assert toy_task("toy:cot?digits=2") == ToyCotTask(digits=2)
     a, b = items[0].metadata["a"], items[0].metadata["b"]
     assert items[0].metadata["target"] == target(a, b, 2)
-    assert items[0].score(target(a, b, 2)) == 1.0 and items[0].score("=0") == 0.0
+    assert items[0].reward(target(a, b, 2)) == 1.0 and items[0].reward("=0") == 0.0
 
 
 def test_toy_tasks_feed_the_trainer_and_mixtures_like_any_task():
@@ -36,7 +36,7 @@ def test_toy_tasks_feed_the_trainer_and_mixtures_like_any_task():
     from ict.train.problems import load_problems
 
     problems = load_problems(TrainConfig(task="toy:add", task_config={"max_a": 9}, train_size=4))
-    assert len(problems) == 4 and problems[0].score("no answer") == 0.0
+    assert len(problems) == 4 and problems[0].reward("no answer") == 0.0
     mixed = load_task("mix:toy:add@0.5,toy:cot@0.5", "train", size=10)
     assert {item.task for item in mixed} == {"toy:add", "toy:cot"}
 

@@ -56,7 +56,7 @@ def run_eval(sampler, specs, settings, **kw):
 class AlwaysSeven:
     """A verifier (what an item without its own rule is judged by): right when the answer is 7."""
 
-    def score_one(self, item, text):
+    def judge_one(self, item, text):
         from ict.rewards import Verdict, extract_answer
 
         found = extract_answer(text)

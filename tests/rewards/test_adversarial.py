@@ -5,7 +5,7 @@
 `<answer>X</answer>` is first written as `\\boxed{X}` (math-verify has no answer tags; a box is
 its own mark of a final answer). The table's verdicts are checked against math-verify live, so
 a wrong entry fails here rather than hiding a lenient verdict. Then:
-- `score_one(item, response)` may be right only where math-verify says right;
+- `judge_one(item, response)` may be right only where math-verify says right;
 - `math_equal(gold, response)` (the response taken as an answer string) may be right only where
   math-verify says right for the same two answer strings;
 - nothing raises, every call ends within the time limit, errors are counted and logged once.
@@ -164,9 +164,9 @@ def test_table_holds_mathverify_verdicts(gold, response, verdict):
 
 
 @pytest.mark.parametrize("gold, response, verdict", ROWS)
-def test_score_one_never_more_lenient(timed_verifier, gold, response, verdict):
+def test_judge_one_never_more_lenient(timed_verifier, gold, response, verdict):
     start = time.monotonic()
-    result = timed_verifier.score_one(math_item(gold), response)
+    result = timed_verifier.judge_one(math_item(gold), response)
     assert time.monotonic() - start < TIMEOUT_S + 2.0
     assert result.reward in (0.0, 1.0) and result.correct is (result.reward == 1.0)
     if not verdict:
@@ -198,10 +198,10 @@ def test_weird_inputs_counted_and_logged_once(caplog):
     v = Verifier(timeout_s=TIMEOUT_S)
     with caplog.at_level(logging.DEBUG, logger="ict.rewards"):
         verdicts = [
-            v.score_one(math_item(BIG), r"\boxed{" + BIG + "}"),
-            v.score_one(math_item(BIG), BIG),
-            v.score_one(math_item("5"), r"\boxed{" + BIG + "}"),
-            v.score_one(math_item("3"), r"\boxed{" + "{" * 3000 + "3" + "}" * 3000 + "}"),
+            v.judge_one(math_item(BIG), r"\boxed{" + BIG + "}"),
+            v.judge_one(math_item(BIG), BIG),
+            v.judge_one(math_item("5"), r"\boxed{" + BIG + "}"),
+            v.judge_one(math_item("3"), r"\boxed{" + "{" * 3000 + "3" + "}" * 3000 + "}"),
         ]
     v.close()
     assert all(d.reward == 0.0 and d.error is not None for d in verdicts)
@@ -217,7 +217,7 @@ def test_weird_inputs_counted_and_logged_once(caplog):
     "response, right", [(None, False), (b"\\boxed{3}", True), (b"\xff\xfe\x00", False), (3, True)]
 )
 def test_non_text_responses_give_a_verdict(timed_verifier, response, right):
-    verdict = timed_verifier.score_one(math_item("3"), response)
+    verdict = timed_verifier.judge_one(math_item("3"), response)
     assert verdict.correct is right and verdict.error is None
 
 
@@ -259,10 +259,10 @@ CHOICE_ROWS = [  # (gold, response, right?) for four options A-D
 
 @pytest.mark.parametrize("gold, response, right", CHOICE_ROWS)
 def test_choice_verdicts(timed_verifier, gold, response, right):
-    verdict = timed_verifier.score_one(choice_item(gold), response)
+    verdict = timed_verifier.judge_one(choice_item(gold), response)
     assert verdict.correct is right and verdict.error is None
 
 
 def test_choice_letter_beyond_three_options(timed_verifier):
-    assert not timed_verifier.score_one(choice_item("D", count=3), "The answer is D").correct
-    assert timed_verifier.score_one(choice_item("C", count=3), "The answer is C").correct
+    assert not timed_verifier.judge_one(choice_item("D", count=3), "The answer is D").correct
+    assert timed_verifier.judge_one(choice_item("C", count=3), "The answer is C").correct

@@ -3,7 +3,7 @@
 `make test` fetches math-verify's sdist for the installed version into .cache/mathverify/ first
 (`make mathverify-sdist`: a package download, since tests run offline); without that cache this
 test is skipped with the command to fetch it. Every (gold, prediction) pair math-verify's tests
-compare goes through `Verifier.math_equal` and `Verifier.score_one` with that test's settings:
+compare goes through `Verifier.math_equal` and `Verifier.judge_one` with that test's settings:
 ict must never call right what math-verify calls wrong (it may be stricter: docs/eval.md lists
 the cases).
 """
@@ -49,7 +49,7 @@ def test_whole_suite_has_no_lenient_disagreement():
     assert calls > 0 and distinct > 0
     # every distinct pair was checked, none skipped as inexpressible in ict's options
     assert f"checked {distinct} distinct pairs, {distinct} expressible" in out
-    for api in ("math_equal", "score_one"):
+    for api in ("math_equal", "judge_one"):
         line = re.search(
             rf"^{api}: agree (\d+), ict right & math-verify wrong (\d+), ict wrong & math-verify right (\d+)$",
             out,

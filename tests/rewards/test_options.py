@@ -18,30 +18,30 @@ def test_defaults_are_math_verify_defaults():
 
 
 def test_precision(verifier):
-    assert not verifier.score_one(item(r"\frac{1}{3}"), "<answer>0.33</answer>").correct
-    assert verifier.score_one(item(r"\frac{1}{3}", precision=2), "<answer>0.33</answer>").correct
+    assert not verifier.judge_one(item(r"\frac{1}{3}"), "<answer>0.33</answer>").correct
+    assert verifier.judge_one(item(r"\frac{1}{3}", precision=2), "<answer>0.33</answer>").correct
     assert verifier.math_equal(r"\frac{1}{3}", "0.33", VerifyOptions(precision=2))[0]
     assert not verifier.math_equal(r"\frac{1}{3}", "0.33")[0]
 
 
 def test_strict(verifier):
-    assert not verifier.score_one(item("f(x)"), r"\boxed{f(y)}").correct
-    assert verifier.score_one(item("f(x)", strict=False), r"\boxed{f(y)}").correct
+    assert not verifier.judge_one(item("f(x)"), r"\boxed{f(y)}").correct
+    assert verifier.judge_one(item("f(x)", strict=False), r"\boxed{f(y)}").correct
 
 
 def test_extraction_targets(verifier):
     latex = r"The answer is \(\frac{1}{2}\)"
-    assert verifier.score_one(item("1/2"), latex).correct
-    assert not verifier.score_one(item("1/2", extraction=["expr"]), latex).correct
+    assert verifier.judge_one(item("1/2"), latex).correct
+    assert not verifier.judge_one(item("1/2", extraction=["expr"]), latex).correct
     plain = "the result is 1/2"
-    assert verifier.score_one(item("0.5"), plain).correct
-    assert not verifier.score_one(item("0.5", extraction=["latex"]), plain).correct
+    assert verifier.judge_one(item("0.5"), plain).correct
+    assert not verifier.judge_one(item("0.5", extraction=["latex"]), plain).correct
 
 
 def test_verifier_wide_default_and_item_override(verifier):
     loose = Verifier(timeout_s=3.0, options=VerifyOptions(precision=2))
-    assert loose.score_one(item(r"\frac{1}{3}"), r"\boxed{0.33}").correct
-    assert not loose.score_one(item(r"\frac{1}{3}", precision=6), r"\boxed{0.33}").correct
+    assert loose.judge_one(item(r"\frac{1}{3}"), r"\boxed{0.33}").correct
+    assert not loose.judge_one(item(r"\frac{1}{3}", precision=6), r"\boxed{0.33}").correct
     loose.close()
 
 
@@ -56,4 +56,4 @@ def test_verifier_wide_default_and_item_override(verifier):
 )
 def test_invalid_options_are_a_set_up_error(verifier, options, message):
     with pytest.raises(ValueError, match=message):
-        verifier.score_one(item("1", **options), r"\boxed{1}")
+        verifier.judge_one(item("1", **options), r"\boxed{1}")

@@ -1,9 +1,9 @@
 """What a reward function returns, read one way for training (`unpack_reward`) and for
-evaluation (`as_verdict`), and `ItemScorer` judging each item by its own rule."""
+evaluation (`as_verdict`), and `ItemJudge` judging each item by its own rule."""
 
 import pytest
 
-from ict.rewards import ItemScorer, Verdict, as_verdict, unpack_reward
+from ict.rewards import ItemJudge, Verdict, as_verdict, unpack_reward
 
 
 @pytest.mark.parametrize(
@@ -41,17 +41,17 @@ def test_as_verdict_clips_and_judges_correct_at_one():
 
 def test_item_scorer_uses_each_items_own_rule_else_the_verifier():
     class OwnRule:
-        def score(self, text, verifier=None):
+        def reward(self, text, verifier=None):
             return float(text == "yes")
 
     class Plain:
-        def score(self, text, verifier=None):
-            return verifier.score_one(self, text)
+        def reward(self, text, verifier=None):
+            return verifier.judge_one(self, text)
 
     class Verifier:
-        def score_one(self, item, text):
+        def judge_one(self, item, text):
             return Verdict(0.5, False, text, True)
 
-    verdicts = ItemScorer(Verifier()).score([(OwnRule(), "yes"), (OwnRule(), "no"), (Plain(), "x")])
+    verdicts = ItemJudge(Verifier()).judge([(OwnRule(), "yes"), (OwnRule(), "no"), (Plain(), "x")])
     assert [v.reward for v in verdicts] == [1.0, 0.0, 0.5]
     assert [v.correct for v in verdicts] == [True, False, False]

@@ -30,7 +30,7 @@ def item(answer, verifier="math", **metadata):
     ],
 )
 def test_math_verdicts(verifier, gold, response, correct, format_ok):
-    verdict = verifier.score_one(item(gold), response)
+    verdict = verifier.judge_one(item(gold), response)
     assert verdict.correct is correct
     assert verdict.reward == float(correct)
     assert verdict.format_ok is format_ok
@@ -39,10 +39,10 @@ def test_math_verdicts(verifier, gold, response, correct, format_ok):
 
 def test_choice_verdicts(verifier):
     gold = item("B", verifier="choice")
-    assert verifier.score_one(gold, "<answer>B</answer>").correct
-    wrong = verifier.score_one(gold, "<answer>C</answer>")
+    assert verifier.judge_one(gold, "<answer>B</answer>").correct
+    wrong = verifier.judge_one(gold, "<answer>C</answer>")
     assert (wrong.correct, wrong.answer, wrong.format_ok) == (False, "C", True)
-    untagged = verifier.score_one(gold, "The answer is (B)")
+    untagged = verifier.judge_one(gold, "The answer is (B)")
     assert untagged.correct and not untagged.format_ok
 
 
@@ -50,25 +50,25 @@ def test_reasoning_gym_uses_task_scorer(verifier):
     from ict.data import load_task
 
     problem = load_task("rg:chain_sum?min_terms=2&max_terms=2", size=1)[0]
-    right = verifier.score_one(problem, f"<answer>{problem.answer}</answer>")
+    right = verifier.judge_one(problem, f"<answer>{problem.answer}</answer>")
     assert right.correct and right.reward == 1.0
-    wrong = verifier.score_one(problem, f"<answer>{int(problem.answer) + 1}</answer>")
+    wrong = verifier.judge_one(problem, f"<answer>{int(problem.answer) + 1}</answer>")
     assert not wrong.correct
 
 
 def test_batch_api_matches_single_calls(verifier):
     samples = [(item("4"), r"\boxed{4}"), (item("4"), r"\boxed{5}"), (item("A", "choice"), "A")]
     assert isinstance(verifier, RewardFunction)
-    batch = verifier.score(samples)
+    batch = verifier.judge(samples)
     assert [v.correct for v in batch] == [True, False, True]
-    assert batch == [verifier.score_one(i, t) for i, t in samples]
+    assert batch == [verifier.judge_one(i, t) for i, t in samples]
 
 
 def test_failing_scorer_is_reward_zero_and_counted(verifier):
-    verdict = verifier.score_one(item(""), r"\boxed{x^2}")  # empty gold: parse error
+    verdict = verifier.judge_one(item(""), r"\boxed{x^2}")  # empty gold: parse error
     assert verdict.reward == 0.0 and verdict.error is not None and not verdict.timed_out
     broken_rg = item("3", verifier="rg", rg_task="no_such_task")
-    verdict = verifier.score_one(broken_rg, "<answer>3</answer>")
+    verdict = verifier.judge_one(broken_rg, "<answer>3</answer>")
     assert verdict.reward == 0.0 and "no_such_task" in verdict.error
 
 
@@ -76,11 +76,11 @@ def test_adversarial_power_tower_hits_the_time_limit():
     v = Verifier(timeout_s=1.0)
     v.sandbox.run("_sleep", 0)  # start the child outside the timed part
     start = time.monotonic()
-    verdict = v.score_one(item("5"), r"\boxed{10^{10^{10^{10}}}}")
+    verdict = v.judge_one(item("5"), r"\boxed{10^{10^{10^{10}}}}")
     elapsed = time.monotonic() - start
     assert verdict.timed_out and verdict.reward == 0.0
     assert elapsed < 4.0  # limit 1 s; math-verify alone would take >= 5 s or never return
-    assert v.score_one(item("5"), r"\boxed{5.0}").correct  # the verifier still works afterwards
+    assert v.judge_one(item("5"), r"\boxed{5.0}").correct  # the verifier still works afterwards
     v.close()
 
 
@@ -98,7 +98,7 @@ def test_sandbox_kills_an_uninterruptible_call():
 
 def test_unknown_verifier_is_rejected(verifier):
     with pytest.raises(ValueError, match="unknown verifier"):
-        verifier.score_one(item("1", verifier="llm-judge"), "1")
+        verifier.judge_one(item("1", verifier="llm-judge"), "1")
 
 
 def test_interpreter_exit_with_a_live_child_is_clean():
@@ -107,8 +107,8 @@ def test_interpreter_exit_with_a_live_child_is_clean():
 
     code = (
         "from types import SimpleNamespace as S\n"
-        "from ict.rewards import score_response\n"
-        "print(score_response(S(answer='1/2', verifier='math', metadata={}), '<answer>0.5</answer>').correct)\n"
+        "from ict.rewards import judge_response\n"
+        "print(judge_response(S(answer='1/2', verifier='math', metadata={}), '<answer>0.5</answer>').correct)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -1,11 +1,11 @@
-"""Safe scoring (errors and hangs score 0 and are counted), JSONL truncation, entropy health."""
+"""Safe rewards (errors and hangs give 0 and are counted), JSONL truncation, entropy health."""
 
 import json
 import time
 
 from ict.files import JsonlWriter, truncate_jsonl
 from ict.train.outputs import EntropyHealth
-from ict.train.safe_rewards import score_responses
+from ict.train.safe_rewards import reward_responses
 
 
 def test_raising_and_hanging_scorers_score_zero_and_are_counted():
@@ -20,7 +20,7 @@ def test_raising_and_hanging_scorers_score_zero_and_are_counted():
         return 1.0
 
     start = time.perf_counter()
-    out = score_responses(
+    out = reward_responses(
         [good, boom, hang, good, lambda t: (1.0, True)], ["a", "a", "a", "b", "x"], timeout_s=0.2
     )
     assert time.perf_counter() - start < 2
@@ -32,7 +32,7 @@ def test_raising_and_hanging_scorers_score_zero_and_are_counted():
 def test_verdict_error_flags_count_as_errors():
     from ict.rewards.verify import Verdict
 
-    out = score_responses(
+    out = reward_responses(
         [
             lambda t: Verdict(0.0, False, None, False, error="bad"),
             lambda t: Verdict(0.0, False, None, False, timed_out=True),

@@ -89,7 +89,7 @@ def sft_batch(tokenizer, examples, device):
 def sampled_accuracy(
     model, tokenizer, items, *, max_new_tokens: int, seed: int = 0, temperature: float = 1.0
 ) -> float:
-    """Mean score of one sample per item (`item.prompt`, `item.score(text)` -> 0.0 or 1.0)."""
+    """Mean score of one sample per item (`item.prompt`, `item.reward(text)` -> 0.0 or 1.0)."""
     with torch.no_grad():
         rollout = generate(
             model,
@@ -100,7 +100,7 @@ def sampled_accuracy(
             batch_size=256,
             seed=seed,
         )
-    return float(np.mean([item.score(t) for t, item in zip(rollout.texts, items, strict=True)]))
+    return float(np.mean([item.reward(t) for t, item in zip(rollout.texts, items, strict=True)]))
 
 
 def new_warm_model(warm: WarmStart, max_positions: int):

@@ -2,7 +2,7 @@
 registry (gsm8k, math, math500, mmlu_stem, gpqa, aime23/24/25, amc23, olympiadbench, minerva,
 commonsenseqa), hub datasets, local JSONL/Parquet/CSV files, weighted mixtures and registered task
 families (the toy tasks `toy:add`, `toy:cot`, ict.data.toy), all as `Item`s that carry their
-prompt and how to score them, in train / validation / eval splits; training splits are
+prompt and how to reward them, in train / validation / eval splits; training splits are
 decontaminated by content. A task also says how its responses' tokens are labelled
 (`task_categorizer`)."""
 
@@ -15,7 +15,7 @@ from ict.data.benchmarks import (
 )
 from ict.data.categories import Categorize, generic_categories
 from ict.data.decontam import decontaminate, normalise_problem
-from ict.data.items import Item, ScoredItem
+from ict.data.items import Item, RuleItem
 from ict.data.mixture import load_mixture, parse_mixture, split_specs
 from ict.data.prompts import PROMPT_TEMPLATES, render_messages
 from ict.data.rg import EVAL_SEED_OFFSET, load_rg_items, rg_task_names
@@ -43,7 +43,7 @@ __all__ = [
     "Benchmark",
     "Categorize",
     "Item",
-    "ScoredItem",
+    "RuleItem",
     "decontaminate",
     "file_stem",
     "find_local_file",

@@ -1,4 +1,4 @@
-"""The evaluation benchmark registry: where each benchmark lives and how to read, prompt and score it.
+"""The evaluation benchmark registry: where each benchmark lives and how to read, prompt and judge it.
 
 Adding a benchmark is one `Benchmark(...)` entry in `BENCHMARKS`. Rows come from a local file
 `DIR/<name>.jsonl|.parquet|.json` (`--data-dir DIR` or env ICT_DATA_DIR) in the dataset's own

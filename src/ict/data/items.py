@@ -1,4 +1,4 @@
-"""`Item`: one problem of a task or benchmark, with everything needed to prompt and to score it."""
+"""`Item`: one problem of a task or benchmark, with everything needed to prompt and to reward it."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ class Item:
     question: the problem text as in the source.
     answer: the gold answer as a string (a letter for multiple choice).
     messages: the chat messages to send (template applied; chat template not yet applied).
-    verifier: how to score a response: "math" | "choice" | "rg" | "exact" (see ict.rewards).
+    verifier: how to judge a response: "math" | "choice" | "rg" | "exact" (see ict.rewards).
     metadata: source-specific fields (reasoning-gym keeps its task name, config and seed here);
         `metadata["verifier_options"]` holds the item's math-verify settings, if any (a dict of
         `ict.rewards.VerifyOptions` fields: precision, extraction, ...; it travels with the
@@ -38,23 +38,23 @@ class Item:
         """The last user message (the question as the model sees it, without few-shot turns)."""
         return self.messages[-1]["content"]
 
-    def score(self, response: str, verifier=None):
+    def reward(self, response: str, verifier=None):
         """Score a response: a `ict.rewards.Verdict` (default: the shared default verifier)."""
-        return (verifier or default_verifier()).score_one(self, response)
+        return (verifier or default_verifier()).judge_one(self, response)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 @dataclass
-class ScoredItem(Item):
-    """An Item that carries its own rule: `score(response)` -> its `scorer(response)` (a number,
+class RuleItem(Item):
+    """An Item that carries its own rule: `reward(response)` -> its `reward_fn(response)` (a number,
     e.g. the toy tasks' 1.0 / 0.0) instead of a verifier's Verdict; `verifier` and `answer` still
     let ict.rewards read it."""
 
-    scorer: Callable[[str], float] | None = field(default=None, repr=False, compare=False)
+    reward_fn: Callable[[str], float] | None = field(default=None, repr=False, compare=False)
 
-    def score(self, response: str, verifier=None):
-        if self.scorer is None:
-            return super().score(response, verifier)
-        return self.scorer(response)
+    def reward(self, response: str, verifier=None):
+        if self.reward_fn is None:
+            return super().reward(response, verifier)
+        return self.reward_fn(response)

@@ -1,4 +1,4 @@
-"""The one evaluation pipeline: sample n responses per problem, score each by its item's own rule,
+"""The one evaluation pipeline: sample n responses per problem, judge each by its item's own rule,
 summarise, with one result schema.
 
 `Evaluation(tasks, settings)` is what `ict eval`, the trainer's before/after and periodic
@@ -51,7 +51,7 @@ from ict.files import (
     write_json_atomic,
     write_jsonl_atomic,
 )
-from ict.rewards.results import ItemScorer
+from ict.rewards.results import ItemJudge
 
 Progress = Callable[[str], None]
 
@@ -91,7 +91,7 @@ def evaluate_benchmark(
     label: str,
     items: list[Item],
     sampler: Sampler,
-    scorer,
+    judge,
     settings: EvalSettings,
     *,
     model: str,
@@ -100,7 +100,7 @@ def evaluate_benchmark(
 ) -> list[dict]:
     """Per-problem records of one benchmark, reusing and extending the cache file if given.
 
-    scorer: `.score([(item, text), ...]) -> [Verdict]` (an ict.rewards.ItemScorer)."""
+    judge: `.judge([(item, text), ...]) -> [Verdict]` (an ict.rewards.ItemJudge)."""
     fingerprint = settings.fingerprint(label, model)
     done: dict[int, dict] = {}
     if cache_path is not None:
@@ -125,7 +125,7 @@ def evaluate_benchmark(
         for index, item, samples in zip(indices, chunk_items, outputs, strict=True):
             if index in done:
                 continue
-            verdicts = scorer.score([(item, text) for text, _ in samples])
+            verdicts = judge.judge([(item, text) for text, _ in samples])
             record = problem_record(index, item, samples, verdicts, fingerprint)
             if cache_path is not None:
                 append_jsonl(cache_path, record)
@@ -153,7 +153,7 @@ def summarise(records: list[dict], settings: EvalSettings) -> dict[str, Any]:
         bootstrap_ci(accuracy, num_resamples=settings.num_bootstrap, seed=settings.seed)
     )
     formats = [s["format_ok"] for s in samples if s.get("format_ok") is not None]
-    # None: the task's own scorer says nothing about the format (the toy tasks)
+    # None: the task's own judge says nothing about the format (the toy tasks)
     out["format_rate"] = float(np.mean(formats)) if formats else None
     out["response_length_mean"] = float(np.mean([s["length"] for s in samples]))
     out["verifier_errors"] = sum(s["error"] is not None and not s["timed_out"] for s in samples)
@@ -245,12 +245,12 @@ def run_eval(
     """Evaluate `sampler` (the model labelled `model`) on each task spec; returns the result.
 
     verifier: how items without their own rule are judged (default: the shared
-    ict.rewards.default_verifier()); every item is scored by `item.score` (ItemScorer).
+    ict.rewards.default_verifier()); every item is scored by `item.reward` (ItemJudge).
     items: already loaded problems by label (`load_eval_items`). out_dir: cache the samples in
     OUT/samples/<benchmark>.jsonl (resumable) and write OUT/summary.json and OUT/summary.md."""
     settings.validate()
     t0 = time.perf_counter()
-    scorer = ItemScorer(verifier)
+    judge = ItemJudge(verifier)
     out = Path(out_dir) if out_dir is not None else None
     loaded = items if items is not None else load_eval_items(tasks, settings, data_dir)
     records = {}
@@ -259,7 +259,7 @@ def run_eval(
         if cache is not None and overwrite and cache.exists():
             cache.unlink()
         records[label] = evaluate_benchmark(
-            label, bench_items, sampler, scorer, settings,
+            label, bench_items, sampler, judge, settings,
             model=model, cache_path=cache, progress=progress,
         )  # fmt: skip
         if cache is not None:

@@ -1,5 +1,5 @@
 """Rewards: answer extraction and verification (math-verify with a hard time limit, option
-letters, reasoning-gym's own scorers). See `Verifier` (the default `RewardFunction`) and
+letters, reasoning-gym's own reward_fns). See `Verifier` (the default `RewardFunction`) and
 `VerifyOptions` (an item's math-verify settings); the rules are in docs/eval.md."""
 
 from ict.rewards.extract import (
@@ -15,7 +15,7 @@ from ict.rewards.extract import (
     final_answers,
 )
 from ict.rewards.options import VerifyOptions
-from ict.rewards.results import ItemScorer, as_verdict, unpack_reward
+from ict.rewards.results import ItemJudge, as_verdict, unpack_reward
 from ict.rewards.sandbox import Sandbox, VerifierUnavailable
 from ict.rewards.verify import (
     VERIFIERS,
@@ -23,14 +23,14 @@ from ict.rewards.verify import (
     Verdict,
     Verifier,
     default_verifier,
-    rg_score,
-    score_response,
+    judge_response,
+    rg_reward,
 )
 
 __all__ = [
     "VERIFIERS",
     "Extraction",
-    "ItemScorer",
+    "ItemJudge",
     "RewardFunction",
     "Sandbox",
     "Verdict",
@@ -48,7 +48,7 @@ __all__ = [
     "extract_gsm8k_gold",
     "extract_last_number",
     "final_answers",
-    "rg_score",
-    "score_response",
+    "rg_reward",
+    "judge_response",
     "unpack_reward",
 ]

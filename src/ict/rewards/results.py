@@ -1,7 +1,7 @@
 """What a reward function returns, read one way: `unpack_reward` (training) and `as_verdict`
-(evaluation), and `ItemScorer`, which judges each response by its item's own rule.
+(evaluation), and `ItemJudge`, which judges each response by its item's own rule.
 
-A reward function (an item's `score(response)`, a user's callable, `Verifier.score_one`) may
+A reward function (an item's `reward(response)`, a user's callable, `Verifier.judge_one`) may
 return a `Verdict`, a number, a `(reward, formatted)` pair, a dict with "reward" (and "format" or
 "formatted"), or an object with `.reward` (and `.formatted` / `.format_ok`). Training turns it
 into a reward with `unpack_reward` (a Verdict's own error or time-out counts as a failure);
@@ -51,14 +51,14 @@ def as_verdict(value: Any) -> Verdict:
     return Verdict(reward, reward >= 1.0, None, formatted)
 
 
-class ItemScorer:
-    """Judges each (item, response) by `item.score(response, verifier)`, as training rewards it:
+class ItemJudge:
+    """Judges each (item, response) by `item.reward(response, verifier)`, as training rewards it:
     an item with its own rule (the toy tasks) by that rule, any other by `verifier` (None: the
     item's default, the shared `ict.rewards.default_verifier()`)."""
 
     def __init__(self, verifier=None):
         self.verifier = verifier
 
-    def score(self, samples: Sequence[tuple[Any, str]]) -> list[Verdict]:
+    def judge(self, samples: Sequence[tuple[Any, str]]) -> list[Verdict]:
         """One Verdict per (item, response text), in order."""
-        return [as_verdict(item.score(text, self.verifier)) for item, text in samples]
+        return [as_verdict(item.reward(text, self.verifier)) for item, text in samples]

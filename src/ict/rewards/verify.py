@@ -4,7 +4,7 @@ An item is anything with `.answer` (gold, str), `.verifier` ("math" | "choice" |
 and `.metadata` (dict; reasoning-gym items keep the task name and config there, any item may set
 `metadata["verifier_options"]`, see `ict.rewards.options`), e.g. `ict.data.Item`.
 
-`Verifier.score_one` never raises for a response: a verifier that raises or times out gives
+`Verifier.judge_one` never raises for a response: a verifier that raises or times out gives
 reward 0 and sets `error` / `timed_out` (counted in `Verifier.errors` / `Verifier.timeouts`,
 each kind of error logged once on the `ict.rewards` logger), so it never stops a run. Only set-up
 errors raise: an unknown verifier name, invalid options, no math-verify. The rules of what counts
@@ -49,7 +49,7 @@ class Verdict:
 class RewardFunction(Protocol):
     """What the trainer calls: one verdict per (item, response) pair, in order."""
 
-    def score(self, samples: Sequence[tuple[Any, str]]) -> list[Verdict]: ...
+    def judge(self, samples: Sequence[tuple[Any, str]]) -> list[Verdict]: ...
 
 
 def choice_letters(item) -> str:
@@ -68,7 +68,7 @@ def _rg_dataset(name: str, config_json: str):
     return reasoning_gym.create_dataset(name, **json.loads(config_json))
 
 
-def rg_score(answer: str | None, item) -> float:
+def rg_reward(answer: str | None, item) -> float:
     """Score with the reasoning-gym task's own `score_answer` (task name/config from metadata)."""
     meta = item.metadata
     name = meta.get("source_dataset") or meta["rg_task"]
@@ -98,19 +98,19 @@ class Verifier:
         self.sandbox = Sandbox(timeout_s)
         self.number_fallback = number_fallback
         self.options = options or VerifyOptions()
-        self.judge = MathJudge(self.sandbox)
+        self.math = MathJudge(self.sandbox)
         self.errors = 0  # verdicts with an error (time-outs included)
         self.timeouts = 0
         self._logged: set[str] = set()
 
-    def score(self, samples: Sequence[tuple[Any, str]]) -> list[Verdict]:
+    def judge(self, samples: Sequence[tuple[Any, str]]) -> list[Verdict]:
         """Batch API: one `Verdict` per (item, response text), in order."""
-        return [self.score_one(item, text) for item, text in samples]
+        return [self.judge_one(item, text) for item, text in samples]
 
     def __call__(self, item, text: str) -> Verdict:
-        return self.score_one(item, text)
+        return self.judge_one(item, text)
 
-    def score_one(self, item, text: str) -> Verdict:
+    def judge_one(self, item, text: str) -> Verdict:
         """The verdict on one response; never raises for any response text (see module doc)."""
         kind = getattr(item, "verifier", "math")
         if kind not in VERIFIERS:
@@ -119,7 +119,7 @@ class Verifier:
         if isinstance(text, bytes):
             text = text.decode("utf-8", errors="replace")
         try:
-            verdict = self._score(kind, item, "" if text is None else str(text), options)
+            verdict = self._judge(kind, item, "" if text is None else str(text), options)
         except VerifierUnavailable:
             raise
         except Exception as err:  # noqa: BLE001 - a failing verifier is reward 0, counted
@@ -128,7 +128,7 @@ class Verifier:
             self._count(verdict, item)
         return verdict
 
-    def _score(self, kind: str, item, text: str, options: VerifyOptions) -> Verdict:
+    def _judge(self, kind: str, item, text: str, options: VerifyOptions) -> Verdict:
         gold = str(item.answer)
         if kind == "choice":
             found = extract_answer(text, mode="choice", letters=choice_letters(item))
@@ -139,13 +139,13 @@ class Verifier:
         if found.several:  # a hedge: several different final answers
             return Verdict(0.0, False, found.answer, found.format_ok)
         if kind == "math":
-            return self._score_math(gold, found, text, options, fallback)
+            return self._judge_math(gold, found, text, options, fallback)
         if found.answer is None:
             return Verdict(0.0, False, None, False)
         if kind == "rg":
             try:
-                reward = min(max(rg_score(found.answer, item), 0.0), 1.0)
-            except Exception as err:  # noqa: BLE001 - a failing scorer is reward 0, counted
+                reward = min(max(rg_reward(found.answer, item), 0.0), 1.0)
+            except Exception as err:  # noqa: BLE001 - a failing reward_fn is reward 0, counted
                 return Verdict(
                     0.0, False, found.answer, found.format_ok, f"{type(err).__name__}: {err}"
                 )
@@ -153,14 +153,14 @@ class Verifier:
         ok = normalise_answer(found.answer) == normalise_answer(gold)  # "exact"
         return Verdict(float(ok), ok, found.answer, found.format_ok)
 
-    def _score_math(self, gold, found, text, options, fallback) -> Verdict:
+    def _judge_math(self, gold, found, text, options, fallback) -> Verdict:
         if found.source in ("tag", "boxed"):
             answer = found.answer
         elif fallback:
             answer = None  # math-verify reads the response itself
         else:
             return Verdict(0.0, False, None, False)
-        ok, answer, error, timed_out = self.judge.response(gold, answer, text, options)
+        ok, answer, error, timed_out = self.math.response(gold, answer, text, options)
         return Verdict(float(ok), ok, answer, found.format_ok, error, timed_out)
 
     def math_equal(
@@ -170,10 +170,10 @@ class Verifier:
         hard time limit (`options`: this verifier's by default). Plain integers are decided
         here without the child process; never raises for any `pred`."""
         try:
-            return self.judge.answers(str(gold), str(pred), self.options.merged(options))
+            return self.math.answers(str(gold), str(pred), self.options.merged(options))
         except VerifierUnavailable:
             raise
-        except Exception as err:  # noqa: BLE001 - same contract as score_one
+        except Exception as err:  # noqa: BLE001 - same contract as judge_one
             return False, f"{type(err).__name__}: {err}"[:500], False
 
     def _count(self, verdict: Verdict, item) -> None:
@@ -201,6 +201,6 @@ def default_verifier() -> Verifier:
     return Verifier()
 
 
-def score_response(item, text: str) -> Verdict:
+def judge_response(item, text: str) -> Verdict:
     """Score one response with the shared default verifier."""
-    return default_verifier().score_one(item, text)
+    return default_verifier().judge_one(item, text)

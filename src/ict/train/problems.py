@@ -15,11 +15,11 @@ from ict.train.config import TrainConfig
 
 @dataclass
 class Problem:
-    """One training problem: a prompt (text or chat messages) and a scorer response -> reward."""
+    """One training problem: a prompt (text or chat messages) and its reward function (response -> reward)."""
 
     prompt: str | list
-    score: object  # Callable[[str], float | (float, bool) | dict]
-    own_time_limit: bool = False  # the scorer enforces its own time limit (ict.data items)
+    reward: object  # Callable[[str], float | (float, bool) | dict]
+    own_time_limit: bool = False  # the reward function enforces its own time limit (ict.data items)
 
 
 def as_problem(item) -> Problem:
@@ -28,11 +28,11 @@ def as_problem(item) -> Problem:
         return item
     get = item.get if isinstance(item, dict) else lambda k, d=None: getattr(item, k, d)
     prompt = get("messages") or get("prompt")  # ict.data.Item: the full (few-shot) messages
-    scorer = get("score") or get("scoring") or get("reward_fn")
-    if prompt is None or not callable(scorer):
-        raise DataError(f"task item {item!r:.120} needs a prompt and a callable score(response)")
-    # ict.data items score through ict.rewards, whose sandbox enforces the time limit itself
-    return Problem(prompt, scorer, own_time_limit=hasattr(item, "verifier"))
+    reward_fn = get("reward")  # ict.data.Item.reward, or a dict's "reward" callable
+    if prompt is None or not callable(reward_fn):
+        raise DataError(f"task item {item!r:.120} needs a prompt and a callable reward(response)")
+    # ict.data items are rewarded through ict.rewards, whose sandbox enforces the time limit itself
+    return Problem(prompt, reward_fn, own_time_limit=hasattr(item, "verifier"))
 
 
 class PromptSampler:

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from ict.train.problems import Problem
-from ict.train.safe_rewards import score_responses
+from ict.train.safe_rewards import reward_responses
 
 
 @dataclass
@@ -46,8 +46,8 @@ def collect_rollout(
         )  # fmt: skip
     rollout_s = time.perf_counter() - t0
     prompt_index = rollout.prompt_index.tolist()
-    scored = score_responses(
-        [problems[i].score for i in prompt_index],
+    scored = reward_responses(
+        [problems[i].reward for i in prompt_index],
         list(rollout.texts),
         timeout_s=cfg.reward_timeout_s,
         guarded=[problems[i].own_time_limit for i in prompt_index],

@@ -65,24 +65,26 @@ class Scored:
     timeouts: int
 
 
-def score_responses(
-    scorers: list[Callable[[str], object]],
+def reward_responses(
+    reward_fns: list[Callable[[str], object]],
     responses: list[str],
     *,
     timeout_s: float,
     guarded: list[bool] | None = None,
 ) -> Scored:
-    """Score response i with scorers[i]; errors and timeouts give reward 0 and are counted.
+    """Score response i with reward_fns[i]; errors and timeouts give reward 0 and are counted.
 
-    guarded[i] True: scorers[i] enforces its own time limit (ict.rewards' sandbox), so it is called
+    guarded[i] True: reward_fns[i] enforces its own time limit (ict.rewards' sandbox), so it is called
     directly (its Verdict's `timed_out` / `error` still count).
     """
     rewards, formatted, errors, timeouts = [], [], 0, 0
-    guarded = guarded or [False] * len(scorers)
-    for scorer, response, own_limit in zip(scorers, responses, guarded, strict=True):
+    guarded = guarded or [False] * len(reward_fns)
+    for reward_fn, response, own_limit in zip(reward_fns, responses, guarded, strict=True):
         try:
             value = (
-                scorer(response) if own_limit else call_with_timeout(scorer, (response,), timeout_s)
+                reward_fn(response)
+                if own_limit
+                else call_with_timeout(reward_fn, (response,), timeout_s)
             )
             reward, fmt = unpack_reward(value)
             if reward != reward:  # NaN

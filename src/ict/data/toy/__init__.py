@@ -11,8 +11,8 @@ pairs, "eval" the held-out ones and "validation" pairs for tuning (the three dis
 number of problems (default: train 10000, eval and validation every pair of the split). The
 task's own `seed=` option picks the splits, so the
 data seed of load_task does not apply (a different data seed must not move held-out pairs into
-training). Each problem is a `ScoredItem`: an ict.data Item whose `score(response)` is the task's
-own scorer (1.0 when the final answer is right, else 0.0), id "a+b". `toy_categorizer` gives a
+training). Each problem is a `RuleItem`: an ict.data Item whose `reward(response)` is the task's
+own reward_fn (1.0 when the final answer is right, else 0.0), id "a+b". `toy_categorizer` gives a
 toy task's token labelling (toy:cot's chain categories).
 """
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 
 from ict.data.categories import Categorize
-from ict.data.items import ScoredItem
+from ict.data.items import RuleItem
 from ict.data.specs import parse_spec
 from ict.data.toy import cot
 from ict.data.toy.add import ToyAddTask
@@ -50,7 +50,7 @@ def _task(name: str, options: dict):
     return cls(**{k: int(v) for k, v in options.items()})
 
 
-def task_items(task, split: str, size: int) -> list[ScoredItem]:
+def task_items(task, split: str, size: int) -> list[RuleItem]:
     """`size` problems of a toy task object; split "train", "validation" or "test"/"eval"
     (held-out)."""
     pairs = task.split("test" if split in ("test", "eval") else split, size)
@@ -58,7 +58,7 @@ def task_items(task, split: str, size: int) -> list[ScoredItem]:
     for a, b in pairs:
         text = task.prompt(a, b)
         items.append(
-            ScoredItem(
+            RuleItem(
                 id=f"{a}+{b}",
                 task=task.spec_name,
                 question=text,
@@ -66,7 +66,7 @@ def task_items(task, split: str, size: int) -> list[ScoredItem]:
                 messages=[{"role": "user", "content": text}],
                 verifier="exact",
                 metadata={"a": a, "b": b, "target": task.target(a, b)},
-                scorer=task.scorer(a, b),
+                reward_fn=task.reward_fn(a, b),
             )
         )
     return items
@@ -74,7 +74,7 @@ def task_items(task, split: str, size: int) -> list[ScoredItem]:
 
 def load_toy_task(
     name: str, options: dict, *, split: str, seed: int = 0, size: int | None = None
-) -> list[ScoredItem]:
+) -> list[RuleItem]:
     """ict.data's loader of the toy family (see the module docstring); `seed` is not used."""
     del seed  # the task's own seed= option picks the splits
     options = dict(options)

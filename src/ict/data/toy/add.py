@@ -1,4 +1,4 @@
-"""The toy task `toy:add`: two-number addition with its own scorer (the toy task family).
+"""The toy task `toy:add`: two-number addition with its own reward_fn (the toy task family).
 
 Prompt "Q:47+35\nA:", target response "47+35=82" then EOS. The copied operands are easy
 (low-entropy tokens); the sum digits are the branching points. `ict.data.load_task("toy:add")`
@@ -63,9 +63,9 @@ class ToyAddTask:
     def target(self, a: int, b: int) -> str:
         return target(a, b)
 
-    def scorer(self, a: int, b: int):
-        """score(response) -> 1.0 or 0.0 for the pair (a picklable partial)."""
-        return partial(score, a=a, b=b)
+    def reward_fn(self, a: int, b: int):
+        """reward(response) -> 1.0 or 0.0 for the pair (a picklable partial)."""
+        return partial(reward, a=a, b=b)
 
     def sft_examples(self, seed: int, batch_size: int):
         """next() -> `batch_size` (prompt, target) texts drawn with replacement from the training
@@ -93,7 +93,7 @@ def target(a: int, b: int) -> str:
     return f"{a}+{b}={a + b}"
 
 
-def score(response: str, a: int, b: int) -> float:
+def reward(response: str, a: int, b: int) -> float:
     """1.0 when the number after the first '=' is a + b, else 0.0."""
     match = _ANSWER.search(response)
     return float(match is not None and int(match.group(1)) == a + b)

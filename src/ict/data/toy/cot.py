@@ -97,9 +97,9 @@ class ToyCotTask:
     def target(self, a: int, b: int) -> str:
         return target(a, b, self.digits)
 
-    def scorer(self, a: int, b: int):
-        """score(response) -> 1.0 or 0.0 for the pair (a picklable partial)."""
-        return partial(score, a=a, b=b)
+    def reward_fn(self, a: int, b: int):
+        """reward(response) -> 1.0 or 0.0 for the pair (a picklable partial)."""
+        return partial(reward, a=a, b=b)
 
     def sft_examples(self, seed: int, batch_size: int):
         """next() -> (prompt, target) texts of up to `batch_size` fresh random pairs (draws that
@@ -132,7 +132,7 @@ def target(a: int, b: int, digits: int = 4) -> str:
     return "".join(steps) + f"={a + b:0{digits + 1}d}"
 
 
-def score(response: str, a: int, b: int) -> float:
+def reward(response: str, a: int, b: int) -> float:
     """1.0 when the response ends with ';=<a + b>' (the chain's final answer), else 0.0."""
     match = _ANSWER.search(response)
     return float(match is not None and int(match.group(1)) == a + b)
