@@ -180,6 +180,9 @@ def test_forest_plot_panels_in_order_of_k(tmp_path):
     headings = [b[2] for b in doc.blocks if b[0] == "h"]
     assert headings == ["Answer"]
     assert "is **ict** different from **grpo** at pass@4" in doc.blocks[1][1]
-    from ict.report.answer import panel_order
+    from ict.report.answer import forest_panels
 
-    assert sorted(values, key=panel_order) == [f"eval/t/pass@{k}" for k in (1, 4, 16)]
+    panels = forest_panels(judgement, values, 0.95)
+    assert [title for title, _ in panels] == [f"t/pass@{k}" for k in (1, 4, 16)]  # k as a number
+    assert all([r.label for r in rows] == ["ict - grpo"] for _, rows in panels)
+    assert [r.primary for _, rows in panels for r in rows] == [False, True, False]

@@ -10,12 +10,11 @@ test's own interval), primary comparisons starred, the verdict beside each. Used
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from pathlib import Path
 
 from ict.evidence.verdict import Judgement, Verdict
 from ict.report.plots import ForestRow, plot_forest
-from ict.report.verdicts import IDENTICAL_RUNS, Values, seed_interval
+from ict.report.verdicts import IDENTICAL_RUNS, Values, pass_key, seed_interval
 
 FOREST_STEM = "answer_forest"
 
@@ -36,17 +35,19 @@ def question_text(judgement: Judgement, baseline: str) -> str:
     )
 
 
-def panel_order(key: str) -> tuple:
-    """eval/<benchmark>/pass@<k> keys by benchmark, then k as a number."""
-    head, _, k = key.rpartition("/pass@")
-    return (head, int(k)) if k.isdigit() else (key, 0)
-
-
-def forest_rows(
-    judgement: Judgement, values: Values, confidence: float, key: str
-) -> list[ForestRow]:
-    """The rows of one panel: every judged comparison at `key`, in the verdicts' order."""
-    return [_row(v, values, confidence) for v in judgement.verdicts.values() if v.key == key]
+def forest_panels(
+    judgement: Judgement, values: Values, confidence: float
+) -> list[tuple[str, list[ForestRow]]]:
+    """(panel title, rows) per held-out pass@k key the verdicts judged, by benchmark then k as a
+    number; a panel's rows: every judged comparison at its key, in the verdicts' order."""
+    keys = sorted({v.key for v in judgement.verdicts.values() if pass_key(v.key)}, key=pass_key)
+    return [
+        (
+            key[5:],
+            [_row(v, values, confidence) for v in judgement.verdicts.values() if v.key == key],
+        )
+        for key in keys
+    ]
 
 
 def _row(v: Verdict, values: Values, confidence: float) -> ForestRow:
@@ -77,14 +78,9 @@ def write_answer_section(
     comparison (plots/answer_forest.png). Returns the figure's path (None: nothing held out)."""
     doc.heading("Answer")
     doc.para(question_text(judgement, baseline))
-    keys = sorted(
-        {k for _, _, k in judgement.verdicts if k.startswith("eval/") and "/pass@" in k},
-        key=panel_order,
-    )
     pct = int(round(confidence * 100))
-    panels = [(key[5:], forest_rows(judgement, values, confidence, key)) for key in keys]
     path = plot_forest(
-        panels,
+        forest_panels(judgement, values, confidence),
         plots / f"{FOREST_STEM}.png",
         title=title or f"Differences to {baseline} (seed means)",
         band_text=f"{pct}% paired t interval over seeds",
@@ -102,8 +98,3 @@ def write_answer_section(
         "tables under Final results.",
     )
     return path
-
-
-def values_of(results: Mapping) -> Values:
-    """{key: {method: {seed: value}}} from {key: {method: MethodResult}}."""
-    return {key: {m: r.values for m, r in by.items()} for key, by in results.items()}

@@ -35,7 +35,7 @@ from ict.evidence.intervals import (
 )
 from ict.evidence.verdict import Judgement
 from ict.files import read_jsonl, relative_path, write_atomic
-from ict.report.answer import values_of, write_answer_section
+from ict.report.answer import write_answer_section
 from ict.report.document import Document
 from ict.report.exploration import write_section as write_exploration
 from ict.report.health import write_health_section, write_loss_mode_section
@@ -50,7 +50,9 @@ from ict.report.verdicts import (
     endpoints_paragraphs,
     evaluate,
     judgement_json,
+    pass_key,
     primary_rows,
+    values_of,
     verdict_cells,
 )
 
@@ -137,14 +139,6 @@ def final_values(runs: Sequence[Run], key: str) -> dict[int | str, float]:
         if value is not None and math.isfinite(value):
             out[seed_key(run)] = value
     return out
-
-
-def pass_key(key: str) -> tuple[str, int] | None:
-    """'eval/<benchmark>/pass@<k>' -> (benchmark, k); None for other keys."""
-    if not key.startswith("eval/") or "/pass@" not in key:
-        return None
-    bench, _, k = key[5:].rpartition("/pass@")
-    return (bench, int(k)) if k.isdigit() else None
 
 
 def unit_values(run: Run, key: str) -> RunUnits | None:
@@ -451,11 +445,7 @@ def build_report(
     keys = [*final_eval_keys(runs), "reward/mean"]
     results = {key: metric_results(groups, key, baseline, confidence) for key in keys}
     results = {key: r for key, r in results.items() if r}
-    judgement = evaluate(
-        {key: {m: r.values for m, r in by.items()} for key, by in results.items()},
-        baseline,
-        endpoints,
-    )
+    judgement = evaluate(values_of(results), baseline, endpoints)
     raw: dict = {
         "confidence": confidence,
         "interval": INTERVAL_METHOD,
@@ -532,7 +522,7 @@ def write_results(
 ) -> dict:
     """The primary comparisons' table, then one table per key (held-out pass@k, the training
     reward) with its verdicts; returns report.json's "metrics"."""
-    values = {key: {m: r.values for m, r in by.items()} for key, by in results.items()}
+    values = values_of(results)
     if judgement.endpoints.primary:
         doc.heading("Primary comparisons", 3)
         doc.table(*primary_rows(judgement, values, confidence))

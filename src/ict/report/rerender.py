@@ -27,7 +27,7 @@ from ict.evidence.health import HealthCriterion
 from ict.evidence.intervals import Interval, format_interval
 from ict.evidence.verdict import Judgement
 from ict.files import read_json, write_atomic
-from ict.report.answer import values_of, write_answer_section
+from ict.report.answer import write_answer_section
 from ict.report.comparison import (
     INTERVAL_METHOD,
     MethodResult,
@@ -47,7 +47,7 @@ from ict.report.exploration import (
     k_verdicts,
 )
 from ict.report.health import write_loss_mode_section
-from ict.report.verdicts import evaluate, judgement_json
+from ict.report.verdicts import evaluate, judgement_json, values_of
 
 RERENDER_NOTE = (
     "**Re-rendered** from this report's report.json (`ict compare --rerender`, the command in "
@@ -406,11 +406,7 @@ def rerender(report_dir: str | Path, endpoints: Endpoints, *, command: str = "")
     pct = int(round(confidence * 100))
     doc = parse_markdown(md_path.read_text(encoding="utf-8"), out)
     results = stored_results(raw, baseline)
-    judgement = evaluate(
-        {key: {m: r.values for m, r in by.items()} for key, by in results.items()},
-        baseline,
-        endpoints,
-    )
+    judgement = evaluate(values_of(results), baseline, endpoints)
     _intro(doc, baseline, pct)
     _endpoints(doc, judgement)
     _answer(doc, judgement, results, confidence, baseline, out / "plots")

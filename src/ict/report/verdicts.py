@@ -21,6 +21,21 @@ from ict.evidence.verdict import Judgement, Key, Verdict, judge
 # {report key: {method: {seed: value}}}
 Values = Mapping[str, Mapping[str, Mapping]]
 
+
+def pass_key(key: str) -> tuple[str, int] | None:
+    """'eval/<benchmark>/pass@<k>' -> (benchmark, k); None for other keys."""
+    if not key.startswith("eval/") or "/pass@" not in key:
+        return None
+    bench, _, k = key[5:].rpartition("/pass@")
+    return (bench, int(k)) if k.isdigit() else None
+
+
+def values_of(results: Mapping) -> Values:
+    """{key: {method: {seed: value}}} from {key: {method: MethodResult}} (anything with
+    `.values`: {seed: value})."""
+    return {key: {m: r.values for m, r in by.items()} for key, by in results.items()}
+
+
 VERDICT_HEADER = ["seed-level p", "Holm p", "MDE (80% power)", "verdict"]
 IDENTICAL_RUNS = "identical runs: equal on every seed and metric (no token changed)"
 
