@@ -91,17 +91,17 @@ STUDIES = (
 )
 
 
-def _p(value) -> str:
-    return "n/a" if value is None else ("<0.001" if value < 0.001 else f"{value:.3f}")
-
-
 def _verdict(c: dict) -> str:
-    """'ict - grpo at pass@4: **lower** (-0.799; Holm p <0.001; MDE 0.15)'; an equivalence
-    gives its TOST p, an MDE above 1 reads '> 1'."""
+    """'ict - grpo at pass@4: **lower** (-0.799; Holm p <0.001; MDE 0.151)'; an equivalence
+    gives its TOST p, an MDE above 1 reads '> 1' (the report's p_text / mde_text)."""
+    from ict.report.verdicts import mde_text, p_text  # the report's own number formats
+
     test = (
-        f"TOST p {_p(c['p_tost'])}" if c["verdict"] == "equivalent" else f"Holm p {_p(c['p_holm'])}"
+        f"TOST p {p_text(c['p_tost'])}"
+        if c["verdict"] == "equivalent"
+        else f"Holm p {p_text(c['p_holm'])}"
     )
-    mde = "> 1" if c["mde"] > 1 else f"{c['mde']:.2f}"
+    mde = mde_text(c["mde"])
     metric = c["key"].rpartition("/pass@")[2]
     return (
         f"{c['a']} - {c['b']} at pass@{metric}: **{c['verdict']}** "
