@@ -445,7 +445,8 @@ def build_report(
     keys = [*final_eval_keys(runs), "reward/mean"]
     results = {key: metric_results(groups, key, baseline, confidence) for key in keys}
     results = {key: r for key, r in results.items() if r}
-    judgement = evaluate(values_of(results), baseline, endpoints)
+    values = values_of(results)  # {key: {method: {seed: value}}}: what every verdict tests
+    judgement = evaluate(values, baseline, endpoints)
     raw: dict = {
         "confidence": confidence,
         "interval": INTERVAL_METHOD,
@@ -456,7 +457,7 @@ def build_report(
     # figures first: the declaration, the answer (forest plot), pass@k against k and the curves
     # against step; then the tables behind them
     write_endpoints_section(doc, judgement)  # first: declared before any number
-    write_answer_section(doc, judgement, values_of(results), confidence, baseline, plots)
+    write_answer_section(doc, judgement, values, confidence, baseline, plots)
     raw["exploration"] = write_exploration(
         doc, runs, groups, baseline, confidence, plots, judgement
     )
