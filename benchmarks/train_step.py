@@ -221,6 +221,49 @@ def head_flop_share(model, rollout) -> float:
     return head.numel() / (body + head.numel())
 
 
+def rollout_batch(args, base, plan):
+    """The benchmark's model and one rollout batch (see the module docstring's "Batches"):
+    (model, its label, Rollout, rewards [B*G], where the rewards come from, set-up seconds)."""
+    B, G = args.prompts_per_step, args.num_generations
+    device = plan.device
+    t0 = time.perf_counter()
+    if args.tiny or args.qwen_shape:
+        if args.tiny:
+            from ict.testing import tiny_model_and_tokenizer
+
+            model, _ = tiny_model_and_tokenizer(seed=args.seed)
+            name = "tiny (random weights)"
+        else:
+            model = qwen_shaped_model(args.num_layers, args.seed)
+            name = f"Qwen2.5-0.5B-shaped, random weights, {args.num_layers} of 24 layers"
+        model.to(device)
+        constant = B // 2 if args.constant_groups is None else args.constant_groups
+        rollout, rewards = synthetic_rollout(
+            B,
+            G,
+            min(args.prompt_length, 16) if args.tiny else args.prompt_length,
+            min(args.max_new_tokens, 12) if args.tiny else args.max_new_tokens,
+            model.config.vocab_size,
+            constant,
+            args.seed,
+        )
+        rewards_from = f"synthetic ({constant} of {B} groups all-equal by construction)"
+    else:
+        from ict.models import load_model_and_tokenizer
+        from ict.train.problems import PromptSampler, load_problems
+        from ict.train.rollout import collect_rollout
+
+        model, tokenizer = load_model_and_tokenizer(base.model, device=device)
+        name = "SmolLM2-135M-Instruct (embedded)"
+        problems = load_problems(base)
+        picked = PromptSampler(len(problems), plan.seeds.prompts).next(B)
+        batch, _ = collect_rollout(model, tokenizer, [problems[i] for i in picked], plan, step=1)
+        rollout, rewards = batch.rollout, batch.rewards
+        rewards_from = "the task's verifier"
+    setup_s = time.perf_counter() - t0  # model load + rollout
+    return model, name, rollout, rewards, rewards_from, setup_s
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -281,41 +324,7 @@ def main(argv=None) -> int:
     print(precision.describe(), file=sys.stderr)
 
     B, G = args.prompts_per_step, args.num_generations
-    t0 = time.perf_counter()
-    if args.tiny or args.qwen_shape:
-        if args.tiny:
-            from ict.testing import tiny_model_and_tokenizer
-
-            model, _ = tiny_model_and_tokenizer(seed=args.seed)
-            name = "tiny (random weights)"
-        else:
-            model = qwen_shaped_model(args.num_layers, args.seed)
-            name = f"Qwen2.5-0.5B-shaped, random weights, {args.num_layers} of 24 layers"
-        model.to(device)
-        constant = B // 2 if args.constant_groups is None else args.constant_groups
-        rollout, rewards = synthetic_rollout(
-            B,
-            G,
-            min(args.prompt_length, 16) if args.tiny else args.prompt_length,
-            min(args.max_new_tokens, 12) if args.tiny else args.max_new_tokens,
-            model.config.vocab_size,
-            constant,
-            args.seed,
-        )
-        rewards_from = f"synthetic ({constant} of {B} groups all-equal by construction)"
-    else:
-        from ict.models import load_model_and_tokenizer
-        from ict.train.problems import PromptSampler, load_problems
-        from ict.train.rollout import collect_rollout
-
-        model, tokenizer = load_model_and_tokenizer(base.model, device=device)
-        name = "SmolLM2-135M-Instruct (embedded)"
-        problems = load_problems(base)
-        picked = PromptSampler(len(problems), plan.seeds.prompts).next(B)
-        batch, _ = collect_rollout(model, tokenizer, [problems[i] for i in picked], plan, step=1)
-        rollout, rewards = batch.rollout, batch.rewards
-        rewards_from = "the task's verifier"
-    setup_s = time.perf_counter() - t0  # model load + rollout
+    model, name, rollout, rewards, rewards_from, setup_s = rollout_batch(args, base, plan)
     print(f"model + rollout: {setup_s:.1f} s", file=sys.stderr, flush=True)
     policy = PolicyContext.of(plan, model)
     ict_step = TrainingStep(plan, policy)

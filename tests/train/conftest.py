@@ -37,3 +37,11 @@ def tiny_config(tmp_path):
         return TrainConfig(**{**base, **changes})
 
     return make
+
+
+@pytest.fixture(scope="module")
+def batch():
+    """The update tests' rollout batch (tests/train/update_helpers.py `make_batch`)."""
+    from tests.train.update_helpers import make_batch
+
+    return make_batch()

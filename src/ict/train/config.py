@@ -186,6 +186,11 @@ class TrainConfig(MethodOptions):
         "optim",
         "turn dropout off in the model (as TRL's disable_dropout), so the old-policy pass and the update compute the same distribution and the first importance ratio is exactly 1",
     )
+    one_forward: bool = _f(
+        True,
+        "optim",
+        "when the update is on-policy (one epoch, one mini-batch), take the step's token statistics from the update's own forward instead of a separate old-policy forward (ict.train.stats_in_update; same values to float rounding)",
+    )
     micro_batch_size: int = _f(
         8,
         "optim",

@@ -175,6 +175,24 @@ def token_logprobs_from_hidden(
     return logprob, entropy
 
 
+def policy_hidden(
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    *,
+    prompt_length: int | None = None,
+    group_size: int = 1,
+) -> torch.Tensor:
+    """Shifted final hidden states `[B, T, D]` (out[:, t] predicts input_ids[:, t]) of the update's
+    forward: groups of `group_size` rows share their prompt's computation when `prompt_length` is
+    given and `group_size` > 1 (`shared_prompt_hidden`), else the plain forward."""
+    if prompt_length is not None and group_size > 1:
+        hidden = shared_prompt_hidden(model, input_ids, attention_mask, prompt_length, group_size)
+    else:
+        hidden = final_hidden(model, input_ids, attention_mask)
+    return shifted_hidden(hidden)
+
+
 def policy_logprobs(
     model,
     input_ids,
@@ -196,11 +214,9 @@ def policy_logprobs(
     With `prompt_length` and `group_size` > 1, groups of G rows share their prompt computation
     (see `shared_prompt_hidden`).
     """
-    if prompt_length is not None and group_size > 1:
-        hidden = shared_prompt_hidden(model, input_ids, attention_mask, prompt_length, group_size)
-    else:
-        hidden = final_hidden(model, input_ids, attention_mask)
-    hidden = shifted_hidden(hidden)
+    hidden = policy_hidden(
+        model, input_ids, attention_mask, prompt_length=prompt_length, group_size=group_size
+    )
     return token_logprobs_from_hidden(
         hidden,
         head or logit_head(model),

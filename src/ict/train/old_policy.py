@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from ict.stats import token_stats_from_hidden
+from ict.stats import TokenStats, token_stats_from_hidden
 from ict.train.logprobs import (
     column_span,
     final_hidden,
@@ -67,6 +67,38 @@ def sampled_logprobs(model, head, rollout, plan, policy, hidden=None) -> torch.T
 
 
 @torch.no_grad()
+def rollout_stats(policy, rollout, plan, hidden, rows=None, cols=slice(None)) -> TokenStats:
+    """Token statistics (TokenStats, [n, t] float32 fields) of the rollout's rows `rows` (None:
+    all) and columns `cols` from the policy's shifted hidden states `hidden` [n, t, D] there:
+    the method's reference (the reference model's own forward for "reference_policy") and
+    divergence, the plan's temperature and chunking. Rows must be whole groups for the
+    "group_position" reference, and every row for "batch_mean"."""
+    cfg, method = plan.config, plan.method
+    rows = slice(None) if rows is None else rows
+    ids = rollout.input_ids.to(policy.device)[rows, cols]
+    mask = rollout.response_mask.to(policy.device).bool()[rows, cols]
+    extra = {}
+    if method.reference == "reference_policy":
+        extra = dict(
+            reference_hidden=rollout_hidden(policy.ref_model, rollout, plan, policy)[rows, cols],
+            reference_head=policy.ref_head,
+        )
+    if "kl" in method.needs():
+        extra["divergence"] = "kl"
+    return token_stats_from_hidden(
+        hidden,
+        policy.head,
+        ids,
+        mask,
+        temperature=cfg.temperature,
+        reference=method.reference,
+        group_ids=rollout.prompt_index.to(policy.device)[rows],
+        chunk_size=cfg.stats_chunk_size,
+        **extra,
+    )
+
+
+@torch.no_grad()
 def old_policy_pass(policy, rollout, plan):
     """Token statistics and old log-probs of the rollout (and the reference model's log-probs).
 
@@ -74,32 +106,16 @@ def old_policy_pass(policy, rollout, plan):
     RunPlan (its method's reference and whether it scores by KL, temperature, chunking).
     Returns (stats: TokenStats [N, T] fields, old_logprob [N, T], ref_logprob [N, T] or None).
     """
-    cfg, method = plan.config, plan.method
-    ids = rollout.input_ids.to(policy.device)
-    mask = rollout.response_mask.to(policy.device).bool()
     hidden = rollout_hidden(policy.model, rollout, plan, policy)
-    head = policy.head
-    extra = {}
-    if method.reference == "reference_policy":
-        extra = dict(
-            reference_hidden=rollout_hidden(policy.ref_model, rollout, plan, policy),
-            reference_head=policy.ref_head,
-        )
-    if "kl" in method.needs():
-        extra["divergence"] = "kl"
-    stats = token_stats_from_hidden(
-        hidden,
-        head,
-        ids,
-        mask,
-        temperature=cfg.temperature,
-        reference=method.reference,
-        group_ids=rollout.prompt_index.to(policy.device),
-        chunk_size=cfg.stats_chunk_size,
-        **extra,
-    )
-    old_logprob = sampled_logprobs(policy.model, head, rollout, plan, policy, hidden=hidden)
-    ref_logprob = None
-    if cfg.kl_coef > 0:
-        ref_logprob = sampled_logprobs(policy.ref_model, policy.ref_head, rollout, plan, policy)
-    return stats, old_logprob, ref_logprob
+    stats = rollout_stats(policy, rollout, plan, hidden)
+    old_logprob = sampled_logprobs(policy.model, policy.head, rollout, plan, policy, hidden=hidden)
+    return stats, old_logprob, reference_logprobs(policy, rollout, plan)
+
+
+@torch.no_grad()
+def reference_logprobs(policy, rollout, plan) -> torch.Tensor | None:
+    """[N, T] log-probs of the rollout's tokens under the frozen reference model, for the KL
+    term (None without one: kl_coef 0)."""
+    if plan.config.kl_coef <= 0:
+        return None
+    return sampled_logprobs(policy.ref_model, policy.ref_head, rollout, plan, policy)

@@ -9,6 +9,7 @@ step reads that the config only implies, at configuration time, and nothing re-d
     plan.sampling    # ict.generation.Sampling of the rollouts (and the evaluations' base)
     plan.seeds       # SeedStreams: the named seeds of sampling, selection and shuffling
     plan.device, plan.precision   # torch.device and ict.precision.PrecisionChoice
+    plan.one_forward # on-policy: the step's statistics from the update's forward (or why not)
 
 The native trainer, `ict inspect --model` and the benchmarks read it; the step service
 (ict.train.step) computes with it.
@@ -30,6 +31,7 @@ from ict.methods.registry import Method
 from ict.precision import PrecisionChoice, choose_precision
 from ict.seeds import derive_seed
 from ict.train.config import TrainConfig
+from ict.train.stats_in_update import one_forward_reason
 
 
 def resolve_device(name: str) -> torch.device:
@@ -111,7 +113,9 @@ class SeedStreams:
 @dataclass(frozen=True)
 class RunPlan:
     """Everything a step reads, resolved once (see the module docstring). `warning`: a one-line
-    warning when an explicit warm-up covers the whole run (its selection is never used)."""
+    warning when an explicit warm-up covers the whole run (its selection is never used);
+    `one_forward_off`: why the update cannot take the step's statistics from its own forward
+    (None: it does, `one_forward`)."""
 
     config: TrainConfig
     method: Method
@@ -122,6 +126,7 @@ class RunPlan:
     device: torch.device
     precision: PrecisionChoice
     warning: str | None = None
+    one_forward_off: str | None = None
 
     @classmethod
     def from_config(cls, config: TrainConfig) -> RunPlan:
@@ -134,17 +139,25 @@ class RunPlan:
         fields = (*METHOD_FIELDS, *CLIP_FIELDS)
         resolved = dataclasses.replace(config, **{k: getattr(method, k) for k in fields})
         device = resolve_device(resolved.device)
+        batch = BatchPlan.from_config(resolved)
         return cls(
             config=resolved,
             method=method,
             loss=LossConfig.from_config(resolved, max_response_length=resolved.max_new_tokens),
-            batch=BatchPlan.from_config(resolved),
+            batch=batch,
             sampling=sampling_of(resolved),
             seeds=SeedStreams(resolved.seed),
             device=device,
             precision=choose_precision(resolved.autocast, device),
             warning=warmup_warning(method, resolved.max_steps) if explicit else None,
+            one_forward_off=one_forward_reason(resolved, method, batch),
         )
+
+    @property
+    def one_forward(self) -> bool:
+        """Whether each step's statistics come from the update's own forward (on-policy: no
+        separate old-policy forward; ict.train.stats_in_update). `one_forward_off` says why not."""
+        return self.one_forward_off is None
 
     @property
     def needs_reference_model(self) -> bool:

@@ -3,6 +3,7 @@
     policy = PolicyContext.of(plan, model, ref_model)      # model, reference, heads, device, precision
     step = TrainingStep(plan, policy, optimizer, scheduler)
     metrics, scored = step.run(rollout, rewards, step=k)   # advantages, statistics, selection, update
+                                                           # (one forward per row when on-policy)
     scored = step.score(rollout, advantages, step=k)       # no update (`ict inspect --model`)
     metrics = step.update(scored, step=k, switches=...)    # the update alone (benchmarks)
 
@@ -24,8 +25,9 @@ from ict.loss import compute_advantages
 from ict.methods import StepInputs, StepSelection, select_step, step_metrics
 from ict.precision import PrecisionChoice
 from ict.stats import TokenStats
-from ict.train.old_policy import old_policy_pass
+from ict.train.old_policy import old_policy_pass, reference_logprobs
 from ict.train.plan import RunPlan
+from ict.train.stats_in_update import StatsInUpdate
 from ict.train.update import UpdateBatch, UpdateSwitches, update_policy
 
 
@@ -63,13 +65,13 @@ class PolicyContext:
 class ScoredBatch:
     """A rollout scored as a step scores it before its update. rollout: ict.generation.Rollout;
     advantages [N] (on the device); stats: TokenStats [N, T]; old_logprob, ref_logprob [N, T]
-    (ref None without a KL term); mask: bool [N, T] valid tokens; selection: the step's
+    (ref None without a KL term; old None when the update ran on-policy in one forward); mask: bool [N, T] valid tokens; selection: the step's
     selection (`.selected` is what the update trains on)."""
 
     rollout: Rollout
     advantages: torch.Tensor
     stats: TokenStats
-    old_logprob: torch.Tensor
+    old_logprob: torch.Tensor | None
     ref_logprob: torch.Tensor | None
     mask: torch.Tensor
     selection: StepSelection
@@ -117,6 +119,28 @@ class TrainingStep:
             switches=switches or UpdateSwitches(),
         )  # fmt: skip
 
+    def _run_one_forward(self, rollout: Rollout, advantages: torch.Tensor, *, step: int):
+        """Steps 5-7 in one forward per row (`plan.one_forward`, ict.train.stats_in_update): the
+        update computes the statistics and, when they decide it, the selection. Returns
+        (ScoredBatch with old_logprob None, the update's metrics, seconds of statistics and
+        selection, seconds of the rest of the update)."""
+        plan, policy = self.plan, self.policy
+        t0 = time.perf_counter()
+        in_update = StatsInUpdate(plan, policy, rollout, advantages, step=step)
+        batch = UpdateBatch(
+            rollout, None, advantages, in_update.initial_selection(),
+            reference_logprobs(policy, rollout, plan),
+        )  # fmt: skip
+        loss_metrics = update_policy(
+            plan, policy, self.optimizer, self.scheduler, batch, step=step,
+            switches=UpdateSwitches(), stats=in_update,
+        )  # fmt: skip
+        stats, selection = in_update.finish()
+        total = time.perf_counter() - t0
+        mask = rollout.response_mask.to(policy.device).bool()
+        scored = ScoredBatch(rollout, advantages, stats, None, batch.ref_logprob, mask, selection)
+        return scored, loss_metrics, in_update.seconds, total - in_update.seconds
+
     def run(
         self, rollout: Rollout, rewards: torch.Tensor, *, step: int
     ) -> tuple[dict, ScoredBatch]:
@@ -127,12 +151,18 @@ class TrainingStep:
             "zero_variance_groups": int(info.get("zero_variance_groups", 0)),
             "zero_variance_share": info["zero_variance_share"],
         }
-        t0 = time.perf_counter()
-        scored = self.score(rollout, advantages, step=step)
-        metrics["time/stats_s"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        loss_metrics = self.update(scored, step=step)
-        update_s = time.perf_counter() - t0
+        if self.plan.one_forward:
+            scored, loss_metrics, stats_s, update_s = self._run_one_forward(
+                rollout, advantages, step=step
+            )
+        else:
+            t0 = time.perf_counter()
+            scored = self.score(rollout, advantages, step=step)
+            stats_s = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            loss_metrics = self.update(scored, step=step)
+            update_s = time.perf_counter() - t0
+        metrics["time/stats_s"] = stats_s
         # the paper's diagnostics describe the method's own picks, also during the dense warm-up
         metrics.update(step_metrics(scored.stats, scored.mask, scored.selection))
         metrics["dense_warmup"] = scored.selection.dense

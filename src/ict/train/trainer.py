@@ -112,6 +112,11 @@ class Trainer:
             logger.warning("%s", plan.warning)
         self.run_dir = Path(run_dir or config.output_dir or default_run_dir(config))
         logger.info("%s", plan.precision.describe())
+        logger.info(
+            "token statistics: %s",
+            "from the update's own forward (on-policy: one forward per row and step)"
+            if plan.one_forward else f"a separate old-policy forward ({plan.one_forward_off})",
+        )  # fmt: skip
         self.resume = resume
         random.seed(plan.seeds.init)
         np.random.seed(plan.seeds.init)
@@ -120,7 +125,8 @@ class Trainer:
         # the task first: a bad task spec fails before a model is loaded
         self.task_loaded = problems is None  # held-out problems exist only for a task spec
         self.problems = (
-            [as_problem(p) for p in problems] if problems is not None
+            [as_problem(p) for p in problems]
+            if problems is not None
             else load_problems(config, data_dir=data_dir)
         )
         if (model is None) != (tokenizer is None):

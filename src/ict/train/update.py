@@ -29,7 +29,7 @@ from ict.loss import LossConfig, policy_loss
 from ict.loss.modes import loss_mode_metrics
 from ict.loss.policy import loss_masks
 from ict.metrics import ParamChange
-from ict.train.logprobs import column_span, policy_logprobs
+from ict.train.logprobs import column_span, policy_hidden, token_logprobs_from_hidden
 
 SUMMED_METRICS = ("loss", "pg_loss")  # partial sums over micro-batches; the rest are averages
 
@@ -58,11 +58,12 @@ def contributing_rows(rows, advantages, positions, loss_config: LossConfig, grou
 @dataclass
 class UpdateBatch:
     """One rollout batch as the update reads it. rollout: ict.generation.Rollout ([N, T] ids,
-    masks); old_logprob, ref_logprob: [N, T] float32 (ref None without a KL term); advantages:
+    masks); old_logprob, ref_logprob: [N, T] float32 (ref None without a KL term; old None when
+    the update is one on-policy mini-batch, which never reads it); advantages:
     [N]; selected: bool [N, T] (the step's selection, every valid token while dense)."""
 
     rollout: object
-    old_logprob: torch.Tensor
+    old_logprob: torch.Tensor | None
     advantages: torch.Tensor
     selected: torch.Tensor
     ref_logprob: torch.Tensor | None = None
@@ -87,6 +88,7 @@ def update_policy(
     *,
     step: int,
     switches: UpdateSwitches = UpdateSwitches(),
+    stats=None,
 ) -> dict:
     """Run the update on one rollout batch; returns loss metrics averaged over mini-batches.
 
@@ -100,10 +102,17 @@ def update_policy(
     step's updates), and the loss mode's counts over every loss call of the step
     (ict.loss.modes.loss_mode_metrics: `loss_mode/changed_tokens`, `loss_mode/changed_rate`,
     `loss_mode/nominal_rate`; none for vanilla)}.
+
+    stats: an ict.train.stats_in_update.StatsInUpdate when the step's statistics come from this
+    update's forward (`plan.one_forward`: one epoch, one mini-batch): every micro-batch hands it
+    its hidden states (and, deferred, takes its selection from it before its loss), the rows the
+    update leaves out run a forward without gradient for it, and every forward covers all
+    columns (`stop_at_last` does not apply).
     """
     cfg, loss_config = plan.config, plan.loss
-    run = _UpdateRun(plan, policy, batch, switches)
+    run = _UpdateRun(plan, policy, batch, switches, stats)
     if run.rows_all.numel() == 0:
+        run.observe_rest(run.rows_all)
         return {"update/skipped": 1}
     change = ParamChange(policy.model.parameters())  # one snapshot per step
     units = run.rows_all.view(-1, run.group)  # whole groups of G rows when prompts are shared
@@ -145,12 +154,12 @@ def update_policy(
 class _UpdateRun:
     """One update_policy call's tensors on the device and its per-mini-batch work."""
 
-    def __init__(self, plan, policy, batch: UpdateBatch, switches: UpdateSwitches):
+    def __init__(self, plan, policy, batch: UpdateBatch, switches: UpdateSwitches, stats=None):
         cfg, loss_config = plan.config, plan.loss
         self.policy, self.cfg, self.loss_config = policy, cfg, loss_config
         self.batch = batch
         self.skip = cfg.skip_zero_advantage if switches.skip_rows is None else switches.skip_rows
-        self.switches = switches
+        self.switches, self.stats = switches, stats
         rollout, device = batch.rollout, policy.device
         self.ids, self.attn = rollout.input_ids.to(device), rollout.attention_mask.to(device)
         self.mask = rollout.response_mask.to(device).bool()
@@ -181,6 +190,7 @@ class _UpdateRun:
         run = mini
         if self.skip:
             run = contributing_rows(mini, self.batch.advantages, self.positions, lc, self.group)
+        self.observe_rest(run)
         sums: dict[str, float] = {}
         weights: dict[str, float] = {}
         for micro in run.split(self.micro_rows) if run.numel() else ():
@@ -198,22 +208,55 @@ class _UpdateRun:
             for key, total in sums.items()
         }
 
+    def observe_rest(self, run) -> None:
+        """With in-update statistics: a forward without gradient of every row the update does
+        not run (`run`: the rows it does), micro-batch by micro-batch, for their statistics."""
+        if self.stats is None:
+            return
+        done = torch.zeros(self.ids.shape[0], dtype=torch.bool)
+        done[run] = True
+        rest = torch.nonzero(~done).flatten()
+        for micro in rest.split(self.micro_rows) if rest.numel() else ():
+            cols = column_span(self.attn[micro])
+            with torch.no_grad():
+                self._observe(micro, cols, self._hidden(micro, cols))
+
+    def _hidden(self, micro, cols):
+        """Shifted hidden states [n, t, D] of rows `micro` at columns `cols` (the update's forward)."""
+        with self.policy.autocast():
+            return policy_hidden(
+                self.policy.model, self.ids[micro, cols], self.attn[micro, cols],
+                prompt_length=self.batch.rollout.prompt_length - cols.start,
+                group_size=self.group,
+            )  # fmt: skip
+
+    def _observe(self, micro, cols, hidden) -> None:
+        """Hand the micro-batch's hidden states to the in-update statistics; a deferred
+        selection it returns becomes this micro-batch's (and its loss positions)."""
+        picked = self.stats.observe(micro, cols, hidden)
+        if picked is not None:
+            self.selected[micro, cols] = picked
+            self.positions[micro] = loss_positions(
+                self.mask[micro], self.selected[micro], self.loss_config
+            )
+
     def micro_step(self, micro, denominators) -> tuple[dict, float]:
         """Loss and backward of one micro-batch; returns (policy_loss metrics, loss tokens)."""
         b, cfg, lc = self.batch, self.cfg, self.loss_config
         stop = None
-        if self.switches.stop_at_last:
+        if self.switches.stop_at_last and self.stats is None:
             needed = self.positions[micro].any(0).nonzero()
             stop = int(needed[-1]) + 1 if needed.numel() else None
         cols = column_span(self.attn[micro], stop)
+        hidden = self._hidden(micro, cols)
+        if self.stats is not None:
+            self._observe(micro, cols, hidden)
         where = self.positions if self.switches.head_on_loss_only else self.mask
         with self.policy.autocast():
-            logprob, entropy = policy_logprobs(
-                self.policy.model, self.ids[micro, cols], self.attn[micro, cols],
-                where[micro, cols], temperature=cfg.temperature, chunk_size=cfg.stats_chunk_size,
+            logprob, entropy = token_logprobs_from_hidden(
+                hidden, self.policy.head, self.ids[micro, cols], where[micro, cols],
+                temperature=cfg.temperature, chunk_size=cfg.stats_chunk_size,
                 with_entropy=lc.entropy_coef > 0,
-                prompt_length=b.rollout.prompt_length - cols.start, group_size=self.group,
-                head=self.policy.head,
             )  # fmt: skip
         old = logprob.detach() if self.on_policy else b.old_logprob[micro, cols]
         loss, metrics = policy_loss(

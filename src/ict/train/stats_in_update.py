@@ -1,0 +1,176 @@
+"""One forward per row when on-policy: the step's token statistics from the update's own forward.
+
+When the update is on-policy (one epoch, one mini-batch per rollout batch, dropout off) the weights
+the update's forward runs on are the old policy's, so the separate old-policy pass
+(ict.train.old_policy) computes nothing the update's forward does not: the update's log-probs,
+detached, are the old ones (ict.train.update), and its hidden states, detached, give the token
+statistics. `one_forward_reason` says why a run cannot work this way (None: it can; the plan
+resolves it once); `StatsInUpdate` collects what the update's micro-batches computed and returns
+the step's statistics and selection once the update has run.
+
+Two cases, by whether the step's selection reads the statistics:
+- it does not (every token: GRPO, Clip-Cov, KL-Cov, the entropy bonus; the random controls; any
+  method in its dense warm-up): the update selects up front (`initial_selection`) and the
+  statistics, for the metrics, come at the end from the detached hidden states of every row, by
+  the same call as the separate pass (ict.train.old_policy.rollout_stats on the whole batch);
+- it does, per response from group-local statistics (the paper's ICT: the top 10% of each
+  response by JS to its group's mean distribution at the same position): every micro-batch holds
+  whole groups, its statistics come from its own forward before its loss, and its selection
+  from them (`observe`). The loss normaliser is needed before the first micro-batch's loss: a
+  per-response top-k keeps keep_count(n) of a response's n valid tokens whatever the scores, so
+  the counts come from a selection on zero scores (`initial_selection`), and `finish` checks that
+  the real selection kept exactly those counts.
+Rows the update leaves out (advantage 0, dropped groups) run a forward without gradient, for
+their statistics only. Every row thus runs one forward per step instead of two.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from ict.methods import StepInputs, select_method, select_step, selection_seed
+from ict.methods.step import is_dense
+from ict.stats import TokenStats
+from ict.train.old_policy import rollout_stats
+
+LOCAL_REFERENCES = ("group_position", "previous_token", "none")
+
+
+def one_forward_reason(config, method, batch) -> str | None:
+    """Why a run's update cannot compute the step's statistics in its own forward (None: it can).
+
+    config: the resolved TrainConfig; method: the resolved Method; batch: its BatchPlan."""
+    if not config.one_forward:
+        return "one_forward is off"
+    if batch.epochs != 1 or batch.mini_rows is not None:
+        return (
+            "the update is not on-policy (num_epochs > 1 or mini_batch_size set: several "
+            "updates per rollout batch read the old policy's log-probs)"
+        )
+    if not config.disable_dropout:
+        return "dropout is on: the update's forward is not the old policy's distribution"
+    if not _selection_reads_stats(method):
+        return None
+    if method.scope != "sequence" or config.granularity != "position":
+        return (
+            f"method {method.name!r} selects over the whole batch (scope={method.scope}, "
+            f"granularity={config.granularity}): its statistics must all exist before the update"
+        )
+    if "+" in method.selector or method.ratio is None:
+        return f"selector {method.selector!r} is not one top-k per response"
+    if method.reference not in LOCAL_REFERENCES:
+        return f"reference={method.reference!r} is not local to a group"
+    if batch.group != config.num_generations:
+        return "share_prompt is off: a micro-batch need not hold whole groups"
+    return None
+
+
+def _selection_reads_stats(method) -> bool:
+    """Whether the method's own selection reads token statistics (entropy, JS, KL, ...)."""
+    return any(need != "advantages" and need != "tokens" for need in method.needs())
+
+
+def _zero_stats(mask: torch.Tensor) -> TokenStats:
+    """TokenStats of zeros on `mask` [B, T]: every candidate tied, for counting a top-k."""
+    zero = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device)
+    return TokenStats(zero, zero, zero, zero, mask=mask, kl=zero)
+
+
+class StatsInUpdate:
+    """The step's statistics, collected from the update's forwards (module docstring).
+
+    plan: RunPlan; policy: PolicyContext; rollout: ict.generation.Rollout [N, T];
+    advantages: [N] on the device; step: the rollout batch (1-based)."""
+
+    def __init__(self, plan, policy, rollout, advantages, *, step: int):
+        self.plan, self.policy, self.rollout = plan, policy, rollout
+        self.advantages, self.step = advantages, step
+        self.mask = rollout.response_mask.to(policy.device).bool()
+        self.tokens = rollout.input_ids.to(policy.device)
+        self.seed = selection_seed(plan.seeds.run, step)
+        self.deferred = not is_dense(plan.method, step) and _selection_reads_stats(plan.method)
+        self.hidden: torch.Tensor | None = None  # [N, T, D] shifted, detached (not deferred)
+        self.fields: dict[str, torch.Tensor] = {}  # [N, T] statistics (deferred)
+        self.selected = torch.zeros_like(self.mask)  # the selection the update trains on
+        self.counted: torch.Tensor | None = None  # deferred: the selection the normaliser counts
+        self.seconds = 0.0  # time spent on statistics and selection inside the update
+
+    def _inputs(self, rows, cols, stats):
+        return StepInputs(
+            self.mask[rows, cols], stats, self.advantages[rows], self.tokens[rows, cols]
+        )
+
+    def initial_selection(self) -> torch.Tensor:
+        """bool [N, T]: the selection the update's normaliser counts (deferred: its per-response
+        counts are the real one's; else the real selection: every valid token while dense)."""
+        method, cfg = self.plan.method, self.plan.config
+        all_rows = slice(None)
+        if self.deferred:
+            inputs = self._inputs(all_rows, all_rows, _zero_stats(self.mask))
+            self.counted = select_method(method, cfg, inputs, seed=self.seed)
+            return self.counted.clone()
+        if is_dense(method, self.step):
+            self.selected = self.mask.clone()
+        else:
+            rows = self.plan.batch.rows(self.mask.shape[0])[1]
+            inputs = self._inputs(all_rows, all_rows, None)
+            self.selected = select_method(method, cfg, inputs, seed=self.seed,
+                                          micro_batch_size=rows)  # fmt: skip
+        return self.selected.clone()
+
+    @torch.no_grad()
+    def observe(self, rows, cols: slice, hidden: torch.Tensor) -> torch.Tensor | None:
+        """Take the detached shifted hidden states [n, t, D] of rows `rows` (whole groups) at
+        columns `cols`; returns their selection, bool [n, t], when it is deferred, else None."""
+        start = time.perf_counter()
+        hidden = hidden.detach()
+        if not self.deferred:
+            if self.hidden is None:
+                self.hidden = hidden.new_zeros(self.mask.shape + hidden.shape[-1:])
+            self.hidden[rows, cols] = hidden
+            self.seconds += time.perf_counter() - start
+            return None
+        stats = rollout_stats(self.policy, self.rollout, self.plan, hidden, rows, cols)
+        for name in ("entropy", "renyi2", "logprob", "js", "kl"):
+            value = getattr(stats, name)
+            if value is None:
+                continue
+            if name not in self.fields:
+                self.fields[name] = torch.zeros(self.mask.shape, dtype=value.dtype,
+                                                device=value.device)  # fmt: skip
+            self.fields[name][rows, cols] = value
+        inputs = self._inputs(rows, cols, stats)
+        picked = select_method(self.plan.method, self.plan.config, inputs, seed=self.seed)
+        self.selected[rows, cols] = picked
+        self.seconds += time.perf_counter() - start
+        return picked
+
+    @torch.no_grad()
+    def finish(self):
+        """The step's (TokenStats [N, T], StepSelection) once every row has been observed. The
+        selection the update trained on is checked against the step's (and, deferred, its
+        per-response counts against the ones the normaliser counted)."""
+        start = time.perf_counter()
+        if self.deferred:
+            f = self.fields
+            stats = TokenStats(f["entropy"], f["renyi2"], f["logprob"], f["js"], mask=self.mask,
+                               kl=f.get("kl"))  # fmt: skip
+        else:
+            stats = rollout_stats(self.policy, self.rollout, self.plan, self.hidden)
+        plan = self.plan
+        selection = select_step(
+            plan.method, plan.config, StepInputs(self.mask, stats, self.advantages, self.tokens),
+            step=self.step, seed=plan.seeds.run, micro_batch_size=plan.batch.rows(len(self.mask))[1],
+        )  # fmt: skip
+        used = self.selected
+        counts_differ = self.deferred and not torch.equal(self.counted.sum(-1), used.sum(-1))
+        if counts_differ or not torch.equal(selection.selected, used):
+            raise RuntimeError(
+                f"step {self.step}: the selection computed in the update's forward differs from "
+                f"the step's ({int(selection.selected.sum())} vs {int(used.sum())} tokens); "
+                "set one_forward: false and report this as a bug"
+            )
+        self.seconds += time.perf_counter() - start
+        return stats, selection
