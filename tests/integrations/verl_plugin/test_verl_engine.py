@@ -13,7 +13,7 @@ import pytest
 import torch
 
 pytest.importorskip("verl")
-from verl_helpers import actor_config, bare_engine, verl_batch  # noqa: E402
+from verl_helpers import VerlStep, actor_config, bare_engine, verl_batch  # noqa: E402
 
 import ict.integrations.verl  # noqa: E402,F401  (registers + patches)
 from ict.integrations.verl import loss as verl_loss  # noqa: E402
@@ -337,3 +337,94 @@ def test_the_steps_first_update_is_on_policy_through_verls_train_batch(monkeypat
     assert torch.equal(first[0], first[1])
     later = [gradient(current + shift, False) for shift in (-0.3, 0.2)]
     assert not torch.allclose(later[0], later[1]) and not torch.allclose(first[0], later[0])
+
+
+# (loss_mode, `ict:` section): verl's own GRPO loss (the plugin stands aside), GRPO, the paper's
+# ICT and 20-Entropy through the plugin, and ICT with the batch-mean reference (its second pass)
+STEP_METHODS = {
+    "verl_vanilla": ("vanilla", None),
+    "ict_grpo": ("ict_grpo", {}),
+    "ict": ("ict", {}),
+    "ict_entropy": ("ict_entropy", {}),
+    "ict_batch_mean": ("ict", {"reference": "batch_mean", "scope": "global"}),
+}
+
+
+@pytest.mark.parametrize("updates", [(1, 1), (2, 2)], ids=["on_policy", "2_mini_batches_2_epochs"])
+def test_an_ict_step_runs_as_many_model_forwards_as_a_grpo_step(monkeypatch, gloo, updates):
+    """Forwards of the actor model in one step of verl's own driver and worker code
+    (verl_helpers.VerlStep), counted by a forward hook on the model: the plugin's statistics
+    come from verl's old-log-prob forward, so GRPO (verl's own loss, or through the plugin), the
+    paper's ICT and 20-Entropy all run the same forwards: one per old-log-prob micro-batch, one
+    per update micro-batch; only ICT's batch_mean reference runs the old-log-prob pass twice (its
+    JS needs the batch-mean distribution first). The statistics the plugin attaches equal
+    ict.stats.token_stats_from_hidden on the model's own hidden states, and the old log-probs
+    its log-probabilities."""
+    import copy
+
+    from verl_helpers import padded_inputs, step_batch, step_config
+
+    from ict.head import logit_head
+    from ict.stats import token_stats_from_hidden
+    from ict.testing import tiny_model_and_tokenizer
+
+    mini_batches, epochs = updates
+    base = tiny_model_and_tokenizer(seed=0)[0].float()
+    g = torch.Generator().manual_seed(3)
+    B, R, G, vocab = 8, 6, 4, base.config.vocab_size
+    tokens = torch.randint(0, vocab, (B, R), generator=g)
+    mask = torch.arange(R)[None, :] < torch.randint(1, R + 1, (B,), generator=g)[:, None]
+    prompt_lens = [2, 1, 3, 2, 1, 2, 3, 1]
+    advantages = torch.randn(B, generator=g)[:, None] * mask
+    groups = torch.arange(B) // G
+
+    # the model's own statistics, independently of verl: its final hidden states before the
+    # response positions, through its logit head
+    _, input_ids, attention_mask = padded_inputs(prompt_lens, tokens, mask, vocab=vocab)
+    with torch.no_grad():
+        hidden = base(input_ids=input_ids, attention_mask=attention_mask,
+                      position_ids=(attention_mask.cumsum(-1) - 1).clamp_min(0),
+                      output_hidden_states=True).hidden_states[-1][:, -R - 1 : -1]  # fmt: skip
+    want = {
+        reference: token_stats_from_hidden(
+            hidden,
+            logit_head(base),
+            tokens,
+            mask,
+            temperature=T_SAMPLE,
+            reference=reference,
+            group_ids=groups,
+        )  # fmt: skip
+        for reference in ("group_position", "batch_mean")
+    }
+
+    log_prob_micro, micro = G, 2  # micro-batch rows per GPU: old-log-prob pass, update
+    forwards, calls = {}, {}
+    for name, (loss_mode, section) in STEP_METHODS.items():
+        config, actor = step_config(loss_mode, section, n=G, mini_batch=B // G // mini_batches,
+                                    temperature=T_SAMPLE, epochs=epochs)  # fmt: skip
+        step = VerlStep(monkeypatch, copy.deepcopy(base), config, actor, micro_batch=micro,
+                        log_prob_micro_batch=log_prob_micro)  # fmt: skip
+        batch = step_batch(prompt_lens, tokens, mask, vocab=vocab, group_size=G,
+                           temperature=T_SAMPLE)  # fmt: skip
+        old, _ = step.run(batch, advantages, step=11)
+        forwards[name], calls[name] = dict(step.forwards), dict(step.calls)
+        assert len(step.update_grads) == mini_batches * epochs  # verl's own mini-batch loop
+        torch.testing.assert_close(old.batch["old_log_probs"], want["batch_mean"].logprob * mask,
+                                   atol=1e-5, rtol=1e-5)  # fmt: skip
+        if section is not None:
+            reference = "batch_mean" if section.get("reference") else "group_position"
+            stats = want[reference]
+            keys = ("entropy", "renyi2") + (("js",) if "ict_js" in old.batch.keys() else ())
+            assert ("js" in keys) == (loss_mode == "ict")
+            for key in keys:
+                torch.testing.assert_close(old.batch[f"ict_{key}"], getattr(stats, key) * mask,
+                                           atol=1e-5, rtol=1e-5)  # fmt: skip
+
+    grpo = {"compute_log_prob": B // log_prob_micro, "update_actor": mini_batches * epochs
+            * (B // mini_batches) // micro}  # fmt: skip
+    for name in ("verl_vanilla", "ict_grpo", "ict", "ict_entropy"):
+        assert forwards[name] == grpo, (name, forwards[name])
+    assert forwards["ict_batch_mean"] == {**grpo, "compute_log_prob": 2 * B // log_prob_micro}
+    assert all(c == {"compute_log_prob": 1, "update_actor": 1} for c in calls.values()), calls
+    assert (want["group_position"].js[mask] > 0).any()  # not vacuous

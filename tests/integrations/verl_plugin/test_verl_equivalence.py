@@ -5,7 +5,9 @@ the driver's global selection, then the registered loss over two micro-batches w
 counts; and, for the gradient, the update through verl's own engine (FSDPEngineWithLMHead's
 forward_backward_batch, prepare_model_inputs / outputs with the plugin's hooks, ppo_loss) on a
 tiny Hugging Face model, against the native trainer's forward and loss on the same model
-(ict.integrations.cases.native_gradient).
+(ict.integrations.cases.native_gradient); and the on-policy step (one mini-batch, one epoch) of
+verl's own driver and actor worker code, its statistics from verl's old-log-prob forward on the
+model, against the native on-policy step on the same model (old log-probs = the current ones).
 """
 
 import pytest
@@ -13,10 +15,13 @@ import torch
 
 pytest.importorskip("verl")
 from verl_helpers import (  # noqa: E402
+    VerlStep,
     actor_config,
     bare_engine,
     packed_logits,
     padded_inputs,
+    step_batch,
+    step_config,
     verl_batch,
 )
 
@@ -27,10 +32,12 @@ from ict.integrations.cases import (  # noqa: E402
     assert_gradients_match,
     assert_matches_native,
     case_clip_range,
+    case_delta,
     case_divergence,
     case_method,
     equivalence_cases,
     native_gradient,
+    native_selection,
 )
 from ict.integrations.verl import loss as verl_loss  # noqa: E402
 from ict.integrations.verl.config import IctVerlConfig, validate  # noqa: E402
@@ -55,6 +62,11 @@ def _reference(case):
     return case_method(case.options).reference
 
 
+def _prompt_lens(B):
+    """The prompt length of each of B rows (1 to 3 tokens, left-padded)."""
+    return [1 + (b % 3) for b in range(B)]
+
+
 def verl_path(case, ranks=2, micro_batches=2):
     from verl.utils import tensordict_utils as tu
     from verl.workers.utils.padding import no_padding_2_padding
@@ -64,7 +76,7 @@ def verl_path(case, ranks=2, micro_batches=2):
     validate(spec)
     B, T = case.mask.shape
     V = case.lm_head_weight.shape[0]
-    prompt_lens = [1 + (b % 3) for b in range(B)]
+    prompt_lens = _prompt_lens(B)
     shards = torch.arange(B).chunk(ranks)
 
     if (
@@ -173,7 +185,7 @@ def verl_engine_gradient(case, selected, model, monkeypatch):
     spec = _spec(o)
     method = spec.resolved()
     B, T = case.mask.shape
-    prompt_lens = [1 + (b % 3) for b in range(B)]
+    prompt_lens = _prompt_lens(B)
     V = model.config.vocab_size
     _, input_ids, attention_mask = padded_inputs(prompt_lens, case.tokens, case.mask, vocab=V)
     want, old, _ = native_gradient(case, model, input_ids, attention_mask, selected,
@@ -212,6 +224,103 @@ def test_same_gradient_as_native_through_verls_engine(case, tiny_model, gloo, mo
     got, want = verl_engine_gradient(case, selected, tiny_model, monkeypatch)
     assert_gradients_match(case, got, want)
     assert any(float(g.abs().max()) > 0 for g in want)  # not vacuous
+
+
+def on_policy_verl_step(case, model, monkeypatch):
+    """The case's step through verl's own step code (verl_helpers.VerlStep: the driver's
+    `_compute_old_log_prob` and `_update_actor` with the plugin's wrappers, verl's actor worker,
+    `bare_engine(model)`), on-policy: one mini-batch of the whole batch, one epoch, the old
+    log-probs verl's own recomputed ones. Returns (the VerlStep after the step, the old-log-prob
+    output, the update's metrics)."""
+    from ict.methods import get_method
+
+    o = case.options
+    spec = _spec(o)
+    method = spec.resolved()
+    B = case.mask.shape[0]
+    G = int((case.group_ids == case.group_ids[0]).sum())
+    section = {k: v for k, v in vars(spec).items() if v is not None}
+    clip = case_clip_range(o)
+    if get_method(spec.method).fixes_clip_range():  # verl refuses any other (config.validate);
+        clip = (method.eps_low, method.eps_high)  # on-policy (rho = 1) no clip bound acts
+    config, actor = step_config(
+        "ict", section, n=G, mini_batch=B // G,
+        temperature=o["temperature"], clip=clip, dual_clip=o["dual_clip"] or 3.0,
+    )  # fmt: skip
+    # one loss call for the loss modes (their covariance spans it, native's the whole batch);
+    # else two micro-batches with the global counts; old-log-prob micro-batches of whole groups
+    micro = B if method.loss_mode != "vanilla" else B // 2
+    step = VerlStep(monkeypatch, model, config, actor, micro_batch=micro, log_prob_micro_batch=G)
+    update = step.trainer.actor_rollout_wg.update_actor
+
+    def seeded_update(td):
+        torch.manual_seed(LOSS_SEED)  # Clip-Cov's draw, as native_gradient's
+        return update(td)
+
+    step.trainer.actor_rollout_wg.update_actor = seeded_update
+    batch = step_batch(_prompt_lens(B), case.tokens, case.mask, vocab=model.config.vocab_size,
+                       group_size=G, temperature=o["temperature"])  # fmt: skip
+    old, metrics = step.run(batch, case.advantages[:, None] * case.mask, step=o["step"])
+    return step, old, metrics
+
+
+def native_on_policy_case(case, model):
+    """The case on `model`: its hidden states (the model's final ones before the positions that
+    predict the case's responses, as every engine's forward computes them) and logit head, so
+    that the native selection reads the model's statistics, and zero perturbation (log pi =
+    log pi_old: the on-policy update)."""
+    import dataclasses
+
+    B, T = case.mask.shape
+    V = model.config.vocab_size
+    _, input_ids, attention_mask = padded_inputs(_prompt_lens(B), case.tokens, case.mask, vocab=V)
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp_min(0)
+    with torch.no_grad():
+        out = model(input_ids=input_ids, attention_mask=attention_mask,
+                    position_ids=position_ids, output_hidden_states=True)  # fmt: skip
+    hidden = out.hidden_states[-1][:, -T - 1 : -1].float()
+    on_policy = dataclasses.replace(
+        case, hidden=hidden, lm_head_weight=model.lm_head.weight.detach().float(),
+        logprob=case.old_logprob,
+    )  # fmt: skip
+    assert float(case_delta(on_policy).abs().max()) == 0.0
+    return on_policy, input_ids, attention_mask
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if _reference(c) not in UNSUPPORTED],
+                         ids=lambda c: c.name)  # fmt: skip
+def test_on_policy_step_through_verl_equals_native(case, tiny_model, gloo, monkeypatch):
+    """The on-policy step (issue 31: one forward for the old policy and ICT's statistics, no
+    separate statistics forward): verl's old-log-prob forward of the model gives the statistics
+    the driver selects with and the old log-probs; the one update (one mini-batch, one epoch) is
+    the step's first, on-policy (rho exactly 1). The selection equals the native step's on the
+    same model (ict.stats.token_stats_from_hidden on its hidden states, ict.methods.select_step)
+    and the parameter gradient of the plugin's loss equals the native on-policy update's
+    (native_gradient with zero perturbation); verl ran one old-log-prob pass (two forwards for
+    the batch_mean reference) and one update."""
+    import copy
+
+    model = copy.deepcopy(tiny_model)
+    on_policy, input_ids, attention_mask = native_on_policy_case(case, model)
+    want_selected = native_selection(on_policy)
+    want, want_old, _ = native_gradient(on_policy, model, input_ids, attention_mask,
+                                        want_selected,
+                                        temperature=case.options["temperature"])  # fmt: skip
+    step, old, metrics = on_policy_verl_step(case, model, monkeypatch)
+
+    td = step.inputs["update_actor"]
+    selected = td[verl_loss.SELECTED_KEY]
+    selected = (selected.to_padded_tensor(0) if selected.is_nested else selected).bool()
+    assert torch.equal(selected, want_selected), (selected ^ want_selected).nonzero().tolist()
+    torch.testing.assert_close(old.batch["old_log_probs"], want_old, atol=1e-5, rtol=1e-5)
+    (got,) = step.update_grads  # one update: the step's first, on-policy
+    assert_gradients_match(case, got, want)
+    assert any(float(g.abs().max()) > 0 for g in want)  # not vacuous
+    assert metrics["actor/ppo_kl"] == [0.0]  # rho = 1 exactly: the detached current log-probs
+    passes = 2 if _spec(case.options).stats_request()["reference"] == "batch_mean" else 1
+    prompts = int(case.group_ids.max()) + 1  # one old-log-prob micro-batch per group
+    assert step.calls == {"compute_log_prob": 1, "update_actor": 1}
+    assert step.forwards["compute_log_prob"] == passes * prompts
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if _reference(c) in UNSUPPORTED],
