@@ -3,7 +3,9 @@
 A bare engine (no FSDP, no GPU: a one-layer token -> logits table stands in for the model) runs
 verl's real forward_backward_batch / prepare_model_inputs / prepare_model_outputs / ppo_loss in a
 one-process gloo group. Checked: the old-policy pass returns the two-pass statistics equal to
-ict.stats (batch_mean); the update pass back-propagates exactly ict.loss's gradient.
+ict.stats (batch_mean); the update pass back-propagates exactly ict.loss's gradient. And one
+whole step of verl's driver and actor-worker code around a tiny Hugging Face model
+(verl_helpers.VerlStep): an ICT step runs as many model forwards as a GRPO step.
 """
 
 import functools

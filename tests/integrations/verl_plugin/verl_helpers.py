@@ -136,8 +136,8 @@ class VerlStep:
     `loss_mode` is an ict one), calling the actor worker's own `ActorRolloutRefWorker.
     compute_log_prob` / `update_actor`, which run verl's `TrainingWorker.infer_batch` /
     `train_mini_batch` (mini-batches, epochs, its train/eval modes) on `bare_engine(model)`.
-    Only the Ray dispatch (one rank: the identity), the profiler and the MFU estimate (no GPU)
-    are left out.
+    Left out: FSDP itself (bare_engine), the Ray dispatch (one rank: the identity), the profiler
+    and the MFU estimate (it needs a GPU's peak).
 
     config: the trainer's config (OmegaConf: `actor_rollout_ref`, `ict`); actor: verl's
     ActorConfig the worker's loss uses; micro-batch sizes per GPU for the update and the
