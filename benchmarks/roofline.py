@@ -331,6 +331,9 @@ def run_setting(name, quick, device, steps, machine_rates, fast, autocast="off",
             **train, "method": "grpo", "max_steps": steps + 1, "device": device,
             "autocast": autocast, "save_every": 0, "log_samples_every": 0, "plots": False,
             "progress": False, "heldout_eval": False, "output_dir": out, "warmup_steps": 0,
+            # the statistics pass as its own phase (on-policy, `one_forward` would run it inside
+            # the update's forward: benchmarks/one_forward.py measures that)
+            "one_forward": False,
         }
     )  # fmt: skip
     import contextlib

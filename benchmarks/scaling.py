@@ -94,7 +94,7 @@ def run_method(method: str, a) -> list[dict]:
             generation_batch_size=a.prompts * G, micro_batch_size=G, warmup_steps=0,
             learning_rate=1e-6, max_steps=a.steps + 1, log_samples_every=0, save_every=0,
             plots=False, progress=False, heldout_eval=False, eval_every=0, report_to="none",
-            seed=0, **extra,
+            seed=0, one_forward=False, **extra,  # the statistics pass as its own phase
         )  # fmt: skip
         run_dir = Path(tempfile.mkdtemp(prefix="ict-scaling-"))
         problems = [{"prompt": t, "reward": _common.toy_response_reward} for t in texts]
