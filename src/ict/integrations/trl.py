@@ -439,6 +439,7 @@ class ICTGRPOTrainer(OneForwardSteps, GRPOTrainer):
         # the distribution the model samples: its own logit transform (soft-cap, scale; ict.head),
         # or a ConfigError naming a model whose transform ict does not know
         logit_head(self.model)
+        self._ict_processes = self.accelerator.num_processes  # read once (ict_resolve's plan)
         method = self.ict_resolve()  # the config, resolved once
         if method.reference == "group_position":  # the training batch's layout, checked up front
             check_whole_groups(
@@ -629,7 +630,7 @@ class ICTGRPOTrainer(OneForwardSteps, GRPOTrainer):
         self._ict_method, self._ict_loss = method, self.ict_loss_config(method)
         text_config = self.model.config.get_text_config()
         self.ict_one_forward_plan: OneForwardPlan = one_forward_plan(
-            self.args, method, num_processes=self.accelerator.num_processes,
+            self.args, method, num_processes=self._ict_processes,
             num_iterations=self.num_iterations, group_size=self.num_generations,
             multimodal=text_config is not self.model.config,
         )  # fmt: skip
