@@ -74,6 +74,12 @@ from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 from trl.trainer.utils import maybe_gather_lm_head_ctx  # noqa: E402
 
 from ict.head import LogitHead, logit_head  # noqa: E402
+from ict.integrations.trl_one_forward import (  # noqa: E402
+    OneForwardPlan,
+    OneForwardSteps,
+    one_forward_plan,
+    regroup,
+)
 from ict.loss.modes import loss_mode_metrics  # noqa: E402
 from ict.loss.options import COVARIANCE_FIELDS  # noqa: E402
 from ict.loss.policy import LOSS_AGGREGATIONS, LossConfig, loss_masks, policy_loss  # noqa: E402
@@ -94,13 +100,6 @@ from ict.methods import (  # noqa: E402
 from ict.methods.step import gathered  # noqa: E402
 from ict.metrics import ParamChange  # noqa: E402
 from ict.stats import TokenStats, token_stats_from_hidden  # noqa: E402
-
-from ict.integrations.trl_one_forward import (  # noqa: E402, I001
-    OneForwardPlan,
-    OneForwardSteps,
-    one_forward_plan,
-    regroup,
-)
 
 LOSS_AGG_TO_TRL = {
     "token_mean": "dapo",

@@ -184,8 +184,6 @@ def captured_hidden(backbone: torch.nn.Module):
         handle.remove()
 
 
-
-
 class OneForwardSteps:
     """The trainer side (mixed into ICTGRPOTrainer, which provides `ict_token_stats`,
     `_ict_set_normalisers`, `_ict_log`, ...). Per generation batch: `_ict_prepare_one_forward`
