@@ -15,6 +15,7 @@ step - rollout) and the ratios to TRL's GRPO step, with the load average before 
 Usage:
   OMP_NUM_THREADS=1 python benchmarks/trl_one_forward.py --quick      # tiny model, seconds
   OMP_NUM_THREADS=1 python benchmarks/trl_one_forward.py              # SmolLM2-135M, 2 x 8 x 32
+  OMP_NUM_THREADS=1 python benchmarks/trl_one_forward.py --layers 6   # its first 6 of 30 layers
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ class StepClock:
 
 
 def run(args) -> dict:
-    model, tokenizer, name = _common.load_model(args.quick, args.seed)
+    model, tokenizer, name = _common.load_model(args.quick, args.seed, layers=args.layers)
     _common.force_length(model, tokenizer, args.max_new_tokens)
     texts = _common.prompts(tokenizer, args.prompts)
     tmp = Path(tempfile.mkdtemp(prefix="ict-bench-1fw-"))
@@ -178,6 +179,9 @@ def parse(argv=None):
     parser.add_argument("--max-new-tokens", type=int, default=None, help="default 32; quick 8")
     parser.add_argument("--steps", type=int, default=None, help="counted rounds (default 2)")
     parser.add_argument("--warmup", type=int, default=1, help="uncounted first rounds")
+    parser.add_argument(
+        "--layers", type=int, default=None, help="keep only the first N decoder layers"
+    )
     parser.add_argument("--lr", type=float, default=1e-6)
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--seed", type=int, default=0)

@@ -29,6 +29,14 @@ How it plugs in (three overrides, nothing else of TRL is replaced):
    computed by `ict.loss.policy_loss` instead, on TRL's own log-probs and entropies, with the
    per-optimizer-step normalisers (see `ICTGRPOTrainer._ict_compute_loss`).
 
+On-policy (one optimizer step per generation batch: `num_iterations == 1`, `steps_per_generation
+== gradient_accumulation_steps`), in one process, the statistics forward of 1. is not run: the
+statistics come from the loss forward of each micro-batch (ict.integrations.trl_one_forward: a
+forward hook on the backbone, whole groups per micro-batch), the selection is made up front where
+it reads no statistics and per micro-batch for a per-row top-k, and the metrics of 2. are logged
+after the generation batch's last micro-batch. `ICTGRPOConfig.one_forward=False` forces the
+two-pass path; `ICTGRPOTrainer.ict_one_forward_reason` says why a run keeps it.
+
 `loss_agg` maps onto TRL's `loss_type`: token_mean -> "dapo" (global token mean),
 seq_mean_token_mean -> "grpo" (advantages rescaled so that the mean runs over the responses with a
 selected token, as in METHOD.md), seq_mean_token_sum_norm -> "dr_grpo" (see docs/engines/trl.md).
