@@ -38,6 +38,7 @@ BENCHMARKS = [
     ),
     ("rollout", [*STEP, "--repeats", "1"], ["--quick"]),
     ("step_vs_trl", [*STEP, "--warmup", "0", "--steps", "1"], ["--quick"]),
+    ("trl_one_forward", ["--layers", "6", "--steps", "4"], ["--quick"]),
     ("scaling", ["--layers", "4", "--parallel"], ["--quick"]),
     ("token_stats", ["--n", "1024", "--repeats", "2", "--dtype", "float32"], None),
     ("train_step", ["--autocast", "off"], None),

@@ -40,6 +40,17 @@ def test_step_vs_trl_quick(tmp_path):
     assert "| step |" in stdout and "ict / TRL" in stdout
 
 
+def test_trl_one_forward_quick(tmp_path):
+    result, stdout = run("trl_one_forward", tmp_path, "--steps", "1")
+    means = result["means"]
+    assert list(means) == ["trl_grpo", "ict_one_forward", "ict_two_pass"]
+    for variant, m in means.items():
+        assert m["step"] > 0 and m["rollout"] > 0, variant
+        assert m["rest"] == pytest.approx(m["step"] - m["rollout"])
+        assert len(result["steps"][variant]) == 2  # 1 warm-up + 1 counted
+    assert "| ict_one_forward |" in stdout and "step / TRL" in stdout
+
+
 def test_stats_in_step_quick(tmp_path):
     result, stdout = run("stats_in_step", tmp_path)
     rows = result["results"]

@@ -32,15 +32,17 @@ def tiny_config(output_dir, **overrides):
 
 
 class Recorder:
-    """Mixin for a GRPOTrainer class: records, per micro-batch, the inputs, the per-token log-probs,
-    their gradient, TRL's own (fused-head) entropies, and the loss, in `self.records`."""
+    """Mixin for a GRPOTrainer class: records, per micro-batch, the inputs (the micro-batch dict
+    itself, so with what the loss adds to it: the statistics and selection of the one-forward
+    path), the per-token log-probs, their gradient, TRL's own (fused-head) entropies, and the
+    loss, in `self.records`."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.records = []
 
     def _compute_loss(self, model, inputs):
-        self._current = {"inputs": dict(inputs)}
+        self._current = {"inputs": inputs}
         loss = super()._compute_loss(model, inputs)
         self._current["loss"] = loss.detach().clone()
         self.records.append(self._current)

@@ -29,6 +29,14 @@ How it plugs in (three overrides, nothing else of TRL is replaced):
    computed by `ict.loss.policy_loss` instead, on TRL's own log-probs and entropies, with the
    per-optimizer-step normalisers (see `ICTGRPOTrainer._ict_compute_loss`).
 
+On-policy (one optimizer step per generation batch: `num_iterations == 1`, `steps_per_generation
+== gradient_accumulation_steps`), in one process, the statistics forward of 1. is not run: the
+statistics come from the loss forward of each micro-batch (ict.integrations.trl_one_forward: a
+forward hook on the backbone, whole groups per micro-batch), the selection is made up front where
+it reads no statistics and per micro-batch for a per-row top-k, and the metrics of 2. are logged
+after the generation batch's last micro-batch. `ICTGRPOConfig.one_forward=False` forces the
+two-pass path; `ICTGRPOTrainer.ict_one_forward_reason` says why a run keeps it.
+
 `loss_agg` maps onto TRL's `loss_type`: token_mean -> "dapo" (global token mean),
 seq_mean_token_mean -> "grpo" (advantages rescaled so that the mean runs over the responses with a
 selected token, as in METHOD.md), seq_mean_token_sum_norm -> "dr_grpo" (see docs/engines/trl.md).
@@ -74,6 +82,12 @@ from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 from trl.trainer.utils import maybe_gather_lm_head_ctx  # noqa: E402
 
 from ict.head import LogitHead, logit_head  # noqa: E402
+from ict.integrations.trl_one_forward import (  # noqa: E402
+    OneForwardPlan,
+    OneForwardSteps,
+    one_forward_plan,
+    regroup,
+)
 from ict.loss.modes import loss_mode_metrics  # noqa: E402
 from ict.loss.options import COVARIANCE_FIELDS  # noqa: E402
 from ict.loss.policy import LOSS_AGGREGATIONS, LossConfig, loss_masks, policy_loss  # noqa: E402
@@ -161,6 +175,15 @@ class ICTGRPOConfig(MethodOptions, GRPOConfig):
         default=None,
         metadata={
             "help": "Rows of the vocabulary-wide tensors per chunk (None: ict.stats default)."
+        },
+    )
+    one_forward: bool = field(
+        default=True,
+        metadata={
+            "help": "When the update is on-policy (one optimizer step per generation batch), take "
+            "ict's statistics from the loss forward instead of a separate forward (see "
+            "ict.integrations.trl_one_forward; the trainer's `ict_one_forward_reason` says why "
+            "not when it cannot). False: always the separate statistics forward."
         },
     )
     epsilon: float | None = field(
@@ -395,8 +418,14 @@ class _ParamChangeCallback(TrainerCallback):
         self.change = None
 
 
-class ICTGRPOTrainer(GRPOTrainer):
-    """`GRPOTrainer` that updates only the tokens chosen by an ict selector (see module docstring)."""
+class ICTGRPOTrainer(OneForwardSteps, GRPOTrainer):
+    """`GRPOTrainer` that updates only the tokens chosen by an ict selector (see module docstring).
+
+    `ict_one_forward` (bool): whether this run takes ict's statistics from the loss forward
+    (ict.integrations.trl_one_forward), resolved at set-up with `ict_resolve`;
+    `ict_one_forward_reason` says why not when it does not ("" when it does)."""
+
+    _ICT_MODEL_KWARGS = _TRL_MODEL_KWARGS
 
     def __init__(self, model, reward_funcs=None, args=None, *rest, **kwargs):  # TRL's signature
         if args is None:  # as TRL builds its default GRPOConfig, with the ict default method
@@ -417,6 +446,7 @@ class ICTGRPOTrainer(GRPOTrainer):
         # the distribution the model samples: its own logit transform (soft-cap, scale; ict.head),
         # or a ConfigError naming a model whose transform ict does not know
         logit_head(self.model)
+        self._ict_processes = self.accelerator.num_processes  # read once (ict_resolve's plan)
         method = self.ict_resolve()  # the config, resolved once
         if method.reference == "group_position":  # the training batch's layout, checked up front
             check_whole_groups(
@@ -462,12 +492,16 @@ class ICTGRPOTrainer(GRPOTrainer):
 
     @torch.no_grad()
     def ict_token_stats(
-        self, prompt_ids, prompt_mask, completion_ids, completion_mask, valid, group_ids
-    ):
+        self, prompt_ids, prompt_mask, completion_ids, completion_mask, valid, group_ids,
+        hidden=None,
+    ):  # fmt: skip
         """Token statistics of the current (old) policy on a local batch.
 
         prompt_ids/prompt_mask: [B, P] (left-padded); completion_ids/completion_mask: [B, C];
         valid: [B, C] bool (loss mask); group_ids: [B] long (global prompt index).
+        hidden: the policy's final hidden states on prompt + completion, [B, P + C, D], when a
+        forward already computed them (the loss forward, ict.integrations.trl_one_forward);
+        None: a no-grad forward of the policy here.
         Returns TokenStats with [B, C] float32 fields (kl too when the method scores by KL), 0
         where `valid` is False. The reference and divergence are the method's. One leading column
         (the distribution predicting the last prompt token) is passed to ict.stats and dropped, so
@@ -481,7 +515,10 @@ class ICTGRPOTrainer(GRPOTrainer):
         tokens = input_ids[:, first + 1 : last + 1]
         mask = torch.cat([valid.new_zeros(valid.size(0), lead), valid.bool()], dim=1)
 
-        hidden = self._ict_hidden(self.model, input_ids, attention_mask, first, last)
+        if hidden is None:
+            hidden = self._ict_hidden(self.model, input_ids, attention_mask, first, last)
+        else:
+            hidden = hidden[:, first:last]
         ref_kwargs = {}
         if self.ict_method().reference == "reference_policy":
             ref_kwargs = dict(
@@ -527,6 +564,9 @@ class ICTGRPOTrainer(GRPOTrainer):
         )
         if self.ict_method().reference == "group_position":
             check_whole_groups(n_local, group_size, self.accelerator.num_processes, mode)
+        out["ict_row"] = rows
+        if mode == "train" and self.ict_one_forward:  # from the loss forward (trl_one_forward)
+            return out
         valid = self._valid_mask(out)
         stats = self.ict_token_stats(
             out["prompt_ids"], out["prompt_mask"], out["completion_ids"], out["completion_mask"], valid,
@@ -535,7 +575,6 @@ class ICTGRPOTrainer(GRPOTrainer):
         out.update({f"ict_{f}": getattr(stats, f) for f in _STAT_FIELDS})
         if stats.kl is not None:
             out["ict_kl"] = stats.kl
-        out["ict_row"] = rows
         return out
 
     def _ict_log_zero_variance(self, mode) -> None:
@@ -596,7 +635,25 @@ class ICTGRPOTrainer(GRPOTrainer):
         set-up; call it again after changing `self.args` in place."""
         method = self.args.ict_method()
         self._ict_method, self._ict_loss = method, self.ict_loss_config(method)
+        text_config = self.model.config.get_text_config()
+        self.ict_one_forward_plan: OneForwardPlan = one_forward_plan(
+            self.args, method, num_processes=self._ict_processes,
+            num_iterations=self.num_iterations, group_size=self.num_generations,
+            multimodal=text_config is not self.model.config,
+        )  # fmt: skip
+        if not self.ict_one_forward_plan.on:
+            logger.info("statistics from a separate forward: %s", self.ict_one_forward_reason)
         return method
+
+    @property
+    def ict_one_forward(self) -> bool:
+        """Whether ict's statistics come from the loss forward (no statistics forward)."""
+        return self.ict_one_forward_plan.on
+
+    @property
+    def ict_one_forward_reason(self) -> str:
+        """Why the statistics need their own forward ("" when they do not)."""
+        return self.ict_one_forward_plan.reason
 
     def ict_method(self) -> Method:
         """The method this trainer runs (resolved by `ict_resolve`; its warm-up not yet fitted
@@ -630,7 +687,13 @@ class ICTGRPOTrainer(GRPOTrainer):
         before = self._buffered_inputs
         inputs = super()._prepare_inputs(generation_batch)
         if self._buffered_inputs is not before:  # a new generation batch was produced and split
-            self._ict_apply_selection(self._buffered_inputs, "train")
+            if not self.ict_one_forward:
+                self._ict_apply_selection(self._buffered_inputs, "train")
+                return inputs
+            if self.ict_one_forward_plan.regroup:  # whole groups per micro-batch
+                self._buffered_inputs = regroup(self._buffered_inputs)
+                inputs = self._buffered_inputs[self._step % self.args.steps_per_generation]
+            self._ict_prepare_one_forward(self._buffered_inputs)
         return inputs
 
     def _ict_in_order(self, chunks):
@@ -668,28 +731,29 @@ class ICTGRPOTrainer(GRPOTrainer):
         self._ict_set_normalisers(chunks, method, mode)
         self._ict_log(mode, stats, valid, selection)
 
-    def _ict_set_normalisers(self, chunks, method, mode):
+    def _ict_set_normalisers(self, chunks, method, mode, selected=None):
         """Per optimizer step (the `gradient_accumulation_steps` consecutive micro-batches of the
         generation batch that one update sums), all processes: the number of loss-normaliser
         tokens (selected, or valid for normalize_by="valid") and of responses with a selected
         token. TRL's token-count losses divide by num_items_in_batch / P * GA / spg, so it is set
         to count * spg / GA; the "grpo" loss rescales advantages (`_ict_seq_mean_scale`). Either
         way each update is normalised over exactly its own rows, as the native trainer's
-        mini-batch is."""
+        mini-batch is. `selected`: per micro-batch, a [B, C] mask with the selection's per-row
+        counts (default: its `ict_selected`; the normalisers depend on those counts only)."""
         ga = self.args.gradient_accumulation_steps if mode == "train" else len(chunks)
         spg = self.args.steps_per_generation if mode == "train" else len(chunks)
         window = [j // ga for j in range(len(chunks))]
         loss_config = self.ict_loss_config(method)
         counts = torch.zeros(max(window) + 1, 3, device=chunks[0]["completion_ids"].device)
+        if selected is None:
+            selected = [c["ict_selected"] for c in chunks]
         for j, c in enumerate(chunks):
             valid = self._valid_mask(c)
-            selected, norm, _, _ = loss_masks(
-                valid, c["ict_selected"], normalize_by=method.normalize_by
-            )
+            kept, norm, _, _ = loss_masks(valid, selected[j], normalize_by=method.normalize_by)
             counts[window[j], 0] += norm.sum()
-            counts[window[j], 1] += selected.any(dim=1).sum()
+            counts[window[j], 1] += kept.any(dim=1).sum()
             if loss_config is not None:  # ict's loss: its own normaliser, LossConfig.denominator
-                counts[window[j], 2] += loss_config.count(valid, c["ict_selected"])
+                counts[window[j], 2] += loss_config.count(valid, selected[j])
         counts = self.accelerator.reduce(counts, reduction="sum")
         keep_trl = method.selector == "every" and (spg % ga or self.loss_type not in (
             *_TOKEN_COUNT_LOSSES, "grpo"))  # fmt: skip
@@ -741,6 +805,8 @@ class ICTGRPOTrainer(GRPOTrainer):
         )  # fmt: skip
 
     def _compute_loss(self, model, inputs):
+        if inputs.get("ict_one_forward") and self.model.training:
+            inputs = self._ict_one_forward_inputs(model, inputs)
         if "ict_selected" not in inputs:
             raise RuntimeError(
                 "ICTGRPOTrainer: batch has no token selection (was _prepare_inputs bypassed?)"

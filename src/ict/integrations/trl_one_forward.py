@@ -1,0 +1,336 @@
+"""One forward per micro-batch for `ICTGRPOTrainer` when the update is on-policy (issue 31).
+
+The two-pass path (ict.integrations.trl) runs a no-grad forward of the policy at generation time
+for ict's token statistics, then TRL's loss runs another forward. When a generation batch feeds
+exactly one optimizer step (train mode, `num_iterations == 1`, `steps_per_generation ==
+gradient_accumulation_steps`), the policy of the loss forward is the policy that generated the
+batch, so the statistics can come from the loss forward itself: a forward hook on the backbone
+keeps the final hidden states (the fused LM head's input), and `ict_stats_from_hidden` computes
+H, H2, log p(y) and the score from them, detached. `one_forward_plan` decides, once at set-up,
+whether a run can do that and, if not, why; the helpers below are what the trainer needs for it.
+
+When the selection is known before a micro-batch's loss:
+- the method's selection reads no statistics (every, uniform: GRPO, the random controls,
+  clip_cov, kl_cov, entropy_bonus) or the step is in the dense warm-up: it is made up front on
+  the whole generation batch, exactly as the two-pass path makes it; the statistics then only
+  feed the metrics;
+- or the selection is a per-row top-`ratio` of a score that depends only on the row and its
+  group (`ROW_LOCAL_SCORES`, scope "sequence", granularity "position", the reference within a
+  group: `LOCAL_REFERENCES`): it is made on each micro-batch, which holds whole groups
+  (`regroup`), and equals the whole-batch selection row by row (top-k ties break by position
+  inside the row). Its loss normaliser is known up front from the count rule (`count_rule_mask`).
+Anything else (a global top-k by a score, STAPO's batch quantile, the batch-mean or
+reference-policy reference, several processes) keeps the two-pass path.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ict.select.core import parse_selector
+from ict.select.topk import keep_count
+
+# ratio selectors whose score at (b, t) reads only row b's statistics (and, through the
+# reference, its group's): a per-row top-k of them is the same on any batch holding the row's
+# group. Not `uniform`: its draws depend on the whole batch's shape (it needs no statistics, so
+# it is selected up front instead).
+ROW_LOCAL_SCORES = ("js_top", "kl_top", "js_bottom", "js_next_top", "entropy_top")
+# references computed from one row or one group (ict.stats): a micro-batch of whole groups has them
+LOCAL_REFERENCES = ("group_position", "group_mean", "sequence_mean", "previous_token")
+# TRL loss types whose sum over an optimizer step's equal-sized micro-batches does not depend on
+# how its rows are split (per-row means averaged over rows, or a step-wide normaliser); "bnpo"
+# divides by each micro-batch's own token count
+PARTITION_FREE_LOSSES = ("grpo", "sapo", "dr_grpo", "dapo", "cispo", "vespo", "luspo")
+STAT_FIELDS = ("entropy", "renyi2", "logprob", "js", "kl")
+
+
+@dataclass(frozen=True)
+class OneForwardPlan:
+    """Whether the loss forward also gives ict's statistics (`on`), why not (`reason`, "" when
+    on), whether the selection is made per micro-batch from them (`per_micro_batch`; else up
+    front, statistics for the metrics only) and whether TRL's shuffled micro-batches are
+    regrouped into whole groups (`regroup`: more than one micro-batch per generation batch)."""
+
+    on: bool
+    reason: str = ""
+    per_micro_batch: bool = False
+    regroup: bool = False
+
+
+def _off(reason: str) -> OneForwardPlan:
+    return OneForwardPlan(False, reason)
+
+
+def one_forward_plan(
+    args, method, *, num_processes: int, num_iterations: int, group_size: int, multimodal: bool
+) -> OneForwardPlan:
+    """The plan for an ICTGRPOConfig `args` running the resolved `method` (ict.methods.Method).
+    The first reason that rules the single forward out wins (see the module docstring)."""
+    spg, ga = args.steps_per_generation, args.gradient_accumulation_steps
+    if not args.one_forward:
+        return _off("one_forward=False: the statistics forward runs (two-pass path)")
+    if num_processes > 1:
+        return _off(f"{num_processes} processes: the single forward is used in one process only")
+    if num_iterations != 1 or spg != ga:
+        return _off(
+            f"off-policy: num_iterations={num_iterations}, steps_per_generation={spg}, "
+            f"gradient_accumulation_steps={ga} (one optimizer step per generation batch needs "
+            "num_iterations=1 and steps_per_generation == gradient_accumulation_steps)"
+        )
+    if multimodal:
+        return _off("a multimodal model (its batches carry images that are not regrouped)")
+    if method.reference not in LOCAL_REFERENCES:
+        return _off(
+            f"reference={method.reference!r} spans the generation batch (a micro-batch has "
+            f"{', '.join(LOCAL_REFERENCES)})"
+        )
+    stat_needs = [n for n in method.needs() if n in STAT_FIELDS]
+    parts = parse_selector(method.selector)
+    per_row = (
+        len(parts) == 1
+        and parts[0].name in ROW_LOCAL_SCORES
+        and method.scope == "sequence"
+        and args.granularity == "position"
+    )
+    if stat_needs and not per_row:
+        return _off(
+            f"the selection of method={method.name!r} (selector {method.selector!r}, scope "
+            f"{method.scope!r}, granularity {args.granularity!r}) needs the statistics of the "
+            "whole generation batch"
+        )
+    regroup = spg > 1
+    if regroup:
+        if method.scope == "micro_batch":
+            return _off("scope='micro_batch' selects inside TRL's own (shuffled) micro-batches")
+        if args.per_device_train_batch_size % group_size:
+            return _off(
+                f"per_device_train_batch_size={args.per_device_train_batch_size} is not a "
+                f"multiple of num_generations={group_size}: a micro-batch cannot hold whole groups"
+            )
+        dependent = [
+            (method.loss_mode != "vanilla", f"loss_mode={method.loss_mode!r} (per micro-batch)"),
+            (args.loss_type not in PARTITION_FREE_LOSSES, f"loss_type={args.loss_type!r}"),
+            (args.use_adaptive_entropy, "TRL's adaptive entropy bonus (per micro-batch)"),
+            (args.top_entropy_quantile < 1.0, "TRL's top_entropy_quantile (per micro-batch)"),
+        ]
+        for bad, what in dependent:
+            if bad:
+                return _off(f"{what} depends on how the rows are split into micro-batches")
+    return OneForwardPlan(True, "", per_micro_batch=bool(stat_needs), regroup=regroup)
+
+
+def count_rule_mask(valid: Tensor, ratio: float) -> Tensor:
+    """bool [B, T]: each row's first keep_count(n, ratio) valid tokens (n: the row's valid count).
+
+    A per-row top-`ratio` (ict.select.topk) keeps exactly keep_count(n, ratio) tokens of every
+    row whatever its scores, and the loss normalisers (ict.loss.policy.loss_masks,
+    LossConfig.count) are functions of the per-row counts only, so this mask gives the
+    normalisers of the selection before its scores exist."""
+    valid = valid.bool()
+    k = keep_count(valid.sum(dim=1), ratio)
+    return valid & (valid.long().cumsum(dim=1) <= k[:, None])
+
+
+def _take(value, index: Tensor):
+    """`value` ([N, ...] tensor or list of N) at rows `index`; a 0-d tensor or None as is."""
+    if value is None or (isinstance(value, Tensor) and value.ndim == 0):
+        return value
+    if isinstance(value, Tensor):
+        return value[index.to(value.device)]
+    return [value[i] for i in index.tolist()]
+
+
+def _cat(values: list):
+    first = values[0]
+    if first is None or (isinstance(first, Tensor) and first.ndim == 0):
+        return first
+    if isinstance(first, Tensor):
+        return torch.cat(values, dim=0)
+    return [v for part in values for v in part]
+
+
+def regroup(chunks: list[dict], rows_key: str = "ict_row") -> list[dict]:
+    """TRL's shuffled micro-batches of one generation batch, re-split into as many micro-batches
+    of the same size in generation order (`rows_key`: each row's index in it), so that each holds
+    whole groups when its size is a multiple of the group size (a group's rows are consecutive in
+    generation order). 0-d tensors (TRL's `num_items_in_batch`) are shared; None stays None."""
+    merged = {key: _cat([c[key] for c in chunks]) for key in chunks[0]}
+    order = torch.argsort(merged[rows_key].cpu())
+    size = chunks[0][rows_key].size(0)
+    return [
+        {key: _take(v, order[i : i + size]) for key, v in merged.items()}
+        for i in range(0, order.numel(), size)
+    ]
+
+
+@contextmanager
+def captured_hidden(backbone: torch.nn.Module):
+    """Inside the block, every forward of `backbone` appends its final hidden states
+    ([B, L, D], still attached to the graph) to the yielded list."""
+    store: list[Tensor] = []
+
+    def hook(module, args, output):
+        hidden = getattr(output, "last_hidden_state", None)
+        store.append(output[0] if hidden is None else hidden)
+
+    handle = backbone.register_forward_hook(hook)
+    try:
+        yield store
+    finally:
+        handle.remove()
+
+
+class OneForwardSteps:
+    """The trainer side (mixed into ICTGRPOTrainer, which provides `ict_token_stats`,
+    `_ict_set_normalisers`, `_ict_log`, ...). Per generation batch: `_ict_prepare_one_forward`
+    (in `_prepare_inputs`) selects up front what can be, and sets the normalisers; per
+    micro-batch: `_ict_one_forward_inputs` (first thing in `_compute_loss`) runs the loss forward
+    with the hook, keeps its result for the loss (`_get_per_token_logps_and_entropies` hands it
+    back once: TRL's loss and ict's loss call it right after), computes the statistics and, if
+    deferred, the selection; after the generation batch's last micro-batch the statistics metrics
+    are logged from every micro-batch's statistics.
+
+    Why a forward ahead of TRL's `_compute_loss` rather than inside it: TRL builds its loss mask
+    from `tool_mask` before its forward, so the selection, which multiplies into that mask, must
+    exist first; running the forward here and handing TRL the same tensors keeps TRL's loss code
+    unchanged and still one forward."""
+
+    _ict_forward_cache = None
+    _ict_pending: list | None = None
+    _ict_batch: dict | None = None
+
+    def _ict_backbone(self):
+        """The module whose output is the LM head's input (TRL's fused head calls it)."""
+        from accelerate.utils import is_peft_model
+
+        base = self.model.get_base_model() if is_peft_model(self.model) else self.model
+        return base.base_model
+
+    def _ict_prepare_one_forward(self, chunks: list[dict]) -> None:
+        """A new generation batch's micro-batches `chunks` (whole groups each): the selection
+        where it needs no statistics (or the warm-up's: every valid token), else the per-row
+        count rule for the normalisers; marks each micro-batch for `_ict_one_forward_inputs`."""
+        from ict.methods import StepInputs, is_dense, select_method, selection_seed
+
+        method = self.ict_run_method()
+        step = self.ict_rollout_batch()
+        valid = [self._valid_mask(c) for c in chunks]
+        if is_dense(method, step):
+            counts = valid
+            for c, v in zip(chunks, valid, strict=True):
+                c["ict_selected"] = v
+        elif self.ict_one_forward_plan.per_micro_batch:  # selected in _ict_one_forward_inputs
+            counts = [count_rule_mask(v, method.ratio) for v in valid]
+        else:  # needs no statistics: the whole generation batch's selection, as the two-pass path
+            rows = torch.cat([c["ict_row"] for c in chunks])
+            order = torch.argsort(rows)
+            inputs = StepInputs(
+                torch.cat(valid)[order], None, torch.cat([c["advantages"] for c in chunks])[order],
+                torch.cat([c["completion_ids"] for c in chunks])[order],
+            )  # fmt: skip
+            seed = selection_seed(self.args.seed, step)
+            selected = select_method(method, self.args, inputs, seed=seed)[torch.argsort(order)]
+            counts = list(selected.split([v.size(0) for v in valid]))
+            for c, s in zip(chunks, counts, strict=True):
+                c["ict_selected"] = s
+        self._ict_set_normalisers(chunks, method, "train", selected=counts)
+        for c in chunks:
+            c["ict_one_forward"] = True
+        self._ict_pending = []
+        self._ict_batch = {"method": method, "step": step, "micro_batches": len(chunks)}
+
+    def _ict_one_forward_inputs(self, model, inputs: dict) -> dict:
+        """One micro-batch: the loss forward (kept for the loss), ict's statistics from its
+        final hidden states (detached), the per-row selection if deferred. Adds `ict_<stat>` and
+        `ict_selected` to `inputs` (in place) and returns it; logs the metrics after the
+        generation batch's last micro-batch."""
+        from ict.methods import StepInputs, select_method, selection_seed
+
+        prompt_ids, completion_ids = inputs["prompt_ids"], inputs["completion_ids"]
+        input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
+        attention_mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+        self._ict_forward_cache = None
+        with captured_hidden(self._ict_backbone()) as hidden:
+            out = self._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, completion_ids.size(1), compute_entropy=True,
+                compute_aux_loss=self.aux_loss_enabled,
+                **{k: inputs.get(k) for k in self._ICT_MODEL_KWARGS},
+            )  # fmt: skip
+        if len(hidden) == 0:
+            raise RuntimeError(
+                "ICTGRPOTrainer: the loss forward did not run the backbone's forward hook; set "
+                "one_forward=False in ICTGRPOConfig (the separate statistics forward)"
+            )
+        self._ict_forward_cache = (input_ids, out)
+        valid = self._valid_mask(inputs)
+        stats = self.ict_token_stats(
+            prompt_ids, inputs["prompt_mask"], completion_ids, inputs["completion_mask"], valid,
+            inputs["ict_row"] // self.num_generations, hidden=torch.cat(hidden).detach(),
+        )  # fmt: skip
+        del hidden
+        # in place: the micro-batch TRL buffered holds its statistics and selection from here on
+        inputs.update({f"ict_{f}": getattr(stats, f) for f in STAT_FIELDS})
+        if "ict_selected" not in inputs:
+            method, step = self._ict_batch["method"], self._ict_batch["step"]
+            step_inputs = StepInputs(valid, stats, inputs["advantages"], completion_ids)
+            seed = selection_seed(self.args.seed, step)
+            selected = select_method(method, self.args, step_inputs, seed=seed)
+            if not torch.equal(selected.sum(1), count_rule_mask(valid, method.ratio).sum(1)):
+                raise RuntimeError(
+                    f"ICTGRPOTrainer: method {method.name!r} kept other than keep_count(n, "
+                    "ratio) tokens of a row, so the normaliser set up front is wrong; set "
+                    "one_forward=False in ICTGRPOConfig"
+                )
+            inputs["ict_selected"] = selected
+        self._ict_pending.append(inputs)
+        if len(self._ict_pending) == self._ict_batch["micro_batches"]:
+            self._ict_log_one_forward()
+        return inputs
+
+    def _ict_log_one_forward(self) -> None:
+        """The generation batch's statistics metrics (ict.methods.step_metrics, the two-pass
+        path's keys), from every micro-batch's statistics in generation order; the selection the
+        micro-batches used must be `select_step`'s on the whole batch (checked)."""
+        from ict.methods import StepInputs, select_step
+
+        chunks, batch = self._ict_pending, self._ict_batch
+        self._ict_pending = None
+        order, stats, valid, advantages, tokens = self._ict_in_order(chunks)
+        used = torch.cat([c["ict_selected"] for c in chunks])[order]
+        selection = select_step(
+            batch["method"], self.args, StepInputs(valid, stats, advantages, tokens),
+            step=batch["step"], seed=self.args.seed,
+        )  # fmt: skip
+        if not torch.equal(selection.selected, used.bool()):
+            raise RuntimeError(
+                "ICTGRPOTrainer: the micro-batches' selection differs from the whole generation "
+                "batch's; set one_forward=False in ICTGRPOConfig"
+            )
+        self._ict_log("train", stats, valid, selection)
+
+    def _get_per_token_logps_and_entropies(self, model, input_ids, *args, **kwargs):
+        """TRL's, or the result of the forward `_ict_one_forward_inputs` just ran on the same
+        `input_ids` (handed back once)."""
+        cache, self._ict_forward_cache = self._ict_forward_cache, None
+        if cache is not None:
+            if cache[0].shape == input_ids.shape and torch.equal(cache[0], input_ids):
+                return cache[1]
+            raise RuntimeError("ICTGRPOTrainer: the loss forward ran on other inputs than kept")
+        return super()._get_per_token_logps_and_entropies(model, input_ids, *args, **kwargs)
+
+
+__all__ = [
+    "LOCAL_REFERENCES",
+    "OneForwardPlan",
+    "OneForwardSteps",
+    "PARTITION_FREE_LOSSES",
+    "ROW_LOCAL_SCORES",
+    "captured_hidden",
+    "count_rule_mask",
+    "one_forward_plan",
+    "regroup",
+]
