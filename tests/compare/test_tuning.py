@@ -49,7 +49,9 @@ def test_the_smallest_value_within_the_margin_of_the_best_wins():
 
 def test_a_choice_at_an_edge_grows_the_grid_by_its_own_ratio_once():
     grid = (2e-5, 6.3e-5, 2e-4)
-    assert grown(grid, "high") == pytest.approx(6.35e-4) and grown(grid, "low") == 6.35e-6  # 2e-5 * 2e-5 / 6.3e-5
+    assert (
+        grown(grid, "high") == pytest.approx(6.35e-4) and grown(grid, "low") == 6.35e-6
+    )  # 2e-5 * 2e-5 / 6.3e-5
     spec = TuningSpec(values=grid, tie_margin=0.0, grow=1)
     at_top = {2e-5: {0: 0.1, 1: 0.3}, 6.3e-5: {0: 0.3, 1: 0.3}, 2e-4: {0: 0.5, 1: 0.4}}
     c = choose(at_top, spec, grid, grows_used=0)

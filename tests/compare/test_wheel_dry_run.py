@@ -79,7 +79,11 @@ def test_paper_dry_run_from_an_installed_wheel(tmp_path):
     elsewhere = tmp_path / "elsewhere"  # outside the checkout: no src/ or tests/ to fall back on
     elsewhere.mkdir()
     where = _run(
-        [python, "-c", "import ict, ict.compare.presets as p; print(ict.__file__, p.FIXTURES_DIR, p.PRESET_DIR)"],
+        [
+            python,
+            "-c",
+            "import ict, ict.compare.presets as p; print(ict.__file__, p.FIXTURES_DIR, p.PRESET_DIR)",
+        ],
         env=env,
         cwd=elsewhere,
     ).stdout.split()

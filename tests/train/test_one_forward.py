@@ -76,9 +76,10 @@ def test_every_registered_method_runs_one_forward_or_says_why(batch, method):
     """A method whose selection the update can compute runs in one forward and matches the
     separate pass; the others (selections over the whole batch's statistics) name the reason."""
     plan = config_for(method=method, dense_warmup_steps=0)
-    reads_batch = plan.method.needs() and plan.method.scope != "sequence"
-    if any(n not in ("advantages", "tokens") for n in plan.method.needs()) and reads_batch:
-        assert not plan.one_forward and "selects over the whole batch" in plan.one_forward_off
+    reads_stats = any(n not in ("advantages", "tokens") for n in plan.method.needs())
+    if reads_stats and (plan.method.scope != "sequence" or plan.method.reference == "batch_mean"):
+        assert not plan.one_forward
+        assert "needs the statistics of the whole batch" in plan.one_forward_off
         return
     assert plan.one_forward, plan.one_forward_off
     assert_same_step(batch, dict(method=method, dense_warmup_steps=0))
@@ -145,10 +146,11 @@ def test_each_token_runs_through_the_model_once(batch):
         (dict(num_epochs=2), "not on-policy"),
         (dict(mini_batch_size=8), "not on-policy"),
         (dict(disable_dropout=False), "dropout is on"),
-        (dict(method="entropy"), "selects over the whole batch"),
-        (dict(method="stapo"), "selects over the whole batch"),
-        (dict(method="ict_batch_mean"), "selects over the whole batch"),
-        (dict(method="ict", granularity="token_id"), "granularity=token_id"),
+        (dict(method="entropy"), "needs the statistics of the whole batch"),
+        (dict(method="stapo"), "needs the statistics of the whole batch"),
+        (dict(method="ict_batch_mean"), "needs the statistics of the whole batch"),
+        (dict(method="ict", granularity="token_id"), "granularity 'token_id'"),
+        (dict(method="ict", scope="global"), "scope 'global'"),
         (dict(method="ict", share_prompt=False), "share_prompt is off"),
     ],
 )

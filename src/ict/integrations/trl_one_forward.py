@@ -15,10 +15,10 @@ When the selection is known before a micro-batch's loss:
   the whole generation batch, exactly as the two-pass path makes it; the statistics then only
   feed the metrics;
 - or the selection is a per-row top-`ratio` of a score that depends only on the row and its
-  group (`ROW_LOCAL_SCORES`, scope "sequence", granularity "position", the reference within a
-  group: `LOCAL_REFERENCES`): it is made on each micro-batch, which holds whole groups
-  (`regroup`), and equals the whole-batch selection row by row (top-k ties break by position
-  inside the row). Its loss normaliser is known up front from the count rule (`count_rule_mask`).
+  group (ict.methods.selection_in_forward, the rule the native trainer uses too): it is made on
+  each micro-batch, which holds whole groups (`regroup`), and equals the whole-batch selection
+  row by row (top-k ties break by position inside the row). Its loss normaliser is known up
+  front from the count rule (ict.select.topk.count_rule_mask).
 Anything else (a global top-k by a score, STAPO's batch quantile, the batch-mean or
 reference-policy reference, several processes) keeps the two-pass path.
 """
@@ -31,16 +31,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ict.select.core import parse_selector
-from ict.select.topk import keep_count
+from ict.methods.step import LOCAL_REFERENCES, selection_in_forward
+from ict.select.topk import count_rule_mask
 
-# ratio selectors whose score at (b, t) reads only row b's statistics (and, through the
-# reference, its group's): a per-row top-k of them is the same on any batch holding the row's
-# group. Not `uniform`: its draws depend on the whole batch's shape (it needs no statistics, so
-# it is selected up front instead).
-ROW_LOCAL_SCORES = ("js_top", "kl_top", "js_bottom", "js_next_top", "entropy_top")
-# references computed from one row or one group (ict.stats): a micro-batch of whole groups has them
-LOCAL_REFERENCES = ("group_position", "group_mean", "sequence_mean", "previous_token")
 # TRL loss types whose sum over an optimizer step's equal-sized micro-batches does not depend on
 # how its rows are split (per-row means averaged over rows, or a step-wide normaliser); "bnpo"
 # divides by each micro-batch's own token count
@@ -83,24 +76,13 @@ def one_forward_plan(
         )
     if multimodal:
         return _off("a multimodal model (its batches carry images that are not regrouped)")
-    if method.reference not in LOCAL_REFERENCES:
+    when, why = selection_in_forward(method, args.granularity)
+    if when == "whole_batch":
+        return _off(why)
+    if method.reference not in LOCAL_REFERENCES:  # the statistics of the metrics, per micro-batch
         return _off(
             f"reference={method.reference!r} spans the generation batch (a micro-batch has "
             f"{', '.join(LOCAL_REFERENCES)})"
-        )
-    stat_needs = [n for n in method.needs() if n in STAT_FIELDS]
-    parts = parse_selector(method.selector)
-    per_row = (
-        len(parts) == 1
-        and parts[0].name in ROW_LOCAL_SCORES
-        and method.scope == "sequence"
-        and args.granularity == "position"
-    )
-    if stat_needs and not per_row:
-        return _off(
-            f"the selection of method={method.name!r} (selector {method.selector!r}, scope "
-            f"{method.scope!r}, granularity {args.granularity!r}) needs the statistics of the "
-            "whole generation batch"
         )
     regroup = spg > 1
     if regroup:
@@ -120,19 +102,8 @@ def one_forward_plan(
         for bad, what in dependent:
             if bad:
                 return _off(f"{what} depends on how the rows are split into micro-batches")
-    return OneForwardPlan(True, "", per_micro_batch=bool(stat_needs), regroup=regroup)
-
-
-def count_rule_mask(valid: Tensor, ratio: float) -> Tensor:
-    """bool [B, T]: each row's first keep_count(n, ratio) valid tokens (n: the row's valid count).
-
-    A per-row top-`ratio` (ict.select.topk) keeps exactly keep_count(n, ratio) tokens of every
-    row whatever its scores, and the loss normalisers (ict.loss.policy.loss_masks,
-    LossConfig.count) are functions of the per-row counts only, so this mask gives the
-    normalisers of the selection before its scores exist."""
-    valid = valid.bool()
-    k = keep_count(valid.sum(dim=1), ratio)
-    return valid & (valid.long().cumsum(dim=1) <= k[:, None])
+    per_micro_batch = when == "per_micro_batch"
+    return OneForwardPlan(True, "", per_micro_batch=per_micro_batch, regroup=regroup)
 
 
 def _take(value, index: Tensor):
@@ -324,13 +295,10 @@ class OneForwardSteps:
 
 
 __all__ = [
-    "LOCAL_REFERENCES",
     "OneForwardPlan",
     "OneForwardSteps",
     "PARTITION_FREE_LOSSES",
-    "ROW_LOCAL_SCORES",
     "captured_hidden",
-    "count_rule_mask",
     "one_forward_plan",
     "regroup",
 ]

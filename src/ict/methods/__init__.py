@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         run_warmup,
         select_method,
         select_step,
+        selection_in_forward,
         selection_seed,
         step_metrics,
         warmup_warning,
@@ -53,7 +54,8 @@ _LAZY = {
     ),
     **dict.fromkeys(
         ("DIAGNOSTIC_METHODS", "StepInputs", "StepSelection", "is_dense", "run_warmup",
-         "select_method", "select_step", "selection_seed", "step_metrics", "warmup_warning"),
+         "select_method", "select_step", "selection_in_forward", "selection_seed", "step_metrics",
+         "warmup_warning"),
         "ict.methods.step",
     ),
 }  # fmt: skip
@@ -76,6 +78,7 @@ __all__ = [
     "run_warmup",
     "select_method",
     "select_step",
+    "selection_in_forward",
     "selection_seed",
     "selector_kwargs",
     "step_metrics",

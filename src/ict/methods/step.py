@@ -29,11 +29,47 @@ from torch import Tensor
 from ict.seeds import derive_seed
 
 DIAGNOSTIC_METHODS = ("ict", "entropy", "stapo")
+# ratio selectors whose score at (b, t) reads only row b's statistics (and, through the
+# reference, its group's): a per-row top-k of them is the same on any batch holding the row's
+# group. Not `uniform`: its draws depend on the whole batch's shape (it reads no statistics, so
+# it is selected up front instead).
+ROW_LOCAL_SCORES = ("js_top", "kl_top", "js_bottom", "js_next_top", "entropy_top")
+# references computed from one row or one group (ict.stats): a micro-batch of whole groups has them
+LOCAL_REFERENCES = ("group_position", "group_mean", "sequence_mean", "previous_token")
+STAT_NEEDS = ("entropy", "renyi2", "logprob", "js", "kl")  # TokenStats fields a selector reads
 
 
 def selection_seed(seed: int, step: int) -> int:
     """The seed of step `step`'s selection (the random control's draws) for run seed `seed`."""
     return derive_seed(seed, step)
+
+
+def selection_in_forward(method, granularity: str) -> tuple[str, str]:
+    """When a step's selection can be made if its statistics come from the update's own forward
+    (on-policy, one forward per row: ict.train.stats_in_update, ict.integrations.trl_one_forward):
+    ("up_front", "") when it reads no statistics (every, uniform); ("per_micro_batch", "") when
+    it is one per-row top-k of a row-local score (`ROW_LOCAL_SCORES`, scope "sequence",
+    granularity "position", a `LOCAL_REFERENCES` reference): each micro-batch of whole groups
+    selects its own rows before its loss, as the whole batch would, its normaliser counted by
+    ict.select.topk.count_rule_mask; ("whole_batch", why) otherwise: every statistic first."""
+    from ict.select.core import parse_selector
+
+    if not any(n in STAT_NEEDS for n in method.needs()):
+        return "up_front", ""
+    parts = parse_selector(method.selector)
+    if (
+        len(parts) == 1
+        and parts[0].name in ROW_LOCAL_SCORES
+        and method.scope == "sequence"
+        and granularity == "position"
+        and method.reference in LOCAL_REFERENCES
+    ):
+        return "per_micro_batch", ""
+    return "whole_batch", (
+        f"the selection of method={method.name!r} (selector {method.selector!r}, scope "
+        f"{method.scope!r}, granularity {granularity!r}, reference {method.reference!r}) needs "
+        "the statistics of the whole batch"
+    )
 
 
 def is_dense(method, step: int) -> bool:

@@ -25,6 +25,18 @@ def keep_count(n: Tensor, ratio: float) -> Tensor:
     return torch.minimum(k.clamp(min=1), n) * (n > 0)
 
 
+def count_rule_mask(valid: Tensor, ratio: float) -> Tensor:
+    """bool [B, T]: each row's first keep_count(n, ratio) valid tokens (n: the row's valid count).
+
+    A per-row top-`ratio` keeps exactly keep_count(n, ratio) tokens of every row whatever its
+    scores, and the loss normalisers (ict.loss.policy.loss_masks, LossConfig.count) are
+    functions of the per-row counts only, so this mask gives the normalisers of such a selection
+    before its scores exist (the one-forward step on every engine)."""
+    valid = valid.bool()
+    k = keep_count(valid.sum(dim=1), ratio)
+    return valid & (valid.long().cumsum(dim=1) <= k[:, None])
+
+
 def topk_per_group(scores: Tensor, ratio: float, groups: Tensor | None = None) -> Tensor:
     """Keep the top `ratio` of candidates by score inside each group.
 

@@ -18,8 +18,10 @@ Two cases, by whether the step's selection reads the statistics:
   whole groups, its statistics come from its own forward before its loss, and its selection
   from them (`observe`). The loss normaliser is needed before the first micro-batch's loss: a
   per-response top-k keeps keep_count(n) of a response's n valid tokens whatever the scores, so
-  the counts come from a selection on zero scores (`initial_selection`), and `finish` checks that
-  the real selection kept exactly those counts.
+  the counts come from ict.select.topk.count_rule_mask (`initial_selection`), and `finish`
+  checks that the real selection kept exactly those counts.
+Which case a method is, or why it needs the whole batch's statistics first, is
+ict.methods.selection_in_forward, the rule TRL's single forward uses too.
 Rows the update leaves out (advantage 0, dropped groups) run a forward without gradient, for
 their statistics only. Every row thus runs one forward per step instead of two.
 """
@@ -30,12 +32,17 @@ import time
 
 import torch
 
-from ict.methods import StepInputs, select_method, select_step, selection_seed
-from ict.methods.step import is_dense
+from ict.methods import (
+    StepInputs,
+    is_dense,
+    select_method,
+    select_step,
+    selection_in_forward,
+    selection_seed,
+)
+from ict.select.topk import count_rule_mask
 from ict.stats import TokenStats
 from ict.train.old_policy import rollout_stats
-
-LOCAL_REFERENCES = ("group_position", "previous_token", "none")
 
 
 def one_forward_reason(config, method, batch) -> str | None:
@@ -51,31 +58,12 @@ def one_forward_reason(config, method, batch) -> str | None:
         )
     if not config.disable_dropout:
         return "dropout is on: the update's forward is not the old policy's distribution"
-    if not _selection_reads_stats(method):
-        return None
-    if method.scope != "sequence" or config.granularity != "position":
-        return (
-            f"method {method.name!r} selects over the whole batch (scope={method.scope}, "
-            f"granularity={config.granularity}): its statistics must all exist before the update"
-        )
-    if "+" in method.selector or method.ratio is None:
-        return f"selector {method.selector!r} is not one top-k per response"
-    if method.reference not in LOCAL_REFERENCES:
-        return f"reference={method.reference!r} is not local to a group"
-    if batch.group != config.num_generations:
+    when, why = selection_in_forward(method, config.granularity)
+    if when == "whole_batch":
+        return why
+    if when == "per_micro_batch" and batch.group != config.num_generations:
         return "share_prompt is off: a micro-batch need not hold whole groups"
     return None
-
-
-def _selection_reads_stats(method) -> bool:
-    """Whether the method's own selection reads token statistics (entropy, JS, KL, ...)."""
-    return any(need != "advantages" and need != "tokens" for need in method.needs())
-
-
-def _zero_stats(mask: torch.Tensor) -> TokenStats:
-    """TokenStats of zeros on `mask` [B, T]: every candidate tied, for counting a top-k."""
-    zero = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device)
-    return TokenStats(zero, zero, zero, zero, mask=mask, kl=zero)
 
 
 class StatsInUpdate:
@@ -90,7 +78,8 @@ class StatsInUpdate:
         self.mask = rollout.response_mask.to(policy.device).bool()
         self.tokens = rollout.input_ids.to(policy.device)
         self.seed = selection_seed(plan.seeds.run, step)
-        self.deferred = not is_dense(plan.method, step) and _selection_reads_stats(plan.method)
+        when, _ = selection_in_forward(plan.method, plan.config.granularity)
+        self.deferred = not is_dense(plan.method, step) and when == "per_micro_batch"
         self.hidden: torch.Tensor | None = None  # [N, T, D] shifted, detached (not deferred)
         self.fields: dict[str, torch.Tensor] = {}  # [N, T] statistics (deferred)
         self.selected = torch.zeros_like(self.mask)  # the selection the update trains on
@@ -108,8 +97,7 @@ class StatsInUpdate:
         method, cfg = self.plan.method, self.plan.config
         all_rows = slice(None)
         if self.deferred:
-            inputs = self._inputs(all_rows, all_rows, _zero_stats(self.mask))
-            self.counted = select_method(method, cfg, inputs, seed=self.seed)
+            self.counted = count_rule_mask(self.mask, method.ratio)
             return self.counted.clone()
         if is_dense(method, self.step):
             self.selected = self.mask.clone()
