@@ -110,7 +110,10 @@ FAMILIES = {
     # Llama 3.2 Instruct (128256): bos <|begin_of_text|>, eos <|eot_id|>, no pad
     "llama3": (
         128256,
-        {i: _LLAMA3_NAMED.get(i, f"<|reserved_special_token_{i - 128000}|>") for i in range(128000, 128256)},
+        {
+            i: _LLAMA3_NAMED.get(i, f"<|reserved_special_token_{i - 128000}|>")
+            for i in range(128000, 128256)
+        },
         {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"},
         LLAMA3_TEMPLATE,
     ),
@@ -192,7 +195,9 @@ def build_tokenizer(family: str, merges: list[tuple[str, str]] = ()):
     backend = Tokenizer(models.BPE(vocab=vocab, merges=kept))
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     backend.decoder = decoders.ByteLevel()
-    backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials.values()])
+    backend.add_special_tokens(
+        [AddedToken(t, special=True, normalized=False) for t in specials.values()]
+    )
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, padding_side="left", **roles)
     tokenizer.chat_template = template
     tokenizer.model_max_length = 32768
@@ -234,6 +239,7 @@ def save_tokenizer(tokenizer, family: str, directory: Path) -> None:
 # ---------------------------------------------------------------------------------------------
 # models: (model id suffix) -> (class name, tokenizer family, config kwargs). Sizes follow TRL's
 # scripts/generate_tiny_models/*; vocabulary and special ids follow the stand-in tokenizer.
+
 
 def _ids(family: str) -> dict:
     tok_specials = {v: k for k, v in FAMILIES[family][1].items()}
@@ -355,7 +361,11 @@ def _build_model(name: str, spec, hub: Path, trl_src: Path | None, seed: int, me
     if cls_name == "NemotronHForCausalLM":  # the upstream keeps the Mamba A_log / D in fp32
         for i, block in enumerate(config.layers_block_type):
             if block == "mamba":
-                mixer = model.model.layers[i].mixer if hasattr(model, "model") else model.backbone.layers[i].mixer
+                mixer = (
+                    model.model.layers[i].mixer
+                    if hasattr(model, "model")
+                    else model.backbone.layers[i].mixer
+                )
                 mixer.A_log.data = mixer.A_log.data.float()
                 mixer.D.data = mixer.D.data.float()
     snap = _snapshot(hub, f"{ORG}/{name}")
