@@ -33,6 +33,27 @@ def toy_response_reward(response: str) -> float:
     return toy_reward([response])[0]
 
 
+def trl_settings(args, out_dir, *, bf16: bool, max_steps: int) -> dict:
+    """The GRPOConfig keyword arguments of the TRL step benchmarks (step_vs_trl.py,
+    trl_one_forward.py; docs/benchmarks.md section 1): one group of `args.generations` rows per
+    micro-batch, `args.prompts` micro-batches per optimizer step, responses forced to
+    `args.max_new_tokens` tokens, temperature 1, AdamW at `args.lr` (betas 0.9/0.99), beta 0,
+    clip 0.2/0.28, one iteration, no gradient checkpointing, dropout off, CPU, no logging or
+    saving, seed `args.seed`."""
+    return dict(
+        output_dir=str(out_dir), per_device_train_batch_size=args.generations,
+        gradient_accumulation_steps=args.prompts, num_generations=args.generations,
+        max_completion_length=args.max_new_tokens,
+        generation_kwargs={"min_new_tokens": args.max_new_tokens}, temperature=1.0, top_p=1.0,
+        top_k=0, learning_rate=args.lr, lr_scheduler_type="constant", warmup_steps=0,
+        weight_decay=0.0, adam_beta1=0.9, adam_beta2=0.99, adam_epsilon=1e-8, max_grad_norm=1.0,
+        beta=0.0, epsilon=0.2, epsilon_high=0.28, num_iterations=1, gradient_checkpointing=False,
+        disable_dropout=True, bf16=bf16, use_cpu=True, report_to=[], logging_strategy="no",
+        disable_tqdm=True, log_level="error", save_strategy="no", dataloader_num_workers=0,
+        seed=args.seed, max_steps=max_steps,
+    )  # fmt: skip
+
+
 def load_model(quick: bool, seed: int = 0, layers: int | None = None):
     """(model, tokenizer, name): float32 SmolLM2-135M-Instruct, or the tiny test model (quick).
 

@@ -38,20 +38,6 @@ import train_step  # noqa: E402
 PATHS = ("separate", "one forward")
 
 
-class TokenCounter:
-    """Token positions (rows x columns) the model's input embedding sees, over every forward."""
-
-    def __init__(self, model):
-        self.tokens = 0
-        self.handle = model.get_input_embeddings().register_forward_hook(self._hook)
-
-    def _hook(self, module, args, output):
-        self.tokens += args[0].numel()
-
-    def close(self):
-        self.handle.remove()
-
-
 def parse(argv):
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -82,6 +68,7 @@ def parse(argv):
 
 def main(argv=None) -> int:
     args = parse(argv)
+    from ict.testing import TokenCounter
     from ict.train import TrainConfig
     from ict.train.plan import RunPlan
     from ict.train.schedule import LRSchedule, make_optimizer

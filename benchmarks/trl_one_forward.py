@@ -43,18 +43,7 @@ def make_trainer(variant, model, tokenizer, texts, args, out_dir, callback, firs
     accelerate state the first built (a second TrainingArguments would reset it under it)."""
     from datasets import Dataset
 
-    common = dict(
-        output_dir=str(out_dir), per_device_train_batch_size=args.generations,
-        gradient_accumulation_steps=args.prompts, num_generations=args.generations,
-        max_completion_length=args.max_new_tokens,
-        generation_kwargs={"min_new_tokens": args.max_new_tokens}, temperature=1.0, top_p=1.0,
-        top_k=0, learning_rate=args.lr, lr_scheduler_type="constant", warmup_steps=0,
-        weight_decay=0.0, adam_beta1=0.9, adam_beta2=0.99, adam_epsilon=1e-8, max_grad_norm=1.0,
-        beta=0.0, epsilon=0.2, epsilon_high=0.28, num_iterations=1, gradient_checkpointing=False,
-        disable_dropout=True, bf16=False, use_cpu=True, report_to=[], logging_strategy="no",
-        disable_tqdm=True, log_level="error", save_strategy="no", dataloader_num_workers=0,
-        seed=args.seed, max_steps=1,
-    )  # fmt: skip
+    common = _common.trl_settings(args, out_dir, bf16=False, max_steps=1)
     if not first:
         common["accelerator_config"] = {"use_configured_state": True}
     if variant == "trl_grpo":

@@ -10,6 +10,7 @@ Position t of `input_ids` is predicted by the model output at t - 1 (see docs/AR
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -56,6 +57,17 @@ class Sampling:
     stop: tuple[str, ...] = ()
     chat_template: bool = True
     system_prompt: str | None = None
+
+    @classmethod
+    def of(cls, source, **overrides) -> Sampling:
+        """The Sampling of any object that holds its fields under their names (an
+        ict.eval.EvalSettings, a TrainConfig); `overrides`: the values of fields it names
+        otherwise (a TrainConfig's `generation_batch_size` is `batch_size`)."""
+        values = {
+            f.name: overrides[f.name] if f.name in overrides else getattr(source, f.name)
+            for f in dataclasses.fields(cls)
+        }
+        return cls(**{**values, "stop": tuple(values["stop"])})
 
     def render(self, tokenizer, prompts: list) -> list[str]:
         """The prompt texts (each a string or chat messages) as the model reads them."""

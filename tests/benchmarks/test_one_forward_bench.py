@@ -1,23 +1,14 @@
 """benchmarks/one_forward.py --tiny runs end to end: both paths, the same update, fewer tokens."""
 
-import importlib.util
 import json
-from pathlib import Path
 
-SCRIPT = Path(__file__).parents[2] / "benchmarks" / "one_forward.py"
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("bench_one_forward", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.benchmarks import load_benchmark
 
 
 def test_tiny_smoke(tmp_path, capsys):
     out = tmp_path / "result.json"
     argv = ["--tiny", "--prompts-per-step", "4", "--num-generations", "4", "--repeats", "1"]
-    assert load_script().main([*argv, "--autocast", "off", "--json", str(out)]) == 0
+    assert load_benchmark("one_forward").main([*argv, "--autocast", "off", "--json", str(out)]) == 0
     methods = json.loads(out.read_text())["methods"]
     assert set(methods) == {"grpo", "ict"}
     for result in methods.values():

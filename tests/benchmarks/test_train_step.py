@@ -1,23 +1,14 @@
 """benchmarks/train_step.py --tiny runs end to end and reports what the docs table needs."""
 
-import importlib.util
 import json
-from pathlib import Path
 
-SCRIPT = Path(__file__).parents[2] / "benchmarks" / "train_step.py"
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("bench_train_step", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.benchmarks import load_benchmark
 
 
 def test_tiny_smoke(tmp_path, capsys):
     out = tmp_path / "result.json"
     argv = ["--tiny", "--prompts-per-step", "4", "--num-generations", "4", "--repeats", "1"]
-    assert load_script().main([*argv, "--autocast", "off", "--json", str(out)]) == 0
+    assert load_benchmark("train_step").main([*argv, "--autocast", "off", "--json", str(out)]) == 0
     result = json.loads(out.read_text())
     variants = result["variants"]
     assert set(variants) == {"grpo_today", "grpo_1", "grpo_123", "ict_123"}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from ict.testing import TokenCounter
 from ict.train.old_policy import old_policy_pass
 from ict.train.step import PolicyContext, TrainingStep
 from tests.train.update_helpers import REWARDS, GradRecorder, NoScheduler, config_for
@@ -18,20 +19,6 @@ from tests.train.update_helpers import REWARDS, GradRecorder, NoScheduler, confi
 # column, so that fraction counts different valid tokens (the step's `selected_fraction`, over
 # every valid token, is compared)
 NOT_COMPARED = ("time/", "throughput/", "update/tokens", "loss/selected_fraction")
-
-
-class TokenCounter:
-    """Counts the token positions the model's embedding sees (rows x columns, every forward)."""
-
-    def __init__(self, model):
-        self.tokens = 0
-        self.handle = model.get_input_embeddings().register_forward_hook(self.hook)
-
-    def hook(self, module, args, output):
-        self.tokens += args[0].numel()
-
-    def close(self):
-        self.handle.remove()
 
 
 def run_step(model, rollout, plan, *, step=1):

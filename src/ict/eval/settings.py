@@ -85,30 +85,14 @@ class EvalSettings:
         """Settings that sample as `sampling` does (an ict.generation.Sampling: temperature,
         top-p, response budget, generation batch, stop strings, prompt rendering); `fields`: the
         others (n, k, seed, limit, ...)."""
-        return cls(
-            temperature=sampling.temperature,
-            top_p=sampling.top_p,
-            max_new_tokens=sampling.max_new_tokens,
-            batch_size=sampling.batch_size,
-            stop=list(sampling.stop),
-            chat_template=sampling.chat_template,
-            system_prompt=sampling.system_prompt,
-            **fields,
-        )
+        values = dataclasses.asdict(sampling)
+        return cls(**{**values, "stop": list(sampling.stop)}, **fields)
 
     def sampling(self):
         """These settings' ict.generation.Sampling (imports torch: not on `--help`'s path)."""
         from ict.generation import Sampling
 
-        return Sampling(
-            temperature=self.temperature,
-            top_p=self.top_p,
-            max_new_tokens=self.max_new_tokens,
-            batch_size=self.batch_size,
-            stop=tuple(self.stop),
-            chat_template=self.chat_template,
-            system_prompt=self.system_prompt,
-        )
+        return Sampling.of(self)
 
     def replace(self, **changes) -> EvalSettings:
         """A copy with `changes` (EvalSettings fields) applied."""

@@ -96,3 +96,20 @@ def save_tiny_model(directory: str | Path, seed: int = 0, **config) -> Path:
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory
+
+
+class TokenCounter:
+    """Counts the token positions (rows x columns) a model's input embedding sees, over every
+    forward while it is attached (tests and benchmarks: how often tokens run through a model).
+
+    counter = TokenCounter(model); ...; counter.close(); counter.tokens"""
+
+    def __init__(self, model):
+        self.tokens = 0
+        self.handle = model.get_input_embeddings().register_forward_hook(self._hook)
+
+    def _hook(self, module, args, output):
+        self.tokens += args[0].numel()
+
+    def close(self) -> None:
+        self.handle.remove()

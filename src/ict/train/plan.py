@@ -45,15 +45,7 @@ def resolve_device(name: str) -> torch.device:
 
 def sampling_of(config: TrainConfig) -> Sampling:
     """The rollouts' sampling and prompt rendering of a config (and its evaluations' base)."""
-    return Sampling(
-        temperature=config.temperature,
-        top_p=config.top_p,
-        max_new_tokens=config.max_new_tokens,
-        batch_size=config.generation_batch_size,
-        stop=tuple(config.stop),
-        chat_template=config.chat_template,
-        system_prompt=config.system_prompt,
-    )
+    return Sampling.of(config, batch_size=config.generation_batch_size)
 
 
 @dataclass(frozen=True)

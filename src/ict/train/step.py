@@ -137,8 +137,9 @@ class TrainingStep:
         )  # fmt: skip
         stats, selection = in_update.finish()
         total = time.perf_counter() - t0
-        mask = rollout.response_mask.to(policy.device).bool()
-        scored = ScoredBatch(rollout, advantages, stats, None, batch.ref_logprob, mask, selection)
+        scored = ScoredBatch(
+            rollout, advantages, stats, None, batch.ref_logprob, in_update.mask, selection
+        )
         return scored, loss_metrics, in_update.seconds, total - in_update.seconds
 
     def run(
