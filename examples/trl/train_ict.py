@@ -175,4 +175,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    main().accelerator.end_training()  # destroys the process group before exit (multi-process runs)

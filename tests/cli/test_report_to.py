@@ -165,6 +165,11 @@ def test_wandb_offline_run_holds_the_options_scalars_and_media(tmp_path, monkeyp
     html.write_text("<b>token map</b>")
     logger.log_media(2, images={"plots/curve": _png(tmp_path / "c.png")}, html={"token_map": html})
     logger.close()
+    # finish() hands the stream's close to wandb's service process without waiting for it; the
+    # record log is complete once the service has shut down (wandb.teardown, as at process exit)
+    import wandb
+
+    wandb.teardown()
     (offline,) = (tmp_path / "run-a" / "wandb").glob("offline-run-*")
     media = offline / "files" / "media"
     assert list((media / "images" / "plots").glob("curve_2_*.png"))

@@ -28,6 +28,9 @@ def main(out: str, method: str, settings: str = "{}") -> None:
         {k: rec[k] for k in keys} | {"world": trainer.accelerator.num_processes},
         Path(out) / f"rank{rank}.pt",
     )
+    # destroy the gloo process group before exit: left to the interpreter's shutdown, its threads
+    # can abort a rank ("terminate called without an active exception")
+    trainer.accelerator.end_training()
 
 
 if __name__ == "__main__":
