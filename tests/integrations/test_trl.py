@@ -520,6 +520,10 @@ def test_group_split_across_processes_is_refused_naming_the_setting():
         check_whole_groups(2, 4, 2, "train")
     with pytest.raises(ConfigError, match="per_device_eval_batch_size"):
         check_whole_groups(6, 4, 2, "eval")
+    with pytest.raises(ConfigError, match='reference="group_mean" needs'):  # a group's mean too
+        check_whole_groups(2, 4, 2, "train", "group_mean")
+    check_whole_groups(2, 4, 2, "train", "batch_mean")  # spans the batch: all-reduced over ranks
+    check_whole_groups(2, 4, 2, "train", "sequence_mean")  # one row's own
 
 
 def test_the_methods_own_warmup_is_capped_at_half_of_a_short_trl_run(tmp_path):

@@ -61,7 +61,7 @@ def _concat_in_generation_order(ranks: list[dict]) -> dict:
     C = max(r["completion_ids"].size(1) for r in ranks)
     out = {}
     for key in ranks[0]:
-        if key == "world":
+        if not isinstance(ranks[0][key], torch.Tensor):
             continue
         parts = []
         for r in ranks:
@@ -137,6 +137,55 @@ def test_two_ranks_compute_the_papers_group_position_score_like_one_process(tmp_
     # the top 10% of each response: ceil(0.1 * its valid tokens)
     want = torch.ceil(0.1 * valid.sum(-1)).long()
     assert torch.equal(batch["ict_selected"].sum(-1), want)
+
+
+def _by_row(micro_batches: list[dict], key: str) -> torch.Tensor:
+    """A per-row field of every micro-batch, rows in generation order, padded to one length."""
+    rows = torch.cat([m["rows"] for m in micro_batches])
+    width = max(m[key].size(1) for m in micro_batches)
+    parts = [torch.nn.functional.pad(m[key], (0, width - m[key].size(1))) for m in micro_batches]
+    return torch.cat(parts)[torch.argsort(rows)]
+
+
+# ict: selected per micro-batch (2 micro-batches per rank, regrouped); random_sequence: up front
+@pytest.mark.parametrize(
+    "method, settings",
+    [("ict", {"dense_warmup_steps": 0, "gradient_accumulation_steps": 2}),
+     ("random_sequence", {"dense_warmup_steps": 0})],
+)  # fmt: skip
+def test_two_ranks_take_the_statistics_from_the_loss_forward_as_the_two_pass_path(
+    tmp_path, method, settings
+):
+    """With 2 processes the on-policy step runs one forward per micro-batch (no statistics
+    forward) and computes the two-pass step: per rank the same selection, gradient w.r.t. the
+    per-token log-probs and summed loss, the same metrics (reduced over ranks) and weights."""
+    one = _run_two_ranks(tmp_path / "one", method, settings)
+    two = _run_two_ranks(tmp_path / "two", method, {**settings, "one_forward": False})
+    assert [r["one_forward"] for r in one] == [True, True]
+    assert [r["one_forward"] for r in two] == [False, False]
+    for a, b in zip(one, two, strict=True):
+        assert (
+            len(a["micro_batches"])
+            == len(b["micro_batches"])
+            == settings.get("gradient_accumulation_steps", 1)
+        )
+        selected = _by_row(a["micro_batches"], "selected")
+        assert selected.any() and torch.equal(selected, _by_row(b["micro_batches"], "selected"))
+        torch.testing.assert_close(
+            _by_row(a["micro_batches"], "grad"), _by_row(b["micro_batches"], "grad"),
+            atol=1e-7, rtol=1e-5,
+        )  # fmt: skip
+        loss = [sum(float(m["loss"]) for m in r["micro_batches"]) for r in (a, b)]
+        assert loss[0] == pytest.approx(loss[1], rel=1e-5, abs=1e-7)
+        for name, weight in a["params"].items():  # Adam's first step is about lr * g / |g|: a
+            # near-zero gradient summed in another micro-batch order moves by more than rounding
+            torch.testing.assert_close(weight, b["params"][name], atol=1e-5, rtol=1e-5)
+        keys = [k for k in b["metrics"][0] if k.startswith(("valid/", "selected/", "selected_"))]
+        assert keys and a["metrics"][0].keys() >= set(keys)
+        for key in keys:
+            assert float(a["metrics"][0][key]) == pytest.approx(
+                float(b["metrics"][0][key]), rel=1e-4, abs=1e-6
+            ), key
 
 
 def test_a_group_split_across_processes_is_refused_naming_the_setting(tmp_path):

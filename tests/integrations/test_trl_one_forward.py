@@ -26,7 +26,7 @@ from ict.integrations.cases import (
 pytestmark = pytest.mark.trl
 trl = pytest.importorskip("trl")
 
-from ict.integrations.trl_one_forward import one_forward_plan, regroup  # noqa: E402
+from ict.integrations.trl_one_forward import regroup  # noqa: E402
 from ict.select.topk import count_rule_mask  # noqa: E402
 
 
@@ -208,22 +208,6 @@ def test_a_fallback_runs_the_statistics_forward(tmp_path):
     trainer, counter = build(tmp_path, method="entropy", max_steps=2)
     trainer.train()
     assert counter.count == 2 + 2
-
-
-def test_several_processes_fall_back(tmp_path):
-    from ict.methods import resolve_method
-
-    args = tiny_config(tmp_path, method="ict")
-    plan = one_forward_plan(
-        args, resolve_method(args), num_processes=2, num_iterations=1, group_size=4,
-        multimodal=False,
-    )  # fmt: skip
-    assert not plan.on and "2 processes" in plan.reason
-    plan = one_forward_plan(
-        args, resolve_method(args), num_processes=1, num_iterations=1, group_size=4,
-        multimodal=False,
-    )  # fmt: skip
-    assert plan.on and plan.per_micro_batch and not plan.regroup
 
 
 # ---- the pieces ---------------------------------------------------------------------------------

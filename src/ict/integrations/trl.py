@@ -30,7 +30,7 @@ How it plugs in (three overrides, nothing else of TRL is replaced):
    per-optimizer-step normalisers (see `ICTGRPOTrainer._ict_compute_loss`).
 
 On-policy (one optimizer step per generation batch: `num_iterations == 1`, `steps_per_generation
-== gradient_accumulation_steps`), in one process, the statistics forward of 1. is not run: the
+== gradient_accumulation_steps`), on any number of processes, the statistics forward of 1. is not run: the
 statistics come from the loss forward of each micro-batch (ict.integrations.trl_one_forward: a
 forward hook on the backbone, whole groups per micro-batch), the selection is made up front where
 it reads no statistics and per micro-batch for a per-row top-k, and the metrics of 2. are logged
@@ -365,13 +365,19 @@ def ict_computes_loss(method: Method) -> bool:
     return method.loss_mode != "vanilla" or method.entropy_coef != 0.0
 
 
-def check_whole_groups(n_local: int, group_size: int, num_processes: int, mode: str) -> None:
-    """group_position under several processes: TRL's RepeatSampler puts a prompt's G completions on
-    consecutive rows of the global generation batch and gives process r the rows
-    [r * n_local, (r + 1) * n_local), so a process holds whole groups iff n_local % G == 0.
-    Raise ConfigError naming the TRL settings otherwise (the paper's score needs every completion
-    of a prompt at each position; TRL only checks that the global batch is a multiple of G)."""
-    if num_processes <= 1 or n_local % group_size == 0:
+# references computed over a prompt's group of completions (ict.stats): each process needs whole groups
+GROUP_REFERENCES = ("group_position", "group_mean")
+
+
+def check_whole_groups(
+    n_local: int, group_size: int, num_processes: int, mode: str, reference: str = "group_position"
+) -> None:
+    """A group reference (`GROUP_REFERENCES`) under several processes: TRL's RepeatSampler puts a
+    prompt's G completions on consecutive rows of the global generation batch and gives process r
+    the rows [r * n_local, (r + 1) * n_local), so a process holds whole groups iff
+    n_local % G == 0. Raise ConfigError naming the TRL settings otherwise (the reference needs
+    every completion of a prompt; TRL only checks that the global batch is a multiple of G)."""
+    if reference not in GROUP_REFERENCES or num_processes <= 1 or n_local % group_size == 0:
         return
     if mode == "train":
         setting = (
@@ -387,8 +393,9 @@ def check_whole_groups(n_local: int, group_size: int, num_processes: int, mode: 
             f"num_generations_eval = {group_size}"
         )
         fix = "make per_device_eval_batch_size a multiple of num_generations_eval"
+    what = " (the paper's ICT score)" if reference == "group_position" else ""
     raise ConfigError(
-        f"reference=\"group_position\" (the paper's ICT score) needs each prompt's completions on "
+        f'reference="{reference}"{what} needs each prompt\'s completions on '
         f"one process, but with {num_processes} processes {setting}, so TRL splits a prompt's group "
         f"across processes: {fix}, or choose another reference (e.g. reference='batch_mean')."
     )
@@ -446,13 +453,11 @@ class ICTGRPOTrainer(OneForwardSteps, GRPOTrainer):
         # the distribution the model samples: its own logit transform (soft-cap, scale; ict.head),
         # or a ConfigError naming a model whose transform ict does not know
         logit_head(self.model)
-        self._ict_processes = self.accelerator.num_processes  # read once (ict_resolve's plan)
         method = self.ict_resolve()  # the config, resolved once
-        if method.reference == "group_position":  # the training batch's layout, checked up front
-            check_whole_groups(
-                self.args.per_device_train_batch_size * self.args.steps_per_generation,
-                self.num_generations, self.accelerator.num_processes, "train",
-            )  # fmt: skip
+        check_whole_groups(  # the training batch's layout, checked up front
+            self.args.per_device_train_batch_size * self.args.steps_per_generation,
+            self.num_generations, self.accelerator.num_processes, "train", method.reference,
+        )  # fmt: skip
         if method.reference == "reference_policy" and self.ref_model is None:
             raise ConfigError(
                 "reference='reference_policy' needs a separate reference model (TRL has none with PEFT): "
@@ -562,8 +567,9 @@ class ICTGRPOTrainer(OneForwardSteps, GRPOTrainer):
         rows = self.accelerator.process_index * n_local + torch.arange(
             n_local, device=out["completion_ids"].device
         )
-        if self.ict_method().reference == "group_position":
-            check_whole_groups(n_local, group_size, self.accelerator.num_processes, mode)
+        check_whole_groups(
+            n_local, group_size, self.accelerator.num_processes, mode, self.ict_method().reference
+        )
         out["ict_row"] = rows
         if mode == "train" and self.ict_one_forward:  # from the loss forward (trl_one_forward)
             return out
@@ -637,8 +643,7 @@ class ICTGRPOTrainer(OneForwardSteps, GRPOTrainer):
         self._ict_method, self._ict_loss = method, self.ict_loss_config(method)
         text_config = self.model.config.get_text_config()
         self.ict_one_forward_plan: OneForwardPlan = one_forward_plan(
-            self.args, method, num_processes=self._ict_processes,
-            num_iterations=self.num_iterations, group_size=self.num_generations,
+            self.args, method, num_iterations=self.num_iterations, group_size=self.num_generations,
             multimodal=text_config is not self.model.config,
         )  # fmt: skip
         if not self.ict_one_forward_plan.on:
@@ -948,5 +953,6 @@ __all__ = [
     "LOSS_AGG_TO_TRL",
     "check_trl_version",
     "ict_computes_loss",
+    "GROUP_REFERENCES",
     "check_whole_groups",
 ]

@@ -20,7 +20,13 @@ When the selection is known before a micro-batch's loss:
   row by row (top-k ties break by position inside the row). Its loss normaliser is known up
   front from the count rule (ict.select.topk.count_rule_mask).
 Anything else (a global top-k by a score, STAPO's batch quantile, the batch-mean or
-reference-policy reference, several processes) keeps the two-pass path.
+reference-policy reference) keeps the two-pass path.
+
+Several processes change nothing of this: each holds whole groups (a group reference is checked
+at set-up, ict.integrations.trl.check_whole_groups), a per-row selection reads its own rows only,
+an up-front one is the two-pass path's call, and the normaliser counts and the metrics are reduced
+over the processes at the same points as on the two-pass path (every process runs the same number
+of micro-batches), so the step is the two-pass step (tests/integrations/test_trl_distributed.py).
 """
 
 from __future__ import annotations
@@ -59,15 +65,14 @@ def _off(reason: str) -> OneForwardPlan:
 
 
 def one_forward_plan(
-    args, method, *, num_processes: int, num_iterations: int, group_size: int, multimodal: bool
+    args, method, *, num_iterations: int, group_size: int, multimodal: bool
 ) -> OneForwardPlan:
     """The plan for an ICTGRPOConfig `args` running the resolved `method` (ict.methods.Method).
-    The first reason that rules the single forward out wins (see the module docstring)."""
+    The first reason that rules the single forward out wins (see the module docstring); the
+    number of processes is none of them."""
     spg, ga = args.steps_per_generation, args.gradient_accumulation_steps
     if not args.one_forward:
         return _off("one_forward=False: the statistics forward runs (two-pass path)")
-    if num_processes > 1:
-        return _off(f"{num_processes} processes: the single forward is used in one process only")
     if num_iterations != 1 or spg != ga:
         return _off(
             f"off-policy: num_iterations={num_iterations}, steps_per_generation={spg}, "
