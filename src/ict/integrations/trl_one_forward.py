@@ -39,12 +39,12 @@ from torch import Tensor
 
 from ict.methods.step import LOCAL_REFERENCES, selection_in_forward
 from ict.select.topk import count_rule_mask
+from ict.stats import STAT_FIELDS
 
 # TRL loss types whose sum over an optimizer step's equal-sized micro-batches does not depend on
 # how its rows are split (per-row means averaged over rows, or a step-wide normaliser); "bnpo"
 # divides by each micro-batch's own token count
 PARTITION_FREE_LOSSES = ("grpo", "sapo", "dr_grpo", "dapo", "cispo", "vespo", "luspo")
-STAT_FIELDS = ("entropy", "renyi2", "logprob", "js", "kl")
 
 
 @dataclass(frozen=True)

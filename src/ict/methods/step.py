@@ -36,7 +36,6 @@ DIAGNOSTIC_METHODS = ("ict", "entropy", "stapo")
 ROW_LOCAL_SCORES = ("js_top", "kl_top", "js_bottom", "js_next_top", "entropy_top")
 # references computed from one row or one group (ict.stats): a micro-batch of whole groups has them
 LOCAL_REFERENCES = ("group_position", "group_mean", "sequence_mean", "previous_token")
-STAT_NEEDS = ("entropy", "renyi2", "logprob", "js", "kl")  # TokenStats fields a selector reads
 
 
 def selection_seed(seed: int, step: int) -> int:
@@ -53,8 +52,9 @@ def selection_in_forward(method, granularity: str) -> tuple[str, str]:
     selects its own rows before its loss, as the whole batch would, its normaliser counted by
     ict.select.topk.count_rule_mask; ("whole_batch", why) otherwise: every statistic first."""
     from ict.select.core import parse_selector
+    from ict.stats import STAT_FIELDS
 
-    if not any(n in STAT_NEEDS for n in method.needs()):
+    if not any(n in STAT_FIELDS for n in method.needs()):  # reads no statistic
         return "up_front", ""
     parts = parse_selector(method.selector)
     if (

@@ -44,6 +44,10 @@ class TokenStats:
         return prob if self.mask is None else prob.masked_fill_(~self.mask, 0.0)
 
 
+# TokenStats' per-token statistic fields (every field but the mask; kl only with divergence="kl")
+STAT_FIELDS = ("entropy", "renyi2", "logprob", "js", "kl")
+
+
 def masked_mean(x: Tensor, mask: Tensor, empty: float = float("nan")) -> Tensor:
     """Mean of `x` over the positions where `mask` is True, in float32 (0-dim tensor).
 

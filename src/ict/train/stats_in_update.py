@@ -41,7 +41,7 @@ from ict.methods import (
     selection_seed,
 )
 from ict.select.topk import count_rule_mask
-from ict.stats import TokenStats
+from ict.stats import STAT_FIELDS, TokenStats
 from ict.train.old_policy import rollout_stats
 
 
@@ -121,7 +121,7 @@ class StatsInUpdate:
             self.seconds += time.perf_counter() - start
             return None
         stats = rollout_stats(self.policy, self.rollout, self.plan, hidden, rows, cols)
-        for name in ("entropy", "renyi2", "logprob", "js", "kl"):
+        for name in STAT_FIELDS:
             value = getattr(stats, name)
             if value is None:
                 continue
