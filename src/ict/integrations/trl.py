@@ -107,7 +107,7 @@ from ict.methods import (  # noqa: E402
 )
 from ict.methods.step import gathered  # noqa: E402
 from ict.metrics import ParamChange  # noqa: E402
-from ict.stats import TokenStats, token_stats_from_hidden  # noqa: E402
+from ict.stats import GROUP_REFERENCES, TokenStats, token_stats_from_hidden  # noqa: E402
 
 LOSS_AGG_TO_TRL = {
     "token_mean": "dapo",
@@ -365,17 +365,13 @@ def ict_computes_loss(method: Method) -> bool:
     return method.loss_mode != "vanilla" or method.entropy_coef != 0.0
 
 
-# references computed over a prompt's group of completions (ict.stats): each process needs whole groups
-GROUP_REFERENCES = ("group_position", "group_mean")
-
-
 def check_whole_groups(
     n_local: int, group_size: int, num_processes: int, mode: str, reference: str = "group_position"
 ) -> None:
-    """A group reference (`GROUP_REFERENCES`) under several processes: TRL's RepeatSampler puts a
-    prompt's G completions on consecutive rows of the global generation batch and gives process r
-    the rows [r * n_local, (r + 1) * n_local), so a process holds whole groups iff
-    n_local % G == 0. Raise ConfigError naming the TRL settings otherwise (the reference needs
+    """A group reference (`ict.stats.GROUP_REFERENCES`) under several processes: TRL's
+    RepeatSampler puts a prompt's G completions on consecutive rows of the global generation batch
+    and gives process r the rows [r * n_local, (r + 1) * n_local), so a process holds whole groups
+    iff n_local % G == 0. Raise ConfigError naming the TRL settings otherwise (the reference needs
     every completion of a prompt; TRL only checks that the global batch is a multiple of G)."""
     if reference not in GROUP_REFERENCES or num_processes <= 1 or n_local % group_size == 0:
         return
@@ -953,6 +949,5 @@ __all__ = [
     "LOSS_AGG_TO_TRL",
     "check_trl_version",
     "ict_computes_loss",
-    "GROUP_REFERENCES",
     "check_whole_groups",
 ]

@@ -13,10 +13,18 @@ See docs/METHOD.md for the math and docs/ARCHITECTURE.md for the tensor layout.
 
 from ict.head import LogitHead, logit_head
 from ict.stats.compute import token_stats, token_stats_from_hidden
-from ict.stats.result import DIVERGENCES, REFERENCES, STAT_FIELDS, TokenStats, masked_mean
+from ict.stats.result import (
+    DIVERGENCES,
+    GROUP_REFERENCES,
+    REFERENCES,
+    STAT_FIELDS,
+    TokenStats,
+    masked_mean,
+)
 
 __all__ = [
     "DIVERGENCES",
+    "GROUP_REFERENCES",
     "REFERENCES",
     "STAT_FIELDS",
     "LogitHead",

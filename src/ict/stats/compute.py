@@ -56,7 +56,7 @@ from ict.stats.kernels import (
     policy_block_,
 )
 from ict.stats.logit_sources import HiddenSource, LogitsSource, elementwise_on_one_thread
-from ict.stats.result import DIVERGENCES, REFERENCES, TokenStats
+from ict.stats.result import DIVERGENCES, GROUP_REFERENCES, REFERENCES, TokenStats
 
 MIN_CHUNK_BYTES = 32 << 20  # default chunk: 1/16 of the full logits' bytes, within 32..128 MiB
 MAX_CHUNK_BYTES = 128 << 20  # (N/16 rows, 55..220 rows at V = 151936 for float32 inputs)
@@ -227,7 +227,7 @@ def _check_common(bt, tokens, mask, temperature, reference, group_ids, device, d
         )
     if tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
         raise DataError(f"tokens must be an integer tensor (token ids), got {tokens.dtype}")
-    if reference in ("group_mean", "group_position"):
+    if reference in GROUP_REFERENCES:
         if group_ids is None:
             raise ConfigError(
                 f'reference="{reference}" needs group_ids=[B] (the prompt index of each row)'

@@ -16,6 +16,9 @@ REFERENCES = (
     "group_position",
 )
 DIVERGENCES = ("js", "kl")
+# references computed over a prompt's group of completions: they need group_ids, and a batch of
+# whole groups (on several processes, each process's rows)
+GROUP_REFERENCES = ("group_mean", "group_position")
 
 
 @dataclass
