@@ -4,12 +4,16 @@
     python scripts/explore_study.py decide --out runs/toy-cot-explore   # the declared choice
     python scripts/explore_study.py test   --out runs/toy-cot-explore --block 0   # stage B
     python scripts/explore_study.py test   --out runs/toy-cot-explore --block 1
+    python scripts/explore_study.py companion --out runs/toy-cot-explore  # SmolLM2, exploratory
 
 Every stage is the grid of `ict compare` (ict.compare.grid): cells are claimed, so two processes
 can run the same command on one directory (two workers), and either can be killed and restarted.
 Stage A: OUT/pilot-<pool>/tuning/runs/<method>_lr<lr>_seed2000 (ict.compare.explore names the
 grid). `decide` writes OUT/pilot_choice.json. Stage B block b: warm start seed b, test seeds
 10b..10b+9, at the pilot's shared lr, pool and horizon, in OUT/test-warm<b>/runs/<method>_seed<s>.
+The companion (exploratory): the `smollm` preset's model and task, GRPO vs ICT and
+random_sequence with 1 dense warm-up step, 8 steps, 6 seeds, 64 held-out problems x 16 samples
+before and after, in OUT/companion/.
 """
 
 from __future__ import annotations
@@ -27,10 +31,11 @@ from ict.compare.grid import (
     plan_cells,
     prepare_start,
     run_all,
+    run_grid,
     tuning_cell,
     write_grid_record,
 )
-from ict.compare.presets import get_preset
+from ict.compare.presets import EvalSpec, get_preset
 from ict.compare.tuning import TuningSpec
 from ict.errors import ConfigError
 from ict.fast import fast_path
@@ -117,9 +122,134 @@ def run_test(out: Path, block: int) -> None:
         run_all(cells, start, preset, grid)
 
 
+def pilot_report(out: Path, dest: Path) -> Path:
+    """DEST/report.md, report.html, report.json and plots/ of the pilot (stage A) from
+    OUT/pilot_choice.json: each cell's validation curve, the declared choice, the frontier
+    figure (pass@32 against pass@1 over checkpoints, one line per arm)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ict.files import write_atomic
+    from ict.report.document import Document
+    from ict.report.plots import method_color
+
+    record = read_json(out / "pilot_choice.json")
+    if record is None:
+        raise ConfigError(f"no {out}/pilot_choice.json: run `decide` first")
+    choice, cells = record["choice"], record["cells"]
+    plots = dest / "plots"
+    plots.mkdir(parents=True, exist_ok=True)
+    fig, axes = plt.subplots(1, 2, figsize=(9, 4), sharex=True, sharey=True)
+    for ax, pool in zip(axes, explore.POOL_ORDER, strict=True):
+        for c in (c for c in cells if c["pool"] == pool):
+            xs = [p["pass1"] for p in c["curve"]]
+            ys = [p["pass32"] for p in c["curve"]]
+            alpha = 0.35 + 0.65 * explore.PILOT_LRS.index(c["lr"]) / (len(explore.PILOT_LRS) - 1)
+            ax.plot(xs, ys, "-o", ms=3, color=method_color(c["method"]), alpha=alpha,
+                    label=f"{c['method']} lr {c['lr']:g}")  # fmt: skip
+            ax.annotate("start", (xs[0], ys[0]), fontsize=9)
+        ax.set_title(f"pool: {pool if pool == 'full' else pool + ' pairs'}", fontsize=12)
+        ax.set_xlabel("validation pass@1", fontsize=11)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("validation pass@32", fontsize=11)
+    axes[1].legend(fontsize=8, loc="lower left")
+    fig.suptitle("Pilot: pass@32 against pass@1 every 50 steps (darker: larger lr)", fontsize=12)
+    fig.tight_layout()
+    frontier = plots / "frontier.png"
+    fig.savefig(frontier, dpi=110)
+    plt.close(fig)
+
+    doc = Document("toy-cot-explore: the exploration study")
+    doc.para(
+        "Declared in [PROTOCOL.md](PROTOCOL.md) before any cell ran. Commands: "
+        "[COMMAND.md](COMMAND.md). Stage A (the pilot, a description: one seed per cell) ran "
+        "in full: 12 cells."
+    )
+    doc.heading("The pilot's declared choice")
+    doc.para(f"**{choice['reason']}**.")
+    stable = ", ".join(
+        f"{pool}: {lr:g}" if lr is not None else f"{pool}: none"
+        for pool, lr in choice["stable_lr"].items()
+    )
+    doc.para(
+        f"Largest learning rate at which ICT's validation pass@1 stayed >= its start: {stable}."
+    )
+    if choice["pool"] is None:
+        doc.para(
+            "Stage B (the confirmatory comparison of grpo, ict and random_sequence over 20 seeds and "
+            "512 test problems) did not run, as the protocol declares; no verdict on ICT against "
+            "GRPO or its random control comes from this study."
+        )
+    rows = []
+    for c in cells:
+        pts = [explore.Point(**p) for p in c["curve"]]
+        start, end = pts[0], pts[-1]
+        role = (
+            ("stable" if explore.ict_stable(pts) else "not stable")
+            if c["method"] == "ict"
+            else (f"narrows at step {explore.narrowing_step(pts)}"
+                  if explore.narrowing_step(pts) is not None else "does not narrow")
+        )  # fmt: skip
+        rows.append([
+            c["method"], c["pool"], f"{c['lr']:g}",
+            f"{start.pass1:.3f} -> {end.pass1:.3f}", f"{min(p.pass1 for p in pts[1:]):.3f}",
+            f"{start.pass32:.3f} -> {end.pass32:.3f}", f"{min(p.pass32 for p in pts[1:]):.3f}",
+            role,
+        ])  # fmt: skip
+    doc.heading("Pilot cells (validation: 128 pairs x 32 samples, temperature 1.5, seed 2000)")
+    doc.table(
+        ["method", "pool", "lr", "pass@1 start -> 300", "min pass@1", "pass@32 start -> 300",
+         "min pass@32", "by the declared rule"],
+        rows,
+    )  # fmt: skip
+    doc.image(frontier, "The pilot's frontier: validation pass@32 against pass@1 at steps 0-300")
+    curves = "\n".join(
+        f"{c['method']} {c['pool']} lr {c['lr']:g}: "
+        + " ".join(f"{p['step']}:{p['pass1']:.3f}/{p['pass32']:.3f}" for p in c["curve"])
+        for c in cells
+    )
+    doc.heading("Every evaluation (step: pass@1 / pass@32)")
+    doc.pre(curves)
+    write_atomic(dest / "report.md", doc.markdown(dest))
+    write_atomic(dest / "report.html", doc.html())
+    write_json_atomic(dest / "report.json", {"stage": "pilot", **record})
+    return dest / "report.md"
+
+
+COMPANION_METHODS = ("grpo", "ict", "random_sequence")
+
+
+def companion_preset():
+    """The declared companion: `smollm` with 3 arms, 1 warm-up step for the sparse arms, 8 steps,
+    6 seeds, 64 x 16 held-out evaluation (pass@1..16)."""
+    base = get_preset("smollm")
+    return dataclasses.replace(
+        base,
+        name="smollm-companion",
+        methods=list(COMPANION_METHODS),
+        seeds=6,
+        primary=[],
+        train={**base.train, "max_steps": 8, "save_every": 4, "log_samples_every": 4},
+        method_train={
+            "ict": {"dense_warmup_steps": 1},
+            "random_sequence": {"dense_warmup_steps": 1},
+        },
+        eval=EvalSpec(size=64, n=16, ks=(1, 2, 4, 8, 16)),
+    )
+
+
+def run_companion(out: Path) -> None:
+    run_grid(companion_preset(), out / "companion", tuning="off")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("stage", choices=("pilot", "decide", "test"))
+    parser.add_argument("stage", choices=("pilot", "decide", "test", "companion", "report"))
+    parser.add_argument(
+        "--dest", type=Path, default=Path("docs/reports/toy-cot-explore"), help="report folder"
+    )
     parser.add_argument("--out", type=Path, default=Path("runs/toy-cot-explore"))
     parser.add_argument("--block", type=int, choices=(0, 1), default=0)
     args = parser.parse_args(argv)
@@ -128,6 +258,10 @@ def main(argv=None) -> int:
             run_pilot(args.out)
         elif args.stage == "decide":
             decide(args.out)
+        elif args.stage == "companion":
+            run_companion(args.out)
+        elif args.stage == "report":
+            print(pilot_report(args.out, args.dest))
         else:
             run_test(args.out, args.block)
     except ConfigError as err:

@@ -3,7 +3,7 @@ import sys
 
 MODULES = [
     "bootstrap", "distributions", "endpoints", "equivalence", "health", "hierarchical",
-    "intervals", "multiplicity", "power", "seed_tests", "verdict",
+    "intervals", "multiplicity", "power", "problem_tests", "seed_tests", "verdict",
 ]  # fmt: skip
 
 

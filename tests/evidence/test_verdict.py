@@ -65,3 +65,34 @@ def test_one_seed_is_inconclusive_and_mirror_of_a_primary_is_primary():
     assert j.get("ict", "grpo", "eval/t/pass@4").word == "lower"
     mirror = j.get("grpo", "ict", "eval/t/pass@4")
     assert mirror.primary and mirror.word == "higher" and j.family_size == 1
+
+
+def test_higher_needs_the_over_problems_test_too():
+    import math as _m
+
+    from ict.evidence.problem_tests import ProblemTest
+    from ict.evidence.seed_tests import paired_t_test
+
+    key = ("ict", "grpo", "eval/toy/pass@32")
+    seed = paired_t_test([0.52, 0.53, 0.51, 0.52, 0.53], [0.50, 0.50, 0.49, 0.50, 0.51])
+    assert seed.p < 0.01
+    wide = ProblemTest(
+        "two-way variance-components t", 5, 32, seed.mean, 0.02, seed.se, 0.019, 40.0, 0.33
+    )
+    narrow = ProblemTest(
+        "two-way variance-components t", 5, 512, seed.mean, 0.004, seed.se, 0.002, 90.0, 0.001
+    )
+    e = declare(["ict-grpo@pass@32"])
+    v = judge({key: seed}, e, {key: wide}).verdicts[key]
+    assert v.word == "inconclusive" and v.decided_by == "over-problems test"
+    assert "not shown over new problems" in v.note and v.p_problems_holm == pytest.approx(0.33)
+    v = judge({key: seed}, e, {key: narrow}).verdicts[key]
+    assert (v.word, v.decided_by) == ("higher", "both tests")
+    # the MDE is the harder test's; a derived margin is carried with its source
+    v = judge({key: seed}, e, {key: wide}, {key: (0.05, "0.5 x |grpo's change|")}).verdicts[key]
+    assert v.margin == 0.05 and v.margin_source.startswith("0.5 x")
+    assert v.mde > seed.se * 3 and _m.isfinite(v.mde)
+    d = v.as_dict()
+    assert (
+        d["p_problems"] == 0.33 and d["tost_holm_adjusted"] and d["problem_test"]["problems"] == 32
+    )

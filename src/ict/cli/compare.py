@@ -213,7 +213,10 @@ def endpoints_from(args, preset=None) -> Endpoints:
     )
     if not primary and not source:
         source = "none declared: every comparison is exploratory"
-    return declare(primary, alpha=alpha, margin=margin, source=source)
+    relative = preset.relative_margin if preset is not None and args.margin is None else None
+    return declare(
+        primary, alpha=alpha, margin=margin, source=source, relative_margin=relative
+    )
 
 
 def _named_preset(args):

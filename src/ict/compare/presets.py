@@ -98,6 +98,9 @@ class Preset:
     primary: list[str] = field(default_factory=list)
     alpha: float = ALPHA
     equivalence_margin: float = MARGIN
+    # when set: the margin is this fraction of the baseline's measured change from the start on
+    # the compared key (ict.evidence.endpoints.Endpoints.relative_margin)
+    relative_margin: float | None = None
     # the tuning stage (ict.compare.tuning): each method's learning rate chosen on validation
     # problems with tuning seeds before the test cells run; None: every method at train's lr
     tuning: TuningSpec | None = None
@@ -205,6 +208,7 @@ def preset_from_values(
         primary=list(data.get("primary") or []),
         alpha=float(data.get("alpha", ALPHA)),
         equivalence_margin=float(data.get("equivalence_margin", MARGIN)),
+        relative_margin=data.get("relative_margin"),
         tuning=None if tuning is None else tuning_spec(tuning),
     )  # fmt: skip
     preset.description = describe(preset, model=model_label)

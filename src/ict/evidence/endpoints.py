@@ -64,19 +64,27 @@ def parse_endpoint(spec: str) -> Endpoint:
 @dataclass(frozen=True)
 class Endpoints:
     """What a study declares: `primary` comparisons, `alpha`, the equivalence `margin` (absolute,
-    in the metric's units) and `source` (where the declaration comes from, for the report)."""
+    in the metric's units), `relative_margin` (when set, the margin of a comparison on a key is
+    this fraction of the baseline method's measured change from the start model on that key,
+    measured in the same study; `margin` is the fallback where that change cannot be measured)
+    and `source` (where the declaration comes from, for the report)."""
 
     primary: tuple[Endpoint, ...] = ()
     alpha: float = ALPHA
     margin: float = MARGIN
     source: str = "none declared: every comparison is exploratory"
     notes: tuple[str, ...] = field(default=())
+    relative_margin: float | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 < self.alpha < 0.5:
             raise ConfigError(f"alpha must be in (0, 0.5), got {self.alpha}")
         if not self.margin > 0.0:
             raise ConfigError(f"the equivalence margin must be > 0, got {self.margin}")
+        if self.relative_margin is not None and not 0.0 < self.relative_margin <= 1.0:
+            raise ConfigError(
+                f"the relative equivalence margin must be in (0, 1], got {self.relative_margin}"
+            )
 
     def is_primary(self, a: str, b: str, key: str) -> bool:
         return any(e.matches(a, b, key) for e in self.primary)
@@ -86,13 +94,20 @@ class Endpoints:
             "primary": [e.spec for e in self.primary],
             "alpha": self.alpha,
             "margin": self.margin,
+            "relative_margin": self.relative_margin,
             "source": self.source,
             "notes": list(self.notes),
         }
 
 
 def declare(
-    primary=(), *, alpha: float = ALPHA, margin: float = MARGIN, source: str = "", notes=()
+    primary=(),
+    *,
+    alpha: float = ALPHA,
+    margin: float = MARGIN,
+    source: str = "",
+    notes=(),
+    relative_margin: float | None = None,
 ) -> Endpoints:
     """Endpoints from specs (`A-B@METRIC` strings or Endpoint objects), deduplicated in order."""
     parsed: list[Endpoint] = []
@@ -101,4 +116,4 @@ def declare(
         if e not in parsed:
             parsed.append(e)
     default = Endpoints().source
-    return Endpoints(tuple(parsed), alpha, margin, source or default, tuple(notes))
+    return Endpoints(tuple(parsed), alpha, margin, source or default, tuple(notes), relative_margin)

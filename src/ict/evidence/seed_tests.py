@@ -11,6 +11,10 @@ number).
   2^(1-n), so it cannot reach 0.05 below 6 seeds) is reported beside it.
 - Different seed sets: Welch's t test on the per-seed values of each arm.
 - One seed on an arm (or one shared seed): no seed-level test.
+- Blocks (e.g. the warm start each seed trained from, when a study uses several): the paired t
+  with the block means removed, SE = sqrt(sum of squared within-block residuals / (n - B) / n),
+  n - B degrees of freedom (a randomized-block analysis of the differences); one block is the
+  plain paired t.
 
 Degenerate cases: d all 0 (the arms are identical on every seed): p = 1, `identical`; d constant
 and non-zero (sd 0): t is infinite, p = 0.
@@ -84,27 +88,35 @@ def sign_flip_p(d, *, seed: int = 0) -> float:
     return float(np.mean(stats >= observed - 1e-12 * max(1.0, observed)))
 
 
-def paired_t_test(a, b) -> SeedTest:
+def paired_t_test(a, b, blocks=None) -> SeedTest:
     """Paired t test of mean(a - b) over matched seeds (`a`, `b`: [n], same seed order), with the
-    exact sign-flip p beside it."""
+    exact sign-flip p beside it; `blocks` [n] (optional): each seed's block (module docstring)."""
     d = np.asarray(a, dtype=np.float64).ravel() - np.asarray(b, dtype=np.float64).ravel()
     n = d.size
     mean = float(d.mean()) if n else math.nan
     identical = bool(n and np.all(d == 0.0))
-    if n < 2:
+    labels = list(blocks) if blocks is not None else [0] * n
+    if len(labels) != n:
+        raise ValueError(f"{len(labels)} block labels for {n} seeds")
+    groups = {b: [i for i, x in enumerate(labels) if x == b] for b in dict.fromkeys(labels)}
+    df = n - len(groups)
+    if n < 2 or df < 1:
         return SeedTest(
             "none", n, mean, math.nan, math.nan, math.nan, math.nan, None, identical,
-            "one seed: no seed-level test (the interval covers evaluation noise only)",
+            "one seed: no seed-level test (the interval covers evaluation noise only)"
+            if n < 2 else "one seed per block: no blocked seed-level test",
         )  # fmt: skip
-    sd = float(d.std(ddof=1))
+    residuals = np.concatenate([d[idx] - d[idx].mean() for idx in groups.values()])
+    sd = float(math.sqrt(np.sum(residuals**2) / df))
     se = sd / math.sqrt(n)
     if identical:
         p = 1.0
     elif se == 0.0:
-        p = 0.0  # a constant non-zero difference on every seed
+        p = 0.0  # a constant non-zero difference on every seed (of each block)
     else:
-        p = t_two_sided_p(mean / se, n - 1)
-    return SeedTest("paired t", n, mean, se, sd, float(n - 1), p, sign_flip_p(d), identical)
+        p = t_two_sided_p(mean / se, df)
+    design = "paired t" if len(groups) == 1 else f"paired t, {len(groups)} blocks"
+    return SeedTest(design, n, mean, se, sd, float(df), p, sign_flip_p(d), identical)
 
 
 def welch_t_test(a, b) -> SeedTest:
@@ -128,8 +140,9 @@ def welch_t_test(a, b) -> SeedTest:
     return SeedTest("welch t", n, mean, se, math.nan, df, p)
 
 
-def seed_test(values: Mapping, baseline: Mapping) -> SeedTest:
-    """The seed-level test of mean(values) - mean(baseline), each {seed: number}.
+def seed_test(values: Mapping, baseline: Mapping, blocks: Mapping | None = None) -> SeedTest:
+    """The seed-level test of mean(values) - mean(baseline), each {seed: number}; `blocks`
+    {seed: block} (optional) blocks the paired test.
 
     Paired over the shared seeds when there are >= 2 of them and one arm's seeds contain the
     other's (the grid's design); else Welch over each arm's seeds; else no test. `identical`
@@ -137,5 +150,9 @@ def seed_test(values: Mapping, baseline: Mapping) -> SeedTest:
     shared = sorted(set(values) & set(baseline), key=str)
     same_seeds = set(values) == set(baseline)
     if len(shared) == min(len(values), len(baseline)) and (len(shared) >= 2 or same_seeds):
-        return paired_t_test([values[s] for s in shared], [baseline[s] for s in shared])
+        return paired_t_test(
+            [values[s] for s in shared],
+            [baseline[s] for s in shared],
+            blocks=[blocks[s] for s in shared] if blocks else None,
+        )
     return welch_t_test(list(values.values()), list(baseline.values()))

@@ -57,7 +57,7 @@ def _row(v: Verdict, values: Values, confidence: float) -> ForestRow:
         verdict = "identical arms" if v.note == IDENTICAL_RUNS else "equal on every seed"
     else:
         verdict = v.word
-        if t.design == "paired t" and t.n >= 2:
+        if t.design.startswith("paired t") and t.n >= 2:
             iv = seed_interval(values[v.key][v.a], values[v.key][v.b], confidence)
             low, high = iv.low, iv.high
     mean = t.mean if math.isfinite(t.mean) else 0.0

@@ -41,11 +41,13 @@ from ict.report.exploration import write_section as write_exploration
 from ict.report.health import write_health_section, write_loss_mode_section
 from ict.report.plots import SMOOTHING_TEXT, plot_methods
 from ict.report.positions import write_section
+from ict.report.problems import derived_margins, problem_values, warm_start_blocks
 from ict.report.runs import Run, flat_config, load_run
 from ict.report.selection_overlap import POSITION_BINS, overlap_study, plot_overlap
 from ict.report.tuning import write_tuning_section
 from ict.report.verdicts import (
     VERDICT_HEADER,
+    comparison_keys,
     difference_text,
     endpoints_paragraphs,
     evaluate,
@@ -446,7 +448,20 @@ def build_report(
     results = {key: metric_results(groups, key, baseline, confidence) for key in keys}
     results = {key: r for key, r in results.items() if r}
     values = values_of(results)  # {key: {method: {seed: value}}}: what every verdict tests
-    judgement = evaluate(values, baseline, endpoints)
+    units = {
+        key: u
+        for key in values
+        if (u := problem_values(groups, key, unit_values, seed_key)) is not None
+    }
+    judgement = evaluate(
+        values, baseline, endpoints,
+        units=units,
+        blocks=warm_start_blocks(runs, seed_key),
+        margins=derived_margins(
+            comparison_keys(values, baseline, endpoints), endpoints, baseline,
+            groups.get(baseline, []),
+        ),
+    )  # fmt: skip
     raw: dict = {
         "confidence": confidence,
         "interval": INTERVAL_METHOD,
@@ -463,6 +478,7 @@ def build_report(
     )
     _results_section(doc, runs, results, baseline, confidence, judgement, raw)
     raw["verdicts"] = judgement_json(judgement)
+    raw["blocks"] = warm_start_blocks(runs, seed_key)  # a re-render blocks the seeds alike
     if write_tuning_section(doc, tuning) is not None:
         raw["tuning"] = tuning
     doc.heading("Runs")

@@ -406,7 +406,7 @@ def rerender(report_dir: str | Path, endpoints: Endpoints, *, command: str = "")
     pct = int(round(confidence * 100))
     doc = parse_markdown(md_path.read_text(encoding="utf-8"), out)
     results = stored_results(raw, baseline)
-    judgement = evaluate(values_of(results), baseline, endpoints)
+    judgement = evaluate(values_of(results), baseline, endpoints, **stored_problem_inputs(raw))
     _intro(doc, baseline, pct)
     _endpoints(doc, judgement)
     _answer(doc, judgement, results, confidence, baseline, out / "plots")
@@ -420,7 +420,7 @@ def rerender(report_dir: str | Path, endpoints: Endpoints, *, command: str = "")
     _exploration(doc, raw, judgement, baseline, pct)
     raw["interval"] = INTERVAL_METHOD
     raw["endpoints"] = endpoints.as_dict()
-    raw["verdicts"] = judgement_json(judgement)
+    raw["verdicts"] = judgement_json(judgement)  # problem_units and blocks stay as stored
     raw["rerendered"] = {
         "from": "report.json per-seed values (ict.report.rerender)",
         "command": command or f"ict compare --rerender {out}",
@@ -430,3 +430,27 @@ def rerender(report_dir: str | Path, endpoints: Endpoints, *, command: str = "")
         write_atomic(out / "report.html", doc.html())
     write_atomic(out / "report.json", json.dumps(_json_safe(raw), indent=2))
     return md_path
+
+
+def stored_problem_inputs(raw: dict) -> dict:
+    """evaluate()'s per-problem inputs as a report.json stored them (none in reports written
+    before they were): each comparison's over-problems test and derived margin, and the
+    warm-start blocks of the seed-level tests."""
+    from ict.evidence.problem_tests import ProblemTest
+
+    def seed(s):
+        return int(s) if str(s).lstrip("-").isdigit() else s
+
+    stored, margins = {}, {}
+    for c in (raw.get("verdicts") or {}).get("comparisons", []):
+        k = (c["a"], c["b"], c["key"])
+        pt = c.get("problem_test")
+        if pt:
+            stored[k] = ProblemTest(
+                pt["test"], pt["seeds"], pt["problems"], pt["difference"], pt["se"],
+                pt["se_seeds"], pt["se_problems"], pt["df"], pt["p"], pt.get("reason", ""),
+            )  # fmt: skip
+        if c.get("margin_source") and c.get("margin") is not None:
+            margins[k] = (float(c["margin"]), str(c["margin_source"]))
+    blocks = {seed(s): b for s, b in (raw.get("blocks") or {}).items()} or None
+    return {"stored": stored, "blocks": blocks, "margins": margins}

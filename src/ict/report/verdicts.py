@@ -13,13 +13,17 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from ict.evidence.distributions import t_ppf
 from ict.evidence.endpoints import Endpoints
 from ict.evidence.intervals import Interval, clipped, format_interval, paired_difference
+from ict.evidence.problem_tests import ProblemTest, over_problems_test
 from ict.evidence.seed_tests import seed_test
-from ict.evidence.verdict import Judgement, Key, Verdict, judge
+from ict.evidence.verdict import Judgement, Key, Margin, Verdict, judge
 
 # {report key: {method: {seed: value}}}
 Values = Mapping[str, Mapping[str, Mapping]]
+# {report key: {method: {seed: [P] per-problem values}}}: the over-problems tests' input
+Units = Mapping[str, Mapping[str, Mapping]]
 
 
 def pass_key(key: str) -> tuple[str, int] | None:
@@ -62,14 +66,35 @@ def identical_runs(values: Values, a: str, b: str) -> bool:
     )
 
 
-def evaluate(values: Values, baseline: str, endpoints: Endpoints) -> Judgement:
-    """Seed-level tests and verdicts of every comparison (comparison_keys); a comparison between
-    identical runs says so in its note."""
-    tests = {
-        (a, b, key): seed_test(values[key][a], values[key][b])
-        for a, b, key in comparison_keys(values, baseline, endpoints)
-    }
-    judgement = judge(tests, endpoints)
+def evaluate(
+    values: Values,
+    baseline: str,
+    endpoints: Endpoints,
+    *,
+    units: Units | None = None,
+    stored: Mapping[Key, ProblemTest] | None = None,
+    blocks: Mapping | None = None,
+    margins: Mapping[Key, Margin] | None = None,
+) -> Judgement:
+    """Seed-level tests and verdicts of every comparison (comparison_keys); with `units`, the
+    over-problems test beside each paired seed-level test (ict.evidence.problem_tests), or the
+    one a report.json `stored` (a re-render: no per-problem values there); `blocks`
+    {seed: block} blocks the paired tests (the warm start); `margins` the derived equivalence
+    margins. A comparison between identical runs says so in its note."""
+    units, stored = units or {}, stored or {}
+    tests, problem_tests = {}, {}
+    for a, b, key in comparison_keys(values, baseline, endpoints):
+        k = (a, b, key)
+        test = seed_test(values[key][a], values[key][b], blocks)
+        tests[k] = test
+        by_method = units.get(key, {})
+        if test.design.startswith("paired t") and a in by_method and b in by_method:
+            problem_tests[k] = over_problems_test(
+                by_method[a], by_method[b], blocks, seed_level=test
+            )
+        elif k in stored:
+            problem_tests[k] = stored[k]
+    judgement = judge(tests, endpoints, problem_tests, margins)
     for k, v in judgement.verdicts.items():
         if v.test.identical and identical_runs(values, k[0], k[1]):
             judgement.verdicts[k] = _with_note(v, IDENTICAL_RUNS)
@@ -139,11 +164,19 @@ def endpoints_paragraphs(endpoints: Endpoints, judgement: Judgement | None = Non
         primary = f"Primary comparisons ({e.source}): {listed}."
     else:
         primary = f"Primary comparisons: none ({e.source})."
-    lines = [
-        primary,
-        f"alpha = {e.alpha:g} (two-sided); equivalence margin = {e.margin:g} (absolute, in the "
-        "metric's units: pass@k or reward).",
-    ]
+    if e.relative_margin is not None:
+        margin = (
+            f"equivalence margin = {e.relative_margin:g} x the baseline's measured change from the "
+            f"start model on the same key, measured in this study ({e.margin:g}, absolute, where "
+            "that change cannot be measured)"
+        )
+    else:
+        margin = (
+            f"equivalence margin = {e.margin:g} (absolute, in the metric's units: pass@k or "
+            "reward; each primary row says whether it is smaller than the baseline's own change "
+            "from the start model)"
+        )
+    lines = [primary, f"alpha = {e.alpha:g} (two-sided); {margin}."]
     if judgement is not None and e.primary:
         m = judgement.family_size
         text = (
@@ -160,10 +193,15 @@ def endpoints_paragraphs(endpoints: Endpoints, judgement: Judgement | None = Non
     lines += list(e.notes)
     lines.append(
         "**Verdict rule**: **higher** / **lower** only when the seed-level test (paired t over seeds, "
-        "n - 1 degrees of freedom; Welch t when the seed sets differ) passes at alpha - after "
-        "Holm over the primary family for a primary comparison; **equivalent** only when TOST "
-        "against the margin passes at alpha (or the arms are identical on every seed); "
-        "otherwise **inconclusive**. Comparisons not declared primary are **exploratory**: their "
+        "n - 1 degrees of freedom, or n - B with B warm-start blocks; Welch t when the seed sets "
+        "differ) passes at alpha AND, where the runs hold per-problem values, the over-problems "
+        "test (a two-way variance-components t: the seed-level variance plus the variance over "
+        "problems of the seed-averaged per-problem difference / P, Satterthwaite df) passes too - "
+        "each after Holm over the primary family for a primary comparison; the table says which "
+        "test decided. **equivalent** only when TOST against the margin passes at alpha on both "
+        "tests (Holm-adjusted over the primary family for a primary comparison), or the arms are "
+        "identical on every seed; otherwise **inconclusive**. Without the over-problems test a "
+        "verdict is about the problems evaluated, not about new problems. Comparisons not declared primary are **exploratory**: their "
         "own unadjusted p and verdict, a hypothesis for the next study, not a finding. MDE: the "
         "true difference the test would detect with 80% power at the level it faces (primary: "
         "alpha / m, Holm's strictest step; exploratory: alpha), from the observed SD of the "
@@ -174,14 +212,34 @@ def endpoints_paragraphs(endpoints: Endpoints, judgement: Judgement | None = Non
     return lines
 
 
+def adjusted_interval(v: Verdict, family_size: int, confidence: float) -> Interval | None:
+    """The interval beside a primary verdict, at the level its Holm family faces at the
+    strictest step (Bonferroni: 1 - (1 - confidence) / m), from the over-problems test when
+    there is one (the wider), else the seed-level test; None without a test."""
+    t = v.problem if v.problem is not None and v.problem.tested else v.test
+    if not t.tested or not math.isfinite(t.se):
+        return None
+    level = 1.0 - (1.0 - confidence) / max(1, family_size)
+    half = t_ppf(0.5 + level / 2.0, t.df) * t.se if t.se > 0 else 0.0
+    method = "over seeds and problems" if t is v.problem else "over seeds"
+    iv = Interval(
+        t.mean, t.mean - half, t.mean + half, t.n if t is v.test else t.seeds, method, level
+    )
+    return clipped(iv, -1.0, 1.0)
+
+
 def primary_rows(
     judgement: Judgement, values: Values, confidence: float
 ) -> tuple[list[str], list[list[str]]]:
-    """Header and rows of the primary comparisons (declared ones not run included)."""
-    pct = int(round(confidence * 100))
+    """Header and rows of the primary comparisons (declared ones not run included): both tests'
+    p (raw and Holm), TOST p (Holm), the margin and where it came from, the MDE, which test
+    decided, and the interval at the family's adjusted level."""
+    m = judgement.family_size
+    pct = 100.0 * (1.0 - (1.0 - confidence) / max(1, m))
     header = [
-        "comparison", "key", "seeds", f"difference [{pct}% t interval over seeds]",
-        "seed-level p", "Holm p", "TOST p", "MDE (80% power)", "verdict",
+        "comparison", "key", "seeds", f"difference [{pct:g}% interval, Holm family of {m}]",
+        "seed-level p", "Holm p", "over-problems p", "Holm p (problems)", "TOST p (Holm)",
+        "margin", "MDE (80% power)", "verdict", "decided by",
     ]  # fmt: skip
     rows = []
     for a, b, key in judgement.family:
@@ -189,16 +247,27 @@ def primary_rows(
         t = v.test
         if t.identical:
             diff = "identical on every seed"
-        elif t.design == "paired t":
-            diff = format_interval(
-                seed_interval(values[key][a], values[key][b], confidence), signed=True
-            )
         else:
-            diff = f"{t.mean:+.3f}" if math.isfinite(t.mean) else "n/a"
+            iv = adjusted_interval(v, m, confidence)
+            diff = (
+                f"{format_interval(iv, signed=True)} ({iv.method})"
+                if iv is not None
+                else (f"{t.mean:+.3f}" if math.isfinite(t.mean) else "n/a")
+            )
         p, holm, mde, word = verdict_cells(v)
-        rows.append([f"{a} - {b}", key, str(t.n), diff, p, holm, p_text(v.p_tost), mde, word])
+        pt = v.problem
+        p_prob = p_text(pt.p) if pt is not None and pt.tested else "n/a (no per-problem values)"
+        holm_prob = p_text(v.p_problems_holm) if pt is not None and pt.tested else "n/a"
+        margin = f"{v.margin:.3f} ({v.margin_source})" if math.isfinite(v.margin) else "n/a"
+        rows.append([
+            f"{a} - {b}", key, str(t.n), diff, p, holm, p_prob, holm_prob, p_text(v.p_tost),
+            margin, mde, word, v.decided_by,
+        ])  # fmt: skip
     for spec in judgement.missing:
-        rows.append([spec, "", "0", "not run", "n/a", "counted as 1", "n/a", "n/a", "not run"])
+        rows.append(
+            [spec, "", "0", "not run", "n/a", "counted as 1", "n/a", "n/a", "n/a", "n/a", "n/a",
+             "not run", ""]
+        )  # fmt: skip
     return header, rows
 
 
