@@ -218,6 +218,74 @@ def pilot_report(out: Path, dest: Path) -> Path:
     return dest / "report.md"
 
 
+def finished_test_cells(out: Path) -> dict[int, list[Path]]:
+    """{seed: its cells} for the test seeds whose every arm is done (a balanced partial design)."""
+    preset = get_preset(PRESET)
+    by_seed: dict[int, list[Path]] = {}
+    for block in (0, 1):
+        for seed in range(SEEDS_PER_BLOCK * block, SEEDS_PER_BLOCK * (block + 1)):
+            dirs = [out / f"test-warm{block}" / "runs" / f"{m}_seed{seed}" for m in preset.methods]
+            if all((d / "final_eval.json").is_file() for d in dirs):
+                by_seed[seed] = dirs
+    return by_seed
+
+
+def stage_b_report(out: Path, dest: Path) -> Path | None:
+    """DEST/stage-b/: the comparison report (ict.report.comparison, the preset's declared
+    endpoints and relative margin) over the finished seeds, and the frontier figure (validation
+    pass@32 against pass@1, mean over those seeds, one line per arm); None before any seed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ict.cli.compare import endpoints_from
+    from ict.report.comparison import build_report
+    from ict.report.plots import method_color
+
+    cells = finished_test_cells(out)
+    if not cells:
+        return None
+    preset = get_preset(PRESET)
+    seeds = sorted(cells)
+    args = argparse.Namespace(primary=None, alpha=None, margin=None)
+    target = dest / "stage-b"
+    md = build_report(
+        [d for s in seeds for d in cells[s]], target,
+        title="toy-cot-explore stage B (confirmatory)",
+        endpoints=endpoints_from(args, preset),
+        notes=[
+            f"Finished seeds: {', '.join(map(str, seeds))} of the declared 0-19 "
+            f"({sum(s < SEEDS_PER_BLOCK for s in seeds)} with warm start 0, "
+            f"{sum(s >= SEEDS_PER_BLOCK for s in seeds)} with warm start 1)."
+        ],
+    )  # fmt: skip
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    for i, method in enumerate(preset.methods):
+        curves = [
+            explore.curve_of(
+                [read_json(cells[s][i] / "heldout_before.json"), *checkpoint_results(cells[s][i])]
+            )
+            for s in seeds
+        ]
+        steps = [p.step for p in curves[0]]
+        x = [sum(c[j].pass1 for c in curves) / len(curves) for j in range(len(steps))]
+        y = [sum(c[j].pass32 for c in curves) / len(curves) for j in range(len(steps))]
+        ax.plot(x, y, "-o", ms=4, color=method_color(method), label=method)
+        for j, step in enumerate(steps):
+            ax.annotate(str(step), (x[j], y[j]), fontsize=8, xytext=(3, 3),
+                        textcoords="offset points")  # fmt: skip
+    ax.set_xlabel("validation pass@1 (mean over seeds)", fontsize=11)
+    ax.set_ylabel("validation pass@32 (mean over seeds)", fontsize=11)
+    ax.set_title(f"Frontier over checkpoints (step labels), {len(seeds)} seeds", fontsize=12)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=10)
+    fig.tight_layout()
+    fig.savefig(target / "plots" / "frontier.png", dpi=110)
+    plt.close(fig)
+    return md
+
+
 COMPANION_METHODS = ("grpo", "ict", "random_sequence")
 
 
@@ -262,6 +330,7 @@ def main(argv=None) -> int:
             run_companion(args.out)
         elif args.stage == "report":
             print(pilot_report(args.out, args.dest))
+            print(stage_b_report(args.out, args.dest))
         else:
             run_test(args.out, args.block)
     except ConfigError as err:
