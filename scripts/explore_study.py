@@ -5,6 +5,7 @@
     python scripts/explore_study.py test   --out runs/toy-cot-explore --block 0   # stage B
     python scripts/explore_study.py test   --out runs/toy-cot-explore --block 1
     python scripts/explore_study.py companion --out runs/toy-cot-explore  # SmolLM2, exploratory
+    python scripts/explore_study.py report --out runs/toy-cot-explore   # DEST/ and DEST/pilot/
 
 Every stage is the grid of `ict compare` (ict.compare.grid): cells are claimed, so two processes
 can run the same command on one directory (two workers), and either can be killed and restarted.
@@ -123,7 +124,7 @@ def run_test(out: Path, block: int) -> None:
 
 
 def pilot_report(out: Path, dest: Path) -> Path:
-    """DEST/report.md, report.html, report.json and plots/ of the pilot (stage A) from
+    """DEST/pilot.md, pilot.html, pilot.json and plots/ of the pilot (stage A) from
     OUT/pilot_choice.json: each cell's validation curve, the declared choice, the frontier
     figure (pass@32 against pass@1 over checkpoints, one line per arm)."""
     import matplotlib
@@ -163,8 +164,8 @@ def pilot_report(out: Path, dest: Path) -> Path:
 
     doc = Document("toy-cot-explore: the exploration study")
     doc.para(
-        "Declared in [PROTOCOL.md](PROTOCOL.md) before any cell ran. Commands: "
-        "[COMMAND.md](COMMAND.md). Stage A (the pilot, a description: one seed per cell) ran "
+        "Declared in [PROTOCOL.md](../PROTOCOL.md) before any cell ran. Commands: "
+        "[COMMAND.md](../COMMAND.md). Stage A (the pilot, a description: one seed per cell) ran "
         "in full: 12 cells."
     )
     doc.heading("The pilot's declared choice")
@@ -212,10 +213,10 @@ def pilot_report(out: Path, dest: Path) -> Path:
     )
     doc.heading("Every evaluation (step: pass@1 / pass@32)")
     doc.pre(curves)
-    write_atomic(dest / "report.md", doc.markdown(dest))
-    write_atomic(dest / "report.html", doc.html())
-    write_json_atomic(dest / "report.json", {"stage": "pilot", **record})
-    return dest / "report.md"
+    write_atomic(dest / "pilot.md", doc.markdown(dest))
+    write_atomic(dest / "pilot.html", doc.html())
+    write_json_atomic(dest / "pilot.json", {"stage": "pilot", **record})
+    return dest / "pilot.md"
 
 
 def finished_test_cells(out: Path) -> dict[int, list[Path]]:
@@ -231,7 +232,7 @@ def finished_test_cells(out: Path) -> dict[int, list[Path]]:
 
 
 def stage_b_report(out: Path, dest: Path) -> Path | None:
-    """DEST/stage-b/: the comparison report (ict.report.comparison, the preset's declared
+    """DEST/report.md, report.html, report.json, plots/: the comparison report (ict.report.comparison, the preset's declared
     endpoints and relative margin) over the finished seeds, and the frontier figure (validation
     pass@32 against pass@1, mean over those seeds, one line per arm); None before any seed."""
     import matplotlib
@@ -249,10 +250,19 @@ def stage_b_report(out: Path, dest: Path) -> Path | None:
     preset = get_preset(PRESET)
     seeds = sorted(cells)
     args = argparse.Namespace(primary=None, alpha=None, margin=None)
-    target = dest / "stage-b"
+    target = dest
+    done = len(seeds) == 2 * SEEDS_PER_BLOCK
+    status = (
+        ""
+        if done
+        else (
+            f": PARTIAL, {len(seeds)} of {2 * SEEDS_PER_BLOCK} seeds (the protocol draws no verdict "
+            "from a partial design; the verdicts below describe these seeds)"
+        )
+    )
     md = build_report(
         [d for s in seeds for d in cells[s]], target,
-        title="toy-cot-explore stage B (confirmatory)",
+        title=f"toy-cot-explore stage B (confirmatory){status}",
         endpoints=endpoints_from(args, preset),
         notes=[
             f"Finished seeds: {', '.join(map(str, seeds))} of the declared 0-19 "
@@ -329,7 +339,7 @@ def main(argv=None) -> int:
         elif args.stage == "companion":
             run_companion(args.out)
         elif args.stage == "report":
-            print(pilot_report(args.out, args.dest))
+            print(pilot_report(args.out, args.dest / "pilot"))
             print(stage_b_report(args.out, args.dest))
         else:
             run_test(args.out, args.block)

@@ -365,7 +365,8 @@ def settings_tables(runs: Sequence[Run]) -> tuple[dict, list[str], list[list[str
 INTERVAL_METHOD = (
     "hierarchical percentile bootstrap over seeds and problems (paired with the baseline), a "
     "description; clipped t when per-problem results are missing. Verdicts: seed-level paired t "
-    "under the declared endpoints (report.json 'verdicts')"
+    "and, with per-problem results, the over-problems t, under the declared endpoints "
+    "(report.json 'verdicts')"
 )
 
 
@@ -386,8 +387,9 @@ def interval_method_text(baseline: str, pct: int) -> list[str]:
         f"reward (mean of the last {LAST_STEPS} logged steps) is treated the same way with those "
         "steps as the units. Runs without per-problem results (older final_eval.json, other "
         "engines) fall back to a Student-t / Welch interval clipped to the possible range, and "
-        "the table says so. **Verdicts** come from the seed-level tests under the declared "
-        "endpoints below, never from an interval.",
+        "the table says so. **Verdicts** come from the seed-level tests and, where the runs hold "
+        "per-problem results, the tests over problems, under the declared endpoints below, never "
+        "from an interval.",
     ]
 
 

@@ -6,7 +6,8 @@ baseline's measured change (ict.report.verdicts.evaluate takes all three).
   comparison.unit_values), kept only when every run of the key was evaluated on the same problems
   in the same order (the grid's design); otherwise the key has no over-problems test.
 - Blocks: the warm start each run started from, as its grid records it (GRID/warm_start.json,
-  GRID = the run directory's grandparent); a seed's block is its runs' warm start. Blocking applies
+  GRID = the run directory's grandparent), named by its cache folder ("toy-cot/<key>"); a
+  seed's block is its runs' warm start. Blocking applies
   only when the runs come from more than one warm start and every seed's runs agree on theirs.
 - Start values: a run's grid evaluated its start model with the final evaluation's settings
   (GRID/start_eval.json); the baseline's change on a key is the mean over its seeds of (final -
@@ -46,10 +47,11 @@ def warm_start_blocks(runs: Sequence[Run], seed_key: Callable[[Run], object]) ->
     by_seed: dict = {}
     for run in runs:
         info = grid_file(run, "warm_start.json")
-        label = info.get("path") if info else None
-        if label is None:
+        path = info.get("path") if info else None
+        if path is None:
             return None
-        by_seed.setdefault(seed_key(run), set()).add(str(label))
+        label = "/".join(Path(str(path)).parts[-2:])  # "toy-cot/<cache key>": no machine path
+        by_seed.setdefault(seed_key(run), set()).add(label)
     if any(len(labels) != 1 for labels in by_seed.values()):
         return None
     blocks = {seed: next(iter(labels)) for seed, labels in by_seed.items()}
