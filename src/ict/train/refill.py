@@ -110,7 +110,9 @@ def take_groups(
     if used == [0] and len(picked) == per_round and len(rounds) == 1:
         return rounds[0]  # the first round as it is (a step without refill)
     width_p = max(rounds[r].rollout.prompt_length for r in used)
-    width_r = max(rounds[r].rollout.input_ids.shape[1] - rounds[r].rollout.prompt_length for r in used)
+    width_r = max(
+        rounds[r].rollout.input_ids.shape[1] - rounds[r].rollout.prompt_length for r in used
+    )
     ids, attn, resp, texts, prompts, rewards, formatted = [], [], [], [], [], [], []
     for r, g in where:
         batch, rollout = rounds[r], rounds[r].rollout

@@ -172,9 +172,7 @@ class Trainer:
             config.explosion_multiple,
             config.format_drop_fraction,
         )
-        self.signal = SignalHealth(
-            config.health_window, dynamic_sampling=config.dynamic_sampling
-        )
+        self.signal = SignalHealth(config.health_window, dynamic_sampling=config.dynamic_sampling)
         self.step = 0
         self.history: list[dict] = []
         self._setup_run_dir()
@@ -267,9 +265,7 @@ class Trainer:
             return [self.problems[i] for i in self.sampler.next(count)]
 
         def sample(problems: list, seed: int | None = None):
-            return collect_rollout(
-                self.model, self.tokenizer, problems, plan, step=step, seed=seed
-            )
+            return collect_rollout(self.model, self.tokenizer, problems, plan, step=step, seed=seed)
 
         if not cfg.dynamic_sampling:
             return sample(draw(cfg.prompts_per_step))
