@@ -228,8 +228,9 @@ class EntropyHealth:
 
 class SignalHealth:
     """The run's learning signal (ict.evidence.health.judge_signal): the share of groups whose
-    rewards were all equal, over the last `window` steps during the run (a console warning once
-    per stretch at or above the threshold) and over every step at the end (`summary`)."""
+    rewards were all equal, over the last `window` steps during the run (a console warning when a
+    window reaches the threshold, then none for the next `window` steps) and over every step at
+    the end (`summary`)."""
 
     def __init__(
         self,
@@ -240,30 +241,33 @@ class SignalHealth:
     ):
         self.window, self.threshold, self.dynamic_sampling = window, threshold, dynamic_sampling
         self.shares: list[float] = []
-        self._warned = False
+        self._warned_at: int | None = None  # the step of the last warning
 
     def replay(self, history: list[dict]) -> None:
         """Rebuild the state from a resumed run's metrics lines (no warnings)."""
-        self.shares, self._warned = [], False
+        self.shares, self._warned_at = [], None
         for row in history:
-            self._judge_window(row.get("zero_variance_share"))
+            self._record(int(row["step"]), row.get("zero_variance_share"))
 
-    def _judge_window(self, share: float | None):
+    def _record(self, step: int, share: float | None):
+        """Append one step; returns (the last window's judgement or None, whether to warn)."""
         if share is not None:
             self.shares.append(float(share))
         if len(self.shares) < self.window:
             return None, False
         j = judge_signal(self.shares[-self.window :], self.threshold)
-        new = j is not None and j.flagged and not self._warned
-        self._warned = j is not None and j.flagged
-        return j, new
+        quiet = self._warned_at is not None and step - self._warned_at < self.window
+        warn = j is not None and j.flagged and not quiet
+        if warn:
+            self._warned_at = step
+        return j, warn
 
     def update(self, step: int, share: float | None) -> dict:
         """Record one step's `zero_variance_share`; return {"health/no_signal_share": the last
         window's mean share (fewer steps: theirs), "health/no_signal": its verdict (False until
-        a whole window is logged)}. Warns when a window first reaches the threshold."""
-        j, new = self._judge_window(share)
-        if new:
+        a whole window is logged)}. Warns when a window reaches the threshold (see the class)."""
+        j, warn = self._record(step, share)
+        if warn:
             logger.warning(
                 "steps %d-%d: %s", step - self.window + 1, step, j.text(self.dynamic_sampling)
             )
