@@ -84,9 +84,12 @@ def test_take_groups_merges_rounds_of_different_widths_row_for_row():
     assert take_groups(rounds[:1], [0, 1], 2, g, pad_id=0) is rounds[0]
 
 
-def test_config_refuses_a_cap_below_one_before_any_model_loads():
+def test_config_refuses_a_cap_below_one_and_groups_of_one_before_any_model_loads():
     with pytest.raises(ConfigError, match="max_generation_rounds must be a positive integer"):
         TrainConfig(dynamic_sampling=True, max_generation_rounds=0)
+    with pytest.raises(ConfigError, match="dynamic_sampling needs num_generations >= 2"):
+        TrainConfig(dynamic_sampling=True, num_generations=1, advantage="dr_grpo")
+    TrainConfig(num_generations=1, advantage="dr_grpo")  # without refill: allowed as before
 
 
 def _refill_config(tiny_config, **changes):

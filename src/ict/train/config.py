@@ -325,6 +325,10 @@ class TrainConfig(MethodOptions):
         ):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be an integer >= 0, got {getattr(self, name)!r}")
+        if self.dynamic_sampling and self.num_generations < 2:
+            raise ConfigError(
+                "dynamic_sampling needs num_generations >= 2 (one response has no rewards to differ)"
+            )
         if self.num_generations < 2 and self.advantage == "grpo":
             raise ConfigError("num_generations must be >= 2 for group-relative advantages (grpo)")
         if not self.temperature > 0:
