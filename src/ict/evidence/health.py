@@ -10,6 +10,13 @@ printed beside every flag, e.g. "last-10 mean H 0.12x first-10 (collapse < 0.2x)
 
 One copy of the criterion: the trainer's EntropyHealth (summary.json) and the report's health
 section both call `judge_health`.
+
+Learning signal (`judge_signal`): a group whose rewards are all equal (`zero_variance_share`, the
+share of such groups in a step's batch, logged by every engine) has advantage 0 and teaches the
+policy nothing; a step with no other group makes no policy-gradient update. A run is flagged when
+at least NO_SIGNAL_SHARE of its groups carried no signal: during the run over the last W steps
+(a warning, ict.train.outputs.SignalHealth), at its end over every step (summary.json, the final
+line) and in the report's health section.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ WINDOW = 10  # logged steps per window
 COLLAPSE_FRACTION = 0.2  # collapse: last-window entropy below a fifth of the first window's
 EXPLOSION_MULTIPLE = 3.0  # explosion: last-window entropy above 3x the first window's
 FORMAT_DROP_FRACTION = 0.5  # explosion: last-window format rate below half the first window's
+NO_SIGNAL_SHARE = 0.8  # no signal: at least 4 groups in 5 with all-equal rewards
 
 
 @dataclass(frozen=True)
@@ -114,3 +122,52 @@ def judge_health(
         if not math.isfinite(format_ratio):
             format_ratio = None
     return HealthJudgement(w, first, last, ratio, format_ratio, collapse, explosion, criterion)
+
+
+@dataclass(frozen=True)
+class SignalJudgement:
+    """The learning signal of `steps` logged steps: `share` (mean share of groups whose rewards
+    were all equal), `silent_steps` (steps in which every group's were: no update), the
+    `threshold` and the verdict `flagged` (share >= threshold)."""
+
+    steps: int
+    share: float
+    silent_steps: int
+    threshold: float
+    flagged: bool
+
+    def text(self, dynamic_sampling: bool = False) -> str:
+        """'82% of groups carried no signal (3 of 12 steps none at all): raise
+        --num-generations, enable --dynamic-sampling, or use an easier task'."""
+        out = f"{self.share:.0%} of groups carried no signal"
+        if self.silent_steps:
+            out += f" ({self.silent_steps} of {self.steps} steps none at all: no update)"
+        return f"{out}: {no_signal_advice(dynamic_sampling)}"
+
+    def as_dict(self) -> dict:
+        return {
+            "no_signal": self.flagged, "no_signal_share": self.share,
+            "no_signal_steps": self.silent_steps, "no_signal_threshold": self.threshold,
+            "signal_steps_judged": self.steps,
+        }  # fmt: skip
+
+
+def no_signal_advice(dynamic_sampling: bool = False) -> str:
+    """What to change when most groups carry no signal (with dynamic sampling already on, the
+    cap on its rounds)."""
+    if dynamic_sampling:
+        return "raise --num-generations or --max-generation-rounds, or use an easier task"
+    return "raise --num-generations, enable --dynamic-sampling, or use an easier task"
+
+
+def judge_signal(
+    zero_variance_share: Sequence[float | None], threshold: float = NO_SIGNAL_SHARE
+) -> SignalJudgement | None:
+    """The learning-signal judgement of a run's `zero_variance_share` series (one value in [0, 1]
+    per logged step; None and NaN skipped); None without a value."""
+    shares = [float(x) for x in zero_variance_share if x is not None and math.isfinite(x)]
+    if not shares:
+        return None
+    share = sum(shares) / len(shares)
+    silent = sum(x >= 1.0 for x in shares)
+    return SignalJudgement(len(shares), share, silent, threshold, share >= threshold)

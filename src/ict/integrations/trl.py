@@ -177,6 +177,10 @@ class ICTGRPOConfig(MethodOptions, GRPOConfig):
             "help": "Rows of the vocabulary-wide tensors per chunk (None: ict.stats default)."
         },
     )
+    dynamic_sampling: bool = field(
+        default=False,
+        metadata={"help": "DAPO's dynamic sampling with refill: not on TRL (refused)."},
+    )
     one_forward: bool = field(
         default=True,
         metadata={
@@ -240,6 +244,8 @@ class ICTGRPOConfig(MethodOptions, GRPOConfig):
         return selector_kwargs(self, self.ict_method().selector)
 
     def __post_init__(self):
+        if self.dynamic_sampling:  # TRL's GRPOTrainer samples one fixed batch per generation step
+            raise ConfigError("dynamic_sampling (refill to B informative groups) is not available on TRL: use `ict train --dynamic-sampling`")  # fmt: skip
         validate_method_options(self)
         self._cpu_precision()
         method = resolve_method(self)

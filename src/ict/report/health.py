@@ -7,6 +7,11 @@ Entropy health: each run is judged by ict.evidence.health.judge_health on its lo
 ict.evidence.health when absent). Per-step health flags an older trainer logged
 (`health/entropy_collapse` rows) are counted but are not verdicts.
 
+Learning signal: each run's `zero_variance_share` series (the share of its groups whose rewards
+were all equal, every engine logs it) judged by ict.evidence.health.judge_signal, with the steps
+that had no group with signal, and, for runs with dynamic sampling (`dynamic/*` metrics,
+ict.train.refill), the generated sequences per step and the steps that hit the cap on rounds.
+
 Loss-mode rates: from metrics.jsonl's `loss_mode/changed_tokens`, `loss_mode/changed_rate` and
 `loss_mode/nominal_rate` (absent in older runs: the section says so). Clip-Cov and KL-Cov touch
 max(1, floor(r |M|)) tokens of a mini-batch; when the realised rate is at least FLOOR_DOMINATES
@@ -20,7 +25,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ict.evidence.health import HealthCriterion, HealthJudgement, judge_health
+from ict.evidence.health import (
+    HealthCriterion,
+    HealthJudgement,
+    judge_health,
+    judge_signal,
+    no_signal_advice,
+)
 from ict.loss.options import LOSS_MODE_KEYS
 from ict.report.runs import Run, flat_config
 
@@ -91,7 +102,62 @@ def write_health_section(doc, runs: Sequence[Run], groups: dict[str, list[Run]])
             "step below a fraction of a 3-step baseline). A per-step dip is a warning in the "
             "training log, not a verdict; they are not counted above."
         )
-    return {"runs": records, "flagged": flagged, "judged": judged, "runs_with_step_flags": blips}
+    signal = _write_signal(doc, groups)
+    return {
+        "runs": records, "flagged": flagged, "judged": judged, "runs_with_step_flags": blips,
+        "signal": signal,
+    }  # fmt: skip
+
+
+def _write_signal(doc, groups: dict[str, list[Run]]) -> dict:
+    """The learning-signal table of the health section; returns its numbers per run."""
+    rows, records, flagged = [], [], 0
+    for method, rs in groups.items():
+        found = []
+        for r in rs:
+            j = judge_signal(r.series("zero_variance_share")[1])
+            if j is None:
+                continue
+            _, rounds = r.series("dynamic/rounds")
+            _, sequences = r.series("rollout/sequences")
+            caps = sum(bool(row.get("dynamic/cap_hit")) for row in r.metrics)
+            dynamic = bool(flat_config(r.config).get("dynamic_sampling")) or bool(rounds)
+            found.append((r, j))
+            records.append(
+                {"method": method, "seed": r.seed, **j.as_dict(), "dynamic_sampling": dynamic,
+                 "sequences_per_step": float(np.mean(sequences)) if sequences else None,
+                 "cap_hit_steps": caps}
+            )  # fmt: skip
+        if not found:
+            continue
+        flags = [f"{r.seed}: {j.share:.0%}" for r, j in found if j.flagged]
+        flagged += len(flags)
+        mine = [x for x in records if x["method"] == method]
+        per_step = [x["sequences_per_step"] for x in mine if x["sequences_per_step"] is not None]
+        rows.append(
+            [
+                method,
+                str(len(found)),
+                f"{np.mean([j.share for _, j in found]):.2f}",
+                str(sum(j.silent_steps for _, j in found)),
+                "yes" if any(x["dynamic_sampling"] for x in mine) else "no",
+                f"{np.mean(per_step):.0f}" if per_step else "-",
+                str(sum(x["cap_hit_steps"] for x in mine)),
+                "; ".join(flags) or "-",
+            ]
+        )
+    if rows:
+        doc.para(
+            "Learning signal: the share of groups whose rewards were all equal (advantage 0: no "
+            "policy-gradient signal), mean over steps and runs; steps in which no group had any "
+            f"made no update. A run is flagged at >= {judge_signal([0.0]).threshold:.0%} "
+            f"({flagged} flagged; the fix: {no_signal_advice()})."
+        )
+        doc.table(
+            ["method", "runs", "groups without signal", "steps without signal", "dynamic sampling", "sequences / step", "cap hit (steps)", "flagged (seed: share)"],
+            rows,
+        )  # fmt: skip
+    return {"runs": records, "flagged": flagged}
 
 
 def _flag(j: HealthJudgement) -> str:

@@ -136,6 +136,14 @@ class TrainConfig(MethodOptions):
     stop: list = _f(
         ["</answer>"], "rollout", "strings that end a response (kept in it); [] = only EOS"
     )
+    dynamic_sampling: bool = _f(
+        False,
+        "rollout",
+        "DAPO's dynamic sampling: each step draws further prompts, B at a time, until it holds B groups whose rewards differ (or max_generation_rounds; ict.train.refill)",
+    )
+    max_generation_rounds: int = _f(
+        10, "rollout", "with dynamic_sampling: the most generation rounds of B prompts per step"
+    )
     # method: the MethodOptions fields (ict.methods.options), shared with TRL and verl
     stats_chunk_size: int = _f(
         1024, "method", "rows of the vocabulary-wide tensors processed at once (memory bound)"
@@ -143,7 +151,9 @@ class TrainConfig(MethodOptions):
     # loss
     advantage: str = _f("grpo", "loss", "advantage estimator: grpo | dr_grpo")
     drop_zero_variance_groups: bool = _f(
-        False, "loss", "dynamic sampling: drop groups whose rewards are all equal"
+        False,
+        "loss",
+        "leave groups whose rewards are all equal out of the update (the batch shrinks; dynamic_sampling refills it)",
     )
     eps_low: float | None = _f(
         None, "loss", "lower clip range (none = the method's: 0.2; clip_cov 1, its authors')"
@@ -301,6 +311,7 @@ class TrainConfig(MethodOptions):
             "health_window",
             "eval_size",
             "eval_num_samples",
+            "max_generation_rounds",
         )
         for name in positive:
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
@@ -314,6 +325,10 @@ class TrainConfig(MethodOptions):
         ):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be an integer >= 0, got {getattr(self, name)!r}")
+        if self.dynamic_sampling and self.num_generations < 2:
+            raise ConfigError(
+                "dynamic_sampling needs num_generations >= 2 (one response has no rewards to differ)"
+            )
         if self.num_generations < 2 and self.advantage == "grpo":
             raise ConfigError("num_generations must be >= 2 for group-relative advantages (grpo)")
         if not self.temperature > 0:

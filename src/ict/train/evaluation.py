@@ -111,7 +111,9 @@ def compare_before_after(before: dict, after: dict, *, seed: int = 0) -> dict:
 
 def headline(comparison: dict | None, summary: dict) -> str:
     """The line that tells the user what happened, e.g.
-    `held-out pass@1 0.22 -> 0.41 (+0.19 [+0.11, +0.27]); reward 0.30 -> 0.52; no entropy collapse`."""
+    `held-out pass@1 0.22 -> 0.41 (+0.19 [+0.11, +0.27]); reward 0.30 -> 0.52; no entropy collapse`,
+    ending with the learning-signal verdict when most groups carried no signal
+    (ict.evidence.health.judge_signal)."""
     parts = []
     if comparison:
         b, a, d = comparison["before"], comparison["after"], comparison["difference"]
@@ -129,4 +131,6 @@ def headline(comparison: dict | None, summary: dict) -> str:
         if flags
         else "no entropy collapse or explosion"
     )
+    if health.get("no_signal") and health.get("no_signal_text"):
+        parts.append(health["no_signal_text"])
     return "; ".join(parts)

@@ -1,5 +1,5 @@
 """Run outputs: metrics.jsonl / samples.jsonl writers, optional TensorBoard / W&B, entropy health
-(judged over windows by ict.evidence.health).
+and learning signal (judged over windows by ict.evidence.health).
 
 metrics.jsonl has one JSON object per step, flushed each step; on resume the lines after the
 checkpoint's step are dropped so that the resumed file matches an uninterrupted run (the writer
@@ -13,7 +13,13 @@ import os
 from pathlib import Path
 
 from ict.errors import ConfigError
-from ict.evidence.health import HealthCriterion, HealthJudgement, judge_health
+from ict.evidence.health import (
+    NO_SIGNAL_SHARE,
+    HealthCriterion,
+    HealthJudgement,
+    judge_health,
+    judge_signal,
+)
 
 HEALTH = HealthCriterion()  # the defaults (ict.evidence.health)
 
@@ -218,3 +224,69 @@ class EntropyHealth:
                 "criterion": "fewer than 2 logged steps: not judged",
             }
         return j.as_dict()
+
+
+class SignalHealth:
+    """The run's learning signal (ict.evidence.health.judge_signal): the share of groups whose
+    rewards were all equal, over the last `window` steps during the run (a console warning when a
+    window reaches the threshold, then none for the next `window` steps) and over every step at
+    the end (`summary`)."""
+
+    def __init__(
+        self,
+        window: int = HEALTH.window,
+        threshold: float = NO_SIGNAL_SHARE,
+        *,
+        dynamic_sampling: bool = False,
+    ):
+        self.window, self.threshold, self.dynamic_sampling = window, threshold, dynamic_sampling
+        self.shares: list[float] = []
+        self._warned_at: int | None = None  # the step of the last warning
+
+    def replay(self, history: list[dict]) -> None:
+        """Rebuild the state from a resumed run's metrics lines (no warnings)."""
+        self.shares, self._warned_at = [], None
+        for row in history:
+            self._record(int(row["step"]), row.get("zero_variance_share"))
+
+    def _record(self, step: int, share: float | None):
+        """Append one step; returns (the last window's judgement or None, whether to warn)."""
+        if share is not None:
+            self.shares.append(float(share))
+        if len(self.shares) < self.window:
+            return None, False
+        j = judge_signal(self.shares[-self.window :], self.threshold)
+        quiet = self._warned_at is not None and step - self._warned_at < self.window
+        warn = j is not None and j.flagged and not quiet
+        if warn:
+            self._warned_at = step
+        return j, warn
+
+    def update(self, step: int, share: float | None) -> dict:
+        """Record one step's `zero_variance_share`; return {"health/no_signal_share": the last
+        window's mean share (fewer steps: theirs), "health/no_signal": its verdict (False until
+        a whole window is logged)}. Warns when a window reaches the threshold (see the class)."""
+        j, warn = self._record(step, share)
+        if warn:
+            logger.warning(
+                "steps %d-%d: %s", step - self.window + 1, step, j.text(self.dynamic_sampling)
+            )
+        recent = judge_signal(self.shares[-self.window :], self.threshold)
+        return {
+            "health/no_signal_share": recent.share if recent else None,
+            "health/no_signal": bool(j is not None and j.flagged),
+        }
+
+    def judgement(self):
+        """The judgement over every logged step (None before the first)."""
+        return judge_signal(self.shares, self.threshold)
+
+    def summary(self) -> dict:
+        """summary.json's "health" entries of the learning signal, with the text when flagged."""
+        j = self.judgement()
+        if j is None:
+            return {"no_signal": False}
+        out = j.as_dict()
+        if j.flagged:
+            out["no_signal_text"] = j.text(self.dynamic_sampling)
+        return out

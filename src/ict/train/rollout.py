@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -16,23 +16,29 @@ from ict.train.safe_rewards import reward_responses
 @dataclass
 class RolloutBatch:
     """One step's samples. rollout: ict.generation.Rollout ([N, P+R] tensors, N = B x G rows, rows
-    of prompt i at i*G .. i*G+G-1); rewards: [N] float32; prompts: the B rendered prompt strings."""
+    of prompt i at i*G .. i*G+G-1); rewards: [N] float32; prompts: the B rendered prompt strings;
+    formatted: [N] per row True / False / None (the reward's format verdict, None: not judged);
+    errors, timeouts: reward calls that failed / ran out of time; seconds: time spent sampling."""
 
     rollout: object
     rewards: torch.Tensor
     prompts: list[str]
+    formatted: list = field(default_factory=list)
+    errors: int = 0
+    timeouts: int = 0
+    seconds: float = 0.0
 
 
 def collect_rollout(
-    model, tokenizer, problems: list[Problem], plan, *, step: int
+    model, tokenizer, problems: list[Problem], plan, *, step: int, seed: int | None = None
 ) -> tuple[RolloutBatch, dict]:
     """Sample `num_generations` responses to each problem with the plan's sampling settings and
     score them.
 
     plan: the RunPlan (sampling; the rollout autocasts with its precision only with
-    `rollout_autocast`). The sampling seed is the plan's sampling stream at `step`, so a resumed
-    run samples the same responses. Returns (batch, metrics: reward/accuracy/format/length/time
-    and throughput).
+    `rollout_autocast`). The sampling seed is the plan's sampling stream at `step` (or `seed`:
+    dynamic sampling's later rounds, ict.train.refill), so a resumed run samples the same
+    responses. Returns (batch, metrics: `rollout_metrics([batch])`).
     """
     cfg = plan.config
     prompts = plan.sampling.render(tokenizer, [p.prompt for p in problems])
@@ -42,7 +48,7 @@ def collect_rollout(
     with torch.no_grad(), amp:
         rollout = plan.sampling.sample(
             model, tokenizer, prompts, num_samples=cfg.num_generations,
-            seed=plan.seeds.sampling(step),
+            seed=plan.seeds.sampling(step) if seed is None else seed,
         )  # fmt: skip
     rollout_s = time.perf_counter() - t0
     prompt_index = rollout.prompt_index.tolist()
@@ -52,18 +58,30 @@ def collect_rollout(
         timeout_s=cfg.reward_timeout_s,
         guarded=[problems[i].own_time_limit for i in prompt_index],
     )
-    rewards = torch.tensor(scored.rewards, dtype=torch.float32)
-    formats = [f for f in scored.formatted if f is not None]
-    new_tokens = int(rollout.response_mask.sum())
-    metrics = {
+    batch = RolloutBatch(
+        rollout, torch.tensor(scored.rewards, dtype=torch.float32), prompts,
+        list(scored.formatted), scored.errors, scored.timeouts, rollout_s,
+    )  # fmt: skip
+    return batch, rollout_metrics([batch])
+
+
+def rollout_metrics(batches: list[RolloutBatch]) -> dict:
+    """The sampling metrics over every response of `batches` (one step's generation rounds):
+    reward/accuracy/format/length, reward errors and time-outs, time and throughput, and
+    `rollout/sequences` (responses generated: the step's sampling cost)."""
+    rewards = torch.cat([b.rewards for b in batches])
+    formats = [f for b in batches for f in b.formatted if f is not None]
+    new_tokens = sum(int(b.rollout.response_mask.sum()) for b in batches)
+    rollout_s = sum(b.seconds for b in batches)
+    return {
         "reward/mean": float(rewards.mean()),
         "reward/std": float(rewards.std()) if rewards.numel() > 1 else 0.0,
         "accuracy": float((rewards > 0.5).float().mean()),
         "format_rate": float(np.mean(formats)) if formats else None,
-        "reward/errors": scored.errors,
-        "reward/timeouts": scored.timeouts,
-        "response_length/mean": new_tokens / max(1, len(prompt_index)),
+        "reward/errors": sum(b.errors for b in batches),
+        "reward/timeouts": sum(b.timeouts for b in batches),
+        "response_length/mean": new_tokens / max(1, rewards.numel()),
+        "rollout/sequences": int(rewards.numel()),
         "time/rollout_s": rollout_s,
         "throughput/rollout_tok_s": new_tokens / max(rollout_s, 1e-9),
     }
-    return RolloutBatch(rollout, rewards, prompts), metrics

@@ -3,7 +3,8 @@
 One training step:
   1. sample B prompts (seeded, resumable order);
   2. G rollouts per prompt (ict.generation);
-  3. rewards from the task's verifier (errors / time-outs score 0 and are counted);
+  3. rewards from the task's verifier (errors / time-outs score 0 and are counted); with
+     `dynamic_sampling`, 1-3 again until B groups carry signal (ict.train.refill);
   4. group-relative advantages (ict.loss.compute_advantages);
   5. without gradient: final hidden states -> old log-probs and token statistics H, H2, JS
      (ict.stats.token_stats_from_hidden; the full batch logits are never built);
@@ -51,9 +52,10 @@ from ict.train.evaluation import (
     step_eval_path,
     training_evaluation,
 )
-from ict.train.outputs import EntropyHealth, ExternalLogger, check_report_to
+from ict.train.outputs import EntropyHealth, ExternalLogger, SignalHealth, check_report_to
 from ict.train.plan import RunPlan
 from ict.train.problems import PromptSampler, as_problem, load_problems, task_spec
+from ict.train.refill import Refill
 from ict.train.rollout import collect_rollout
 from ict.train.schedule import LRSchedule, make_optimizer
 from ict.train.step import PolicyContext, TrainingStep
@@ -170,6 +172,7 @@ class Trainer:
             config.explosion_multiple,
             config.format_drop_fraction,
         )
+        self.signal = SignalHealth(config.health_window, dynamic_sampling=config.dynamic_sampling)
         self.step = 0
         self.history: list[dict] = []
         self._setup_run_dir()
@@ -196,6 +199,7 @@ class Trainer:
             truncate_jsonl(metrics_path, self.step)
             truncate_jsonl(samples_path, self.step)
             self.history = read_jsonl(metrics_path)
+            self.signal.replay(self.history)
         elif metrics_path.exists() and metrics_path.stat().st_size > 0:
             raise UserError(
                 f"{self.run_dir} already holds a run (metrics.jsonl); continue it with "
@@ -234,14 +238,14 @@ class Trainer:
         """One full step (1-8); returns the metrics line written to metrics.jsonl."""
         cfg, plan = self.config, self.plan
         step = self.step + 1
-        problems = [self.problems[i] for i in self.sampler.next(cfg.prompts_per_step)]
-        batch, metrics = collect_rollout(self.model, self.tokenizer, problems, plan, step=step)
+        batch, metrics = self._rollout(step)
         step_metrics, scored = self.step_service.run(batch.rollout, batch.rewards, step=step)
         self.step = step
         metrics.update(step_metrics)
         metrics.update(
             self.health.update(step, metrics["valid/entropy"], metrics.get("format_rate"))
         )
+        metrics.update(self.signal.update(step, metrics["zero_variance_share"]))
         metrics = {"step": step, **metrics}
 
         if cfg.log_samples_every and (step == 1 or step % cfg.log_samples_every == 0):
@@ -251,6 +255,25 @@ class Trainer:
         if cfg.eval_every and step % cfg.eval_every == 0:
             metrics.update(self._evaluate(step))
         return metrics
+
+    def _rollout(self, step: int):
+        """Steps 1-3: B prompts of the run's order, G responses each, scored; with
+        `dynamic_sampling`, further rounds until B groups carry signal (ict.train.refill)."""
+        cfg, plan = self.config, self.plan
+
+        def draw(count: int) -> list:
+            return [self.problems[i] for i in self.sampler.next(count)]
+
+        def sample(problems: list, seed: int | None = None):
+            return collect_rollout(self.model, self.tokenizer, problems, plan, step=step, seed=seed)
+
+        if not cfg.dynamic_sampling:
+            return sample(draw(cfg.prompts_per_step))
+        refill = Refill(
+            draw, sample, cfg.prompts_per_step, cfg.num_generations, cfg.max_generation_rounds,
+            self.tokenizer.pad_token_id,
+        )  # fmt: skip
+        return refill.gather(plan, step)
 
     def _write_samples(self, step, batch, scored) -> None:
         rows = range(min(self.config.num_log_samples, batch.rollout.input_ids.shape[0]))
@@ -426,7 +449,7 @@ class Trainer:
             "reward_last_steps": avg(window, "reward/mean"),
             "accuracy_first_steps": avg(first, "accuracy"),
             "accuracy_last_steps": avg(window, "accuracy"),
-            "health": self.health.summary(),
+            "health": self.health.summary() | self.signal.summary(),
             "paths": {
                 "run_dir": str(self.run_dir),
                 "config": str(self.run_dir / "config.yaml"),
@@ -466,6 +489,8 @@ class Trainer:
                 str(self.run_dir / "heldout_after.json"),
             ]
         summary["headline"] = headline(summary.get("heldout"), summary)
+        if summary["health"].get("no_signal"):
+            logger.warning("%s", summary["health"]["no_signal_text"])
         write_json_atomic(self.run_dir / "summary.json", summary)
         return summary
 

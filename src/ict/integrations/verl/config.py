@@ -75,6 +75,14 @@ V1_REFUSAL = (
     "the ict losses run on verl's legacy trainer only (their driver step hooks RayPPOTrainer, which "
     "verl's v1 trainer does not use): set trainer.use_v1=false"
 )
+# DAPO's dynamic sampling: verl 0.9 implements `algorithm.filter_groups` only in its v1 trainer's
+# replay buffer (above: refused); the legacy RayPPOTrainer the ict losses hook never reads it, so
+# the run would silently train on unfiltered batches. Refused rather than re-implemented.
+FILTER_GROUPS_REFUSAL = (
+    "algorithm.filter_groups (DAPO's dynamic sampling) runs only in verl's v1 trainer, which the "
+    "ict losses cannot use, and the legacy trainer ignores it: set "
+    "algorithm.filter_groups.enable=false, or refill batches with `ict train --dynamic-sampling`"
+)
 LOSS_AGG_TO_VERL = {  # ict.loss aggregation -> verl loss_agg_mode
     "token_mean": "token-mean",
     "seq_mean_token_mean": "seq-mean-token-mean",
@@ -198,6 +206,8 @@ def validate(spec: IctVerlConfig, cfg: Any = None) -> None:
         return
     if _get(cfg, "trainer.use_v1", False):
         raise ConfigError(V1_REFUSAL)
+    if _get(cfg, "algorithm.filter_groups.enable", False):
+        raise ConfigError(FILTER_GROUPS_REFUSAL)
     actor = _get(cfg, "actor_rollout_ref.actor", {})
     if _get(actor, "fsdp_config.ulysses_sequence_parallel_size", 1) not in (1, None) or _get(
         actor, "ulysses_sequence_parallel_size", 1
