@@ -63,7 +63,9 @@ class LeanLlama:
     It holds the model's parameters, not copies: each `start` fuses the current weights, so
     optimizer steps and loaded checkpoints (both in place) are seen by the next batch."""
 
-    def __init__(self, model):
+    def __init__(self, model, dtype: torch.dtype | None = None):
+        """dtype: of the decoding's matmuls and cache (None: the model's float32; bfloat16: the
+        weights are cast at each `start`, the logits stay float32)."""
         reason = unsupported(model)
         if reason is not None:
             raise ValueError(f"LeanLlama cannot run {reason}")
@@ -81,6 +83,7 @@ class LeanLlama:
         self.inv_freq = rotary.inv_freq
         self.rope_scale = float(getattr(rotary, "attention_scaling", 1.0))
         self.scaling = self.head_dim**-0.5
+        self.dtype = dtype or self.embed.dtype
 
     # ---- pieces --------------------------------------------------------------------------------
     def _rope(self, positions: torch.Tensor, dtype) -> tuple[torch.Tensor, torch.Tensor]:
@@ -99,7 +102,7 @@ class LeanLlama:
         a, m = layer.self_attn, layer.mlp
         qkv = torch.cat((a.q_proj.weight, a.k_proj.weight, a.v_proj.weight))
         gate_up = torch.cat((m.gate_proj.weight, m.up_proj.weight))
-        return (
+        weights = (
             qkv,
             a.o_proj.weight,
             gate_up,
@@ -107,6 +110,7 @@ class LeanLlama:
             layer.input_layernorm.weight,
             layer.post_attention_layernorm.weight,
         )
+        return tuple(w.to(self.dtype) for w in weights)
 
     def _split_qkv(self, x, qkv):
         """x [B, T, D] -> q [B, H, T, hd], k, v [B, KV, T, hd]."""
@@ -145,9 +149,10 @@ class LeanLlama:
         feeds column P - 1 (the prompt's last token)."""
         u, p = prompt_ids.shape
         n = u * samples
-        dtype, device = self.embed.dtype, prompt_ids.device
+        dtype, device = self.dtype, prompt_ids.device
         width = p + max_new_tokens
         weights = [self._weights(layer) for layer in self.layers]
+        heads = (self.embed.to(dtype), self.norm.to(dtype), self.lm_head.to(dtype))
         valid = torch.zeros(n, width, dtype=torch.bool, device=device)
         valid[:, :p] = prompt_attn.bool().repeat_interleave(samples, 0)
         real = prompt_attn.long().sum(-1).repeat_interleave(samples, 0)  # [N] real prompt tokens
@@ -158,7 +163,7 @@ class LeanLlama:
         ]
         if p > 1:  # the prefix, once per prompt (positions skip left padding)
             ids, attn = prompt_ids[:, :-1], prompt_attn[:, :-1]
-            x = F.embedding(ids, self.embed)
+            x = F.embedding(ids, heads[0])
             positions = (attn.long().cumsum(-1) - 1).clamp(min=0)
             cos, sin = self._rope(positions, dtype)
             cos, sin = cos[:, None], sin[:, None]
@@ -179,7 +184,7 @@ class LeanLlama:
                 x = x + self._mlp(F.rms_norm(x, (x.shape[-1],), n2, self.eps), gate_up, down)
         max_pos = int(real.max()) + max_new_tokens + 1
         cos, sin = self._rope(torch.arange(max_pos, device=device), dtype)
-        return DecodeState(weights, caches, valid, real - 1, p - 1, cos, sin)
+        return DecodeState(weights, caches, valid, real - 1, p - 1, cos, sin, heads)
 
     @torch.no_grad()
     def step(self, state: DecodeState, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -187,7 +192,8 @@ class LeanLlama:
         final hidden [N, D]) and advances the state."""
         col = state.column
         n = tokens.shape[0]
-        x = F.embedding(tokens, self.embed)[:, None]  # [N, 1, D]
+        embed, norm, lm_head = state.heads
+        x = F.embedding(tokens, embed)[:, None]  # [N, 1, D]
         cos, sin = (
             state.cos[state.position][:, None, None],
             state.sin[state.position][:, None, None],
@@ -210,18 +216,25 @@ class LeanLlama:
             )  # fmt: skip
             x = x + F.linear(a.reshape(n, 1, -1), o)
             x = x + self._mlp(F.rms_norm(x, (x.shape[-1],), n2, self.eps), gate_up, down)
-        hidden = F.rms_norm(x[:, 0], (x.shape[-1],), self.norm, self.eps)
+        hidden = F.rms_norm(x[:, 0], (x.shape[-1],), norm, self.eps)
         state.column += 1
         state.position = state.position + 1
-        return F.linear(hidden, self.lm_head).float(), hidden
+        return F.linear(hidden, lm_head).float(), hidden
 
 
 class DecodeState:
     """A decoding batch's static cache and where it is: per layer (keys, values) [N, KV, S, hd];
     valid: bool [N, S] keys that exist; position: [N] rotary position of the next token; column:
     the next cache column; cos, sin: the rotary table [max position, hd]; weights: fused per
-    layer."""
+    layer; heads: (embedding, final norm, LM head) in the decoding's dtype."""
 
-    def __init__(self, weights, caches, valid, position, column, cos, sin):
+    def __init__(self, weights, caches, valid, position, column, cos, sin, heads):
         self.weights, self.caches, self.valid = weights, caches, valid
         self.position, self.column, self.cos, self.sin = position, column, cos, sin
+        self.heads = heads
+
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep only `rows` [M] (long indices) of the batch, in that order: finished rows leave
+        the cache and cost nothing in later steps."""
+        self.caches = [(k[rows], v[rows]) for k, v in self.caches]
+        self.valid, self.position = self.valid[rows], self.position[rows]
