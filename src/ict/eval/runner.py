@@ -101,7 +101,12 @@ def evaluate_benchmark(
 ) -> list[dict]:
     """Per-problem records of one benchmark, reusing and extending the cache file if given.
 
-    judge: `.judge([(item, text), ...]) -> [Verdict]` (an ict.rewards.ItemJudge)."""
+    judge: `.judge([(item, text), ...]) -> [Verdict]` (an ict.rewards.ItemJudge). The batched path
+    runs when `settings.sampler` is "batched" and the sampler has `sample_keyed` (BatchedSampler);
+    any other sampler (vLLM, a scripted one) runs the chunked loop, fingerprinted as such."""
+    keyed = settings.sampler == "batched" and hasattr(sampler, "sample_keyed")
+    if not keyed and settings.sampler == "batched":
+        settings = settings.replace(sampler="chunked")
     fingerprint = settings.fingerprint(label, model)
     done: dict[int, dict] = {}
     if cache_path is not None:
@@ -112,7 +117,7 @@ def evaluate_benchmark(
                     "use another --out directory, or --overwrite to discard them"
                 )
             done[row["index"]] = row
-    if settings.sampler == "batched" and hasattr(sampler, "sample_keyed"):
+    if keyed:
         _batched(label, items, sampler, judge, settings, fingerprint, done, cache_path, progress)
         return [done[i] for i in range(len(items))]
     per_chunk = max(1, settings.batch_size // settings.n)
@@ -154,7 +159,11 @@ def _batched(label, items, sampler, judge, settings, fingerprint, done, cache_pa
             n=settings.n,
             seeds=[problem_seed(settings.seed, label, i) for i in indices],
         )
-        pairs = [(items[i], text) for i, samples in zip(indices, outputs) for text, _ in samples]
+        pairs = [
+            (items[i], text)
+            for i, samples in zip(indices, outputs, strict=True)
+            for text, _ in samples
+        ]
         verdicts = judge.judge(pairs)
         records = []
         for j, (index, samples) in enumerate(zip(indices, outputs, strict=True)):
@@ -166,7 +175,9 @@ def _batched(label, items, sampler, judge, settings, fingerprint, done, cache_pa
                     writer.write(record)
         done.update((r["index"], r) for r in records)
         if progress:
-            progress(f"{label}: {len(items) - len(todo) + first + len(indices)}/{len(items)} problems")
+            progress(
+                f"{label}: {len(items) - len(todo) + first + len(indices)}/{len(items)} problems"
+            )
 
 
 def summarise(records: list[dict], settings: EvalSettings) -> dict[str, Any]:

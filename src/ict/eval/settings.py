@@ -104,7 +104,9 @@ class EvalSettings:
         if self.dtype not in DTYPES:
             raise ConfigError(f"dtype={self.dtype!r} is not one of {', '.join(DTYPES)}")
         if self.dtype != "float32" and self.sampler != "batched":
-            raise ConfigError(f"dtype={self.dtype} needs sampler=batched (the chunked path is float32)")
+            raise ConfigError(
+                f"dtype={self.dtype} needs sampler=batched (the chunked path is float32)"
+            )
         if self.memory_mb < 1:
             raise ConfigError(f"memory_mb must be >= 1, got {self.memory_mb}")
         if self.backend not in BACKENDS:
@@ -152,8 +154,12 @@ class EvalSettings:
         return keep
 
     def same_result(self, other: EvalSettings) -> bool:
-        """Whether `other` gives the same numbers: every setting equal but the memory budget."""
-        return self.replace(memory_mb=0) == other.replace(memory_mb=0)
+        """Whether `other` gives the same numbers: the same samples (`sample_settings`) and the
+        same problems, k and bootstrap."""
+        summary = ("limit", "k", "num_bootstrap")
+        return self.sample_settings() == other.sample_settings() and all(
+            getattr(self, name) == getattr(other, name) for name in summary
+        )
 
     def fingerprint(self, label: str, model: str) -> str:
         """Hash of what decides one benchmark's samples: the model, the label and
