@@ -194,21 +194,20 @@ class LeanLlama:
         n = tokens.shape[0]
         embed, norm, lm_head = state.heads
         x = F.embedding(tokens, embed)[:, None]  # [N, 1, D]
-        cos, sin = (
-            state.cos[state.position][:, None, None],
-            state.sin[state.position][:, None, None],
-        )
+        cos, sin = state.cos[state.position][:, None], state.sin[state.position][:, None]
         state.valid[:, col] = True
         mask = state.valid[:, None, None, : col + 1]  # [N, 1, 1, col + 1]
-        rep, kv, hd = self.heads // self.kv_heads, self.kv_heads, self.head_dim
+        heads, rep, kv, hd = self.heads, self.heads // self.kv_heads, self.kv_heads, self.head_dim
         for (qkv, o, gate_up, down, n1, n2), (kcache, vcache) in zip(
             state.weights, state.caches, strict=True
         ):
             h = F.rms_norm(x, (x.shape[-1],), n1, self.eps)
-            q, k, v = self._split_qkv(h, qkv)
-            q, k = self._rotate(q, cos, sin), self._rotate(k, cos, sin)
-            kcache[:, :, col : col + 1] = k
-            vcache[:, :, col : col + 1] = v
+            out = F.linear(h[:, 0], qkv)  # [N, (H + 2 KV) hd]
+            # queries and keys rotated in one go: [N, H + KV, hd]
+            qk = self._rotate(out[:, : (heads + kv) * hd].view(n, heads + kv, hd), cos, sin)
+            q = qk[:, :heads]
+            kcache[:, :, col] = qk[:, heads:]
+            vcache[:, :, col] = out[:, (heads + kv) * hd :].view(n, kv, hd)
             # grouped-query heads packed: [N, KV, rep, hd] queries against [N, KV, col+1, hd]
             a = F.scaled_dot_product_attention(
                 q.reshape(n, kv, rep, hd), kcache[:, :, : col + 1], vcache[:, :, : col + 1],
