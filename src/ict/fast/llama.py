@@ -156,10 +156,15 @@ class LeanLlama:
         valid = torch.zeros(n, width, dtype=torch.bool, device=device)
         valid[:, :p] = prompt_attn.bool().repeat_interleave(samples, 0)
         real = prompt_attn.long().sum(-1).repeat_interleave(samples, 0)  # [N] real prompt tokens
-        kc = [torch.zeros(n, self.kv_heads, width, self.head_dim, dtype=dtype, device=device)]
-        caches = [(kc[0], torch.zeros_like(kc[0]))]
-        caches += [
-            (torch.zeros_like(kc[0]), torch.zeros_like(kc[0])) for _ in range(len(self.layers) - 1)
+        # every column is written before a step reads it (the prefix fills the first P - 1,
+        # each step its own), so the cache needs no zeroing
+        shape = (n, self.kv_heads, width, self.head_dim)
+        caches = [
+            (
+                torch.empty(shape, dtype=dtype, device=device),
+                torch.empty(shape, dtype=dtype, device=device),
+            )
+            for _ in self.layers
         ]
         if p > 1:  # the prefix, once per prompt (positions skip left padding)
             ids, attn = prompt_ids[:, :-1], prompt_attn[:, :-1]
