@@ -15,6 +15,7 @@ rollouts; evaluation 64 x 16).
 
   python benchmarks/roofline.py                         # toy cell and the default run (SmolLM2)
   python benchmarks/roofline.py --eval-paths batched    # the batched evaluation only
+  python benchmarks/roofline.py --breakdown             # + the evaluation's time by kind of work
   python benchmarks/roofline.py --models toy-cot        # the small-model cell only (a minute)
   python benchmarks/roofline.py --quick                 # tiny random model (the test runs this)
   python benchmarks/roofline.py --device cuda           # the same on a GPU (scripts/gpu_check.py)
@@ -379,9 +380,72 @@ def run_evaluation(config, model, tokenizer, label, shape, path, device, gens):
     return seconds, flops, data, result
 
 
+# torch ops by the kind of work they do in a decoding step (anything else: "other ops")
+KINDS = {
+    "matmuls (q/k/v, o, MLP, LM head)": ("aten::mm", "aten::addmm", "aten::bmm", "aten::linear"),
+    "attention over the cache": ("scaled_dot_product",),
+    "sampling (hash, softmax, cumulative sum, search)": (
+        "aten::__rshift__", "aten::__lshift__", "aten::bitwise_", "aten::__xor__", "aten::__and__",
+        "aten::__or__", "aten::_softmax", "aten::cumsum", "aten::searchsorted", "aten::nextafter",
+        "aten::minimum", "aten::isin", "aten::argmax",
+    ),
+    "cache writes, row gathers, copies": (
+        "aten::index", "aten::copy_", "aten::fill_", "aten::cat", "aten::empty", "aten::clone",
+        "aten::_to_copy", "aten::embedding", "aten::index_select", "aten::nonzero",
+    ),
+    "norms, rotary, activation (elementwise)": (
+        "aten::mul", "aten::add", "aten::silu", "aten::pow", "aten::mean", "aten::rsqrt",
+        "aten::neg", "aten::where", "aten::_fused_rms_norm", "aten::div", "aten::sum",
+    ),
+}  # fmt: skip
+
+
+def eval_breakdown(config, model, tokenizer, label) -> dict:
+    """Where a batched evaluation's time goes: one more evaluation under torch.profiler, its ops'
+    self times summed by kind (KINDS), the rest of the run ("outside torch ops": Python, dispatch,
+    decoding texts, judging, the profiler's own cost). The profiler clocks wall time, so each
+    kind's share of the run's wall time is scaled to its process CPU time (on a loaded machine
+    the two differ). {kind: CPU seconds}, plus "total" (the profiled run's process CPU seconds)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from ict.eval import default_ks
+    from ict.train.evaluation import training_evaluation
+
+    evaluation = training_evaluation(
+        config, sampler="batched", k=default_ks(config.eval_num_samples)
+    )
+    evaluation.items()
+    t0, w0 = time.process_time(), time.perf_counter()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        evaluation.run(model, tokenizer, model_label=label)
+    total, wall = time.process_time() - t0, time.perf_counter() - w0
+    out = dict.fromkeys([*KINDS, "other ops"], 0.0)
+    for event in prof.key_averages():
+        seconds = event.self_cpu_time_total / 1e6
+        kind = next(
+            (k for k, names in KINDS.items() if any(n in event.key for n in names)), "other ops"
+        )
+        out[kind] += seconds
+    out["outside torch ops"] = max(0.0, wall - sum(out.values()))
+    scale = total / max(wall, sum(out.values()), 1e-12)
+    return {**{k: v * scale for k, v in out.items()}, "total": total}
+
+
+def print_breakdown(name: str, breakdown: dict) -> None:
+    total = breakdown["total"]
+    rows = [
+        [kind, f"{seconds:.2f}", f"{100 * seconds / total:.0f}%"]
+        for kind, seconds in breakdown.items()
+        if kind != "total"
+    ]
+    print(f"\nwhere the batched evaluation's time goes ({name}; one more run under torch.profiler, "
+          f"{total:.1f} s of process CPU with the profiler's own cost):\n")  # fmt: skip
+    print(_common.table(["kind of work", "CPU s", "share"], rows, "lrr"))
+
+
 def run_setting(
     name, quick, device, steps, machine_rates, fast, autocast="off", random=False,
-    eval_paths=("batched", "chunked"),
+    eval_paths=("batched", "chunked"), breakdown=False,
 ):  # fmt: skip
     from ict.train import TrainConfig, Trainer
     from ict.train.problems import Problem, load_problems
@@ -435,6 +499,7 @@ def run_setting(
                 )
                 for path in eval_paths
             }
+            where = eval_breakdown(config, trainer.model, tokenizer, label) if breakdown else None
         trainer.close()
     finally:
         clocked.restore()
@@ -488,6 +553,7 @@ def run_setting(
             problems=config.eval_size, samples=config.eval_num_samples,
             temperature=config.temperature, paths=list(eval_paths),
             per_problem={path: cost[3]["per_problem"] for path, cost in evaluations.items()},
+            breakdown=where,
         ),
         phases=table,
     )  # fmt: skip
@@ -522,6 +588,8 @@ def print_table(result: dict) -> None:
                 f"rate at the model's width"
             )
     print_pass_at_k(result["eval"]["per_problem"])
+    if result["eval"]["breakdown"]:
+        print_breakdown(result["model"], result["eval"]["breakdown"])
 
 
 def print_pass_at_k(per_problem: dict) -> None:
@@ -583,6 +651,10 @@ def main(argv=None) -> int:
         help="the evaluation paths measured: EvalSettings.sampler batched or chunked, or bf16 "
         "(batched with dtype bf16); default batched chunked",
     )  # fmt: skip
+    parser.add_argument(
+        "--breakdown", action="store_true",
+        help="one more batched evaluation under torch.profiler: its time by kind of work",
+    )  # fmt: skip
     parser.add_argument("--json", default=None)
     a = parser.parse_args(argv)
     steps = a.steps or (1 if a.quick else 3)
@@ -625,6 +697,7 @@ def main(argv=None) -> int:
                 a.autocast,
                 a.random_weights,
                 a.eval_paths,
+                a.breakdown,
             )  # fmt: skip
         )
         print_table(results[-1])
