@@ -2,12 +2,20 @@
 
 Measures the machine (matmul peak at each phase's dtype: a 2048^3 GEMM, best of --repeats; the
 GEMM rate at the model's own width: [1024 tokens, D] x [D, I]; memory bandwidth: a 256 MiB copy,
-bytes read + written), runs real `ict.train.Trainer` steps (GRPO) and one held-out evaluation,
-counts each phase's FLOPs and bytes from the model config and the shapes the phase actually ran
-(captured from `ict.generation.generate` and the rollout), and prints each phase's achieved
-fraction of the peak and of the bandwidth: a roofline table.
+bytes read + written), runs real `ict.train.Trainer` steps (GRPO) and one held-out evaluation
+through each evaluation path (the batched one, `EvalSettings.sampler` "batched", and the chunked
+one before it), counts each phase's FLOPs and bytes from the model config and the shapes the
+phase actually ran (captured from `ict.generation.generate`, the rollout and the batched
+decoding's traces), and prints each phase's achieved fraction of the peak, of the GEMM rate at
+the model's width and of the bandwidth: a roofline table.
 
-  python benchmarks/roofline.py                         # toy-cot cell and the default run (SmolLM2)
+Settings: the toy-cot-explore cell (its rollouts; evaluation 512 held-out problems x 32 samples
+at temperature 1.5, the study's) and the default run (the embedded SmolLM2-135M-Instruct, 8 x 8
+rollouts; evaluation 64 x 16).
+
+  python benchmarks/roofline.py                         # toy cell and the default run (SmolLM2)
+  python benchmarks/roofline.py --eval-paths batched    # the batched evaluation only
+  python benchmarks/roofline.py --breakdown             # + the evaluation's time by kind of work
   python benchmarks/roofline.py --models toy-cot        # the small-model cell only (a minute)
   python benchmarks/roofline.py --quick                 # tiny random model (the test runs this)
   python benchmarks/roofline.py --device cuda           # the same on a GPU (scripts/gpu_check.py)
@@ -18,7 +26,8 @@ by them shows a low fraction):
       context (QK^T and AV over the keys the kernel computes, padding included) + 2 x D x V where
       the LM head runs;
   backward = 2 x forward (gradients of inputs and weights), so the update is 3 x its forward;
-  decoding computes every row of a batch until the batch's longest response ends; a shared prompt
+  decoding computes every row of a batch until the batch's longest response ends (the batched
+      path: the rows each step ran, finished rows having left); a shared prompt
       (ict's share_prompt) runs once per group; the statistics pass runs the head twice over
       response positions (scores, then old log-probs);
   bytes = every weight read once per forward call (decoding: once per step; the backward reads
@@ -28,7 +37,8 @@ Times are process CPU time on a CPU (one intra-op thread: what this process comp
 other jobs on a shared machine; wall time after a synchronize on a GPU): the machine's numbers
 best of --repeats; each phase's the sum over --steps steps after one warm-up step (rollout: the
 `generate` call; statistics: `old_policy_pass`; update: `update_policy`; evaluation: one
-`training_evaluation(config).run` of the setting's eval_size x eval_num_samples).
+`training_evaluation(config).run` of the setting's eval_size x eval_num_samples per path, the
+problems loaded outside the clock).
 """
 
 from __future__ import annotations
@@ -195,6 +205,20 @@ def generation_cost(shape: Shape, g: Generation) -> tuple[float, float]:
     return flops, data
 
 
+def trace_cost(shape: Shape, trace) -> tuple[float, float]:
+    """(FLOPs, bytes) of a batched evaluation's decoding (an ict.fast.batched.DecodeTrace): each
+    prompt's first P - 1 tokens once, then every step over the rows it ran (finished rows leave)
+    and the cache columns they attended to."""
+    p = trace.prompt_width
+    flops, data = 0.0, 0.0
+    if p > 1:
+        flops, data = shape.forward(trace.prompts * (p - 1), trace.prompts * (p - 1) * p // 2, 0)
+    for rows, columns in zip(trace.rows, trace.columns, strict=True):
+        f, d = shape.decode_step(rows, columns)
+        flops, data = flops + f, data + d
+    return flops, data
+
+
 def sequence_cost(shape, rows, groups, prompt, width, head_rows, passes=1):
     """(FLOPs, bytes) of a full forward over `rows` rows: `groups` shared prompts of `prompt`
     columns (run once each), then `width` response columns per row; attention over every key
@@ -289,14 +313,14 @@ def setting(name: str, quick: bool, device: str, random_weights: bool = False):
         train = dict(
             task="toy:cot", chat_template=False, stop=[], max_new_tokens=16,
             prompts_per_step=2, num_generations=4, generation_batch_size=64,
-            micro_batch_size=8, eval_size=2, eval_num_samples=8,
+            micro_batch_size=8, eval_size=8, eval_num_samples=8,
         )  # fmt: skip
         return model, tokenizer, train, f"{name} (--quick: tiny random Llama)"
     if name == "toy-cot":
         from ict.compare.presets import get_preset
         from ict.compare.warm_start import warm_start
 
-        preset = get_preset("toy-cot-long")
+        preset = get_preset("toy-cot-explore")
         if random_weights:
             model, tokenizer = random_model(name)
         else:
@@ -307,19 +331,123 @@ def setting(name: str, quick: bool, device: str, random_weights: bool = False):
             "eval_size", "eval_num_samples", "temperature", "learning_rate",
         )  # fmt: skip
         train = {k: preset.train[k] for k in keep if k in preset.train}
+        # the study's final evaluation: 512 held-out problems x 32 samples
+        train.update(eval_size=preset.eval.size, eval_num_samples=preset.eval.n)
         weights = "random weights" if random_weights else "warm start"
-        return model, tokenizer, train, f"toy-cot-long cell (3-layer 128-wide Llama, {weights})"
+        return model, tokenizer, train, f"toy-cot-explore cell (3-layer 128-wide Llama, {weights})"
     if random_weights:
         model, tokenizer = random_model(name)
         label = "SmolLM2-135M's shape, random weights"
     else:
         model, tokenizer, label = _common.load_model(False)
-    return model, tokenizer, dict(eval_size=8, eval_num_samples=4), "default run: " + label
+    return model, tokenizer, dict(eval_size=64, eval_num_samples=16), "default run: " + label
 
 
-def run_setting(name, quick, device, steps, machine_rates, fast, autocast="off", random=False):
-    from ict.train import TrainConfig, Trainer
+def run_evaluation(config, model, tokenizer, label, shape, path, device, gens):
+    """(CPU seconds, FLOPs, bytes) of one held-out evaluation of `config` through `path`
+    ("batched": ict.fast.batched, FLOPs from its traces; "chunked": ict.generation, FLOPs from
+    the captured `generate` shapes in `gens`)."""
+    from ict.eval import default_ks
+    from ict.eval.backends import hf_sampler
     from ict.train.evaluation import training_evaluation
+
+    samplers = []
+
+    def factory(model, tokenizer, settings):
+        samplers.append(hf_sampler(model, tokenizer, settings))
+        return samplers[-1]
+
+    sampler, dtype = ("batched", "bf16") if path == "bf16" else (path, "float32")
+    evaluation = training_evaluation(
+        config, sampler_factory=factory, sampler=sampler, dtype=dtype,
+        k=default_ks(config.eval_num_samples),
+    )  # fmt: skip
+    evaluation.items()  # the problems load outside the clock
+    gens[:] = []
+    t0 = clock(device)
+    result = evaluation.run(model, tokenizer, model_label=label)
+    seconds = clock(device) - t0
+    flops = data = 0.0
+    costs = (
+        [trace_cost(shape, t) for t in samplers[0].traces]
+        if sampler == "batched"
+        else [generation_cost(shape, g) for g in gens]
+    )
+    for f, d in costs:
+        flops, data = flops + f, data + d
+    if dtype == "bf16":  # weights and cache in 2 bytes
+        data /= 2
+    return seconds, flops, data, result
+
+
+# torch ops by the kind of work they do in a decoding step (anything else: "other ops")
+KINDS = {
+    "matmuls (q/k/v, o, MLP, LM head)": ("aten::mm", "aten::addmm", "aten::bmm", "aten::linear"),
+    "attention over the cache": ("scaled_dot_product",),
+    "sampling (hash, softmax, cumulative sum, search)": (
+        "aten::__rshift__", "aten::__lshift__", "aten::bitwise_", "aten::__xor__", "aten::__and__",
+        "aten::__or__", "aten::_softmax", "aten::cumsum", "aten::searchsorted", "aten::nextafter",
+        "aten::minimum", "aten::isin", "aten::argmax",
+    ),
+    "cache writes, row gathers, copies": (
+        "aten::index", "aten::copy_", "aten::fill_", "aten::cat", "aten::empty", "aten::clone",
+        "aten::_to_copy", "aten::embedding", "aten::index_select", "aten::nonzero",
+    ),
+    "norms, rotary, activation (elementwise)": (
+        "aten::mul", "aten::add", "aten::silu", "aten::pow", "aten::mean", "aten::rsqrt",
+        "aten::neg", "aten::where", "aten::_fused_rms_norm", "aten::div", "aten::sum",
+    ),
+}  # fmt: skip
+
+
+def eval_breakdown(config, model, tokenizer, label) -> dict:
+    """Where a batched evaluation's time goes: one more evaluation under torch.profiler, its ops'
+    self times summed by kind (KINDS), the rest of the run ("outside torch ops": Python, dispatch,
+    decoding texts, judging, the profiler's own cost). The profiler clocks wall time, so each
+    kind's share of the run's wall time is scaled to its process CPU time (on a loaded machine
+    the two differ). {kind: CPU seconds}, plus "total" (the profiled run's process CPU seconds)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from ict.eval import default_ks
+    from ict.train.evaluation import training_evaluation
+
+    evaluation = training_evaluation(
+        config, sampler="batched", k=default_ks(config.eval_num_samples)
+    )
+    evaluation.items()
+    t0, w0 = time.process_time(), time.perf_counter()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        evaluation.run(model, tokenizer, model_label=label)
+    total, wall = time.process_time() - t0, time.perf_counter() - w0
+    out = dict.fromkeys([*KINDS, "other ops"], 0.0)
+    for event in prof.key_averages():
+        seconds = event.self_cpu_time_total / 1e6
+        kind = next(
+            (k for k, names in KINDS.items() if any(n in event.key for n in names)), "other ops"
+        )
+        out[kind] += seconds
+    out["outside torch ops"] = max(0.0, wall - sum(out.values()))
+    scale = total / max(wall, sum(out.values()), 1e-12)
+    return {**{k: v * scale for k, v in out.items()}, "total": total}
+
+
+def print_breakdown(name: str, breakdown: dict) -> None:
+    total = breakdown["total"]
+    rows = [
+        [kind, f"{seconds:.2f}", f"{100 * seconds / total:.0f}%"]
+        for kind, seconds in breakdown.items()
+        if kind != "total"
+    ]
+    print(f"\nwhere the batched evaluation's time goes ({name}; one more run under torch.profiler, "
+          f"{total:.1f} s of process CPU with the profiler's own cost):\n")  # fmt: skip
+    print(_common.table(["kind of work", "CPU s", "share"], rows, "lrr"))
+
+
+def run_setting(
+    name, quick, device, steps, machine_rates, fast, autocast="off", random=False,
+    eval_paths=("batched", "chunked"), breakdown=False,
+):  # fmt: skip
+    from ict.train import TrainConfig, Trainer
     from ict.train.problems import Problem, load_problems
 
     model, tokenizer, train, label = setting(name, quick, device, random)
@@ -364,11 +492,14 @@ def run_setting(name, quick, device, steps, machine_rates, fast, autocast="off",
             ]
             trainer = Trainer(config, model=model, tokenizer=tokenizer, problems=problems)
             rows = [trainer.train_step() for _ in range(steps + 1)]
-            step_gens, gens[:] = list(gens), []
-            t0 = clock(device)
-            training_evaluation(config).run(trainer.model, tokenizer, model_label=label)
-            eval_s = clock(device) - t0
-            eval_gens = list(gens)
+            step_gens = list(gens)
+            evaluations = {
+                path: run_evaluation(
+                    config, trainer.model, tokenizer, label, shape, path, device, gens
+                )
+                for path in eval_paths
+            }
+            where = eval_breakdown(config, trainer.model, tokenizer, label) if breakdown else None
         trainer.close()
     finally:
         clocked.restore()
@@ -394,17 +525,15 @@ def run_setting(name, quick, device, steps, machine_rates, fast, autocast="off",
         for phase, (f, d) in counts.items():
             t = seconds[timers[phase]][i]
             phases[phase] = [phases[phase][0] + t, phases[phase][1] + f, phases[phase][2] + d]
-    f = d = 0.0
-    for gen in eval_gens:
-        gf, gd = generation_cost(shape, gen)
-        f, d = f + gf, d + gd
-    phases["evaluation"] = [eval_s, f, d]
+    for path, cost in evaluations.items():
+        phases["evaluation" if path == "batched" else f"evaluation ({path})"] = list(cost[:3])
     # the statistics and update passes (autocast)
     passes = trainer.plan.precision.as_dict()["dtype"] or weights
     bw = machine_rates["bandwidth"]
     table = []
     for phase, (seconds, flops, data) in phases.items():
         dtype = passes if phase in ("statistics", "update") else weights
+        dtype = "bfloat16" if phase == "evaluation (bf16)" else dtype
         peak = machine_rates["peak"][dtype]
         model_rate = machine_rates["model_gemm"][name][dtype]
         rate, bps = flops / max(seconds, 1e-12), data / max(seconds, 1e-12)
@@ -420,7 +549,13 @@ def run_setting(name, quick, device, steps, machine_rates, fast, autocast="off",
         )  # fmt: skip
     return dict(
         model=name, label=label, shape=shape.__dict__, steps=steps, fast=fast,
-        eval=dict(problems=config.eval_size, samples=config.eval_num_samples), phases=table,
+        eval=dict(
+            problems=config.eval_size, samples=config.eval_num_samples,
+            temperature=config.temperature, paths=list(eval_paths),
+            per_problem={path: cost[3]["per_problem"] for path, cost in evaluations.items()},
+            breakdown=where,
+        ),
+        phases=table,
     )  # fmt: skip
 
 
@@ -441,9 +576,49 @@ def print_table(result: dict) -> None:
     print(f"\n### {result['label']}{' (fast path)' if result['fast'] else ''}")
     print(
         f"{result['steps']} GRPO step(s) after one warm-up; evaluation "
-        f"{result['eval']['problems']} problems x {result['eval']['samples']} samples\n"
+        f"{result['eval']['problems']} problems x {result['eval']['samples']} samples at "
+        f"temperature {result['eval']['temperature']} (batched path; chunked: the path before "
+        f"it, through ict.generation)\n"
     )
     print(_common.table(headers, rows, "ll" + "r" * 9 + "l"))
+    for r in result["phases"]:
+        if r["phase"].startswith("evaluation"):
+            print(
+                f"{r['phase']}: {100 * r['model_gemm_fraction']:.1f}% of the {r['dtype']} GEMM "
+                f"rate at the model's width"
+            )
+    print_pass_at_k(result["eval"]["per_problem"])
+    if result["eval"]["breakdown"]:
+        print_breakdown(result["model"], result["eval"]["breakdown"])
+
+
+def print_pass_at_k(per_problem: dict) -> None:
+    """pass@1 and pass@n of each evaluation path, and each path's difference from the batched
+    float32 one, paired by problem (mean and a 95% Student-t interval over problems)."""
+    import numpy as np
+    from scipy import stats
+
+    from ict.eval.metrics import pass_at_k_per_problem
+
+    def per_k(per, k):
+        (counts,) = per.values()
+        return pass_at_k_per_problem(np.array(counts["n"]), np.array(counts["correct"]), k)
+
+    n = next(iter(next(iter(per_problem.values())).values()))["n"][0]
+    for k in sorted({1, n}):
+        values = {path: per_k(per, k) for path, per in per_problem.items()}
+        line = ", ".join(f"{path} {v.mean():.4f}" for path, v in values.items())
+        print(f"pass@{k}: {line}")
+        base = values.get("batched")
+        for path, v in values.items():
+            if path == "batched" or base is None:
+                continue
+            d = v - base
+            half = stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))
+            print(
+                f"  {path} - batched, paired over {len(d)} problems: {d.mean():+.4f} "
+                f"[{d.mean() - half:+.4f}, {d.mean() + half:+.4f}]"
+            )
 
 
 def main(argv=None) -> int:
@@ -470,6 +645,16 @@ def main(argv=None) -> int:
         help="each setting's shape with random weights (no warm start, no "
         "embedded model: what the GPU check runs)",
     )
+    parser.add_argument(
+        "--eval-paths", nargs="+", choices=("batched", "chunked", "bf16"),
+        default=["batched", "chunked"],
+        help="the evaluation paths measured: EvalSettings.sampler batched or chunked, or bf16 "
+        "(batched with dtype bf16); default batched chunked",
+    )  # fmt: skip
+    parser.add_argument(
+        "--breakdown", action="store_true",
+        help="one more batched evaluation under torch.profiler: its time by kind of work",
+    )  # fmt: skip
     parser.add_argument("--json", default=None)
     a = parser.parse_args(argv)
     steps = a.steps or (1 if a.quick else 3)
@@ -502,7 +687,18 @@ def main(argv=None) -> int:
     results = []
     for m in a.models:
         results.append(
-            run_setting(m, a.quick, a.device, steps, rates, a.fast, a.autocast, a.random_weights)
+            run_setting(
+                m,
+                a.quick,
+                a.device,
+                steps,
+                rates,
+                a.fast,
+                a.autocast,
+                a.random_weights,
+                a.eval_paths,
+                a.breakdown,
+            )  # fmt: skip
         )
         print_table(results[-1])
         sys.stdout.flush()

@@ -16,7 +16,17 @@ of a cell back to back with alternating order, and prints:
   - whether the two paths wrote the same results: every metrics.jsonl number but times and
     throughputs, every eval_steps/*.json and final_eval.json but its seconds and date.
 
-  OMP_NUM_THREADS=1 python benchmarks/study_throughput.py                    # 2 methods x 1 seed
+The exploration study's cell (`--studies explore`: toy-cot-explore, one seed, 300 steps at
+temperature 1.5, validation evaluations of 128 x 32 every 50 steps, the final one of 512 x 32 held
+out) runs through the fast path twice, once with today's evaluation (`EvalSettings.sampler`
+"chunked": ict.generation in chunks of the generation batch) and once with the batched one
+(ict.fast.batched, the default), the two back to back in alternating order, and prints CPU
+seconds per cell and per evaluation of each, the ratio of cells per CPU hour and of evaluations
+per CPU hour (batched / today), whether training was the same on both (it must be: only the
+evaluations' samples differ) and each path's pass@k.
+
+  OMP_NUM_THREADS=1 python benchmarks/study_throughput.py                    # both studies
+  OMP_NUM_THREADS=1 python benchmarks/study_throughput.py --studies explore  # the new cell only
   OMP_NUM_THREADS=1 python benchmarks/study_throughput.py --steps 50 --methods grpo ict entropy
   python benchmarks/study_throughput.py --quick     # tiny warm start, 3 steps (the test runs it)
 """
@@ -131,6 +141,129 @@ def run_cell_timed(preset, out: Path, method: str, seed: int, steps: int | None,
 
 
 STARTS: dict = {}
+EVAL_PATHS = ("chunked", "batched")  # the explore study's two evaluations (EvalSettings.sampler)
+
+
+def explore_preset(quick: bool):
+    """toy-cot-explore (one seed through its own settings), or the quick preset at its
+    temperature 1.5 with evaluations of 16 x 8 (periodic) and 24 x 8 (final)."""
+    import dataclasses
+
+    from ict.compare.presets import get_preset
+
+    if not quick:
+        return get_preset("toy-cot-explore")
+    preset = quick_preset()
+    preset.name = "toy-cot-explore (--quick)"
+    preset.train.update(temperature=1.5, eval_size=16, eval_split="validation")
+    preset.eval = dataclasses.replace(preset.eval, size=24)
+    return preset
+
+
+class EvalPath:
+    """While installed, every training evaluation (ict.train.evaluation.eval_settings: the
+    trainer's periodic ones, the grid's start and final ones) samples through `path`."""
+
+    def __init__(self, path: str):
+        self.path, self._original = path, None
+
+    def __enter__(self):
+        import ict.train.evaluation as evaluation
+
+        original = self._original = evaluation.eval_settings
+        path = self.path
+        evaluation.eval_settings = lambda config, **ch: original(config, **{"sampler": path, **ch})
+        return self
+
+    def __exit__(self, *exc):
+        import ict.train.evaluation as evaluation
+
+        evaluation.eval_settings = self._original
+
+
+def final_pass(run_dir: Path) -> dict:
+    """The final evaluation's pass@k numbers of a cell."""
+    result = json.loads((run_dir / "final_eval.json").read_text())
+    (bench,) = result["benchmarks"].values()
+    return {k: v for k, v in bench.items() if k.startswith("pass@") and not k.endswith("ci95")}
+
+
+def explore_study(a, out: Path) -> dict:
+    """The exploration study's cell through today's evaluation and the batched one (module
+    docstring); prints its tables, returns its record."""
+    preset = explore_preset(a.quick)
+    from ict.compare.warm_start import warm_start
+
+    warm_start(preset.task, preset.warm)  # into the cache if missing (not timed)
+    starts = {}
+    for path in EVAL_PATHS:
+        with EvalPath(path):
+            c0 = time.process_time()
+            starts[path] = prepare(preset, out / path, True, ["grpo"], a.steps)
+            starts[path]["cpu_s"] = time.process_time() - c0
+    cells = []
+    for index, seed in enumerate(range(a.seeds)):
+        order = EVAL_PATHS if index % 2 == 0 else EVAL_PATHS[::-1]
+        pair = {}
+        for path in order:
+            with EvalPath(path):
+                pair[path] = run_cell_timed(preset, out / path, "grpo", seed, a.steps, True)
+            pair[path]["pass"] = final_pass(Path(pair[path]["run_dir"]))
+            evals = sorted((Path(pair[path]["run_dir"]) / "eval_steps").glob("*.json"))
+            pair[path]["evaluations"] = len(evals) + 1  # the periodic ones and the final one
+            print(
+                f"explore grpo seed {seed} [{path} evaluation]: {pair[path]['cpu_s']:.1f} s CPU",
+                flush=True,
+            )
+        training = [
+            [
+                {k: v for k, v in row.items() if not k.startswith("eval/")}
+                for row in results_of(Path(pair[p]["run_dir"]))["metrics"]
+            ]
+            for p in EVAL_PATHS
+        ]  # every training number (the periodic evaluations' numbers differ: other samples)
+        pair["same_training"] = training[0] == training[1]
+        cells.append(pair)
+    summary = {}
+    for path in EVAL_PATHS:
+        cpu = sum(c[path]["cpu_s"] for c in cells) / len(cells)
+        ev = sum(c[path]["cpu_phases"]["periodic_eval"] + c[path]["cpu_phases"]["final_eval"]
+                 for c in cells)  # fmt: skip
+        count = sum(c[path]["evaluations"] for c in cells)
+        summary[path] = {
+            "cpu_s_per_cell": cpu, "cells_per_cpu_hour": 3600 / cpu,
+            "eval_cpu_s": ev, "evaluations": count,
+            "evaluations_per_cpu_hour": 3600 * count / max(ev, 1e-9),
+            "cpu_phases": {p: sum(c[path]["cpu_phases"][p] for c in cells) for p in PHASES},
+            "start_cpu_s": starts[path]["cpu_s"],
+        }  # fmt: skip
+    b, t = summary["batched"], summary["chunked"]
+    record = {
+        "preset": preset.name, "seeds": a.seeds, "steps": cells[0]["batched"]["steps"],
+        "cells": cells, "summary": summary,
+        "cell_ratio": b["cells_per_cpu_hour"] / t["cells_per_cpu_hour"],
+        "eval_ratio": b["evaluations_per_cpu_hour"] / t["evaluations_per_cpu_hour"],
+        "same_training": all(c["same_training"] for c in cells),
+    }  # fmt: skip
+    print(f"\nstudy: {preset.name}, grpo, {a.seeds} seed(s), {record['steps']} steps per cell "
+          f"(fast path), today's evaluation (chunked) and the batched one\n")  # fmt: skip
+    headers = ["evaluation", "CPU s / cell", "cells / CPU hour", "evaluations / cell",
+               "evaluation CPU s / cell", "evaluations / CPU hour", "study start CPU s"]  # fmt: skip
+    rows = [
+        [p, f"{summary[p]['cpu_s_per_cell']:.1f}", f"{summary[p]['cells_per_cpu_hour']:.1f}",
+         f"{summary[p]['evaluations'] / len(cells):.0f}",
+         f"{summary[p]['eval_cpu_s'] / len(cells):.1f}",
+         f"{summary[p]['evaluations_per_cpu_hour']:.1f}", f"{summary[p]['start_cpu_s']:.1f}"]
+        for p in EVAL_PATHS
+    ]  # fmt: skip
+    print(_common.table(headers, rows))
+    print(f"\ncells per CPU hour, batched / today: {record['cell_ratio']:.2f}x")
+    print(f"evaluations per CPU hour, batched / today: {record['eval_ratio']:.2f}x")
+    print(f"same training on both: {'yes' if record['same_training'] else 'NO'}")
+    for p in EVAL_PATHS:
+        values = ", ".join(f"{k} {v:.4f}" for k, v in cells[0][p]["pass"].items())
+        print(f"final evaluation, {p}: {values}")
+    return record
 
 
 def prepare(preset, out: Path, fast: bool, methods: list[str], steps: int | None) -> dict:
@@ -176,6 +309,11 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", type=int, default=1, help="seeds 0..N-1 (default 1)")
     parser.add_argument("--steps", type=int, default=None, help="default: the preset's 150")
     parser.add_argument("--out", default=None, help="grid folders (default: a temp dir)")
+    parser.add_argument(
+        "--studies", nargs="+", choices=("long", "explore"), default=["long", "explore"],
+        help="long: toy-cot-long through today's path and the fast one; explore: the "
+        "toy-cot-explore cell through today's evaluation and the batched one (default both)",
+    )  # fmt: skip
     parser.add_argument("--json", default=None)
     a = parser.parse_args(argv)
     import torch
@@ -191,6 +329,14 @@ def main(argv=None) -> int:
     methods = a.methods or ["grpo", "ict"]
     out = Path(a.out or tempfile.mkdtemp(prefix="ict_study_"))
     info = _common.machine()
+    explore = explore_study(a, out / "explore") if "explore" in a.studies else None
+    if "long" not in a.studies:
+        info["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
+        print(f"\nmachine: {_common.describe_machine(info)}; load average at the end "
+              f"{info['load_average_end'][0]:.2f}")  # fmt: skip
+        if a.json:
+            Path(a.json).write_text(json.dumps({"machine": info, "explore": explore}, indent=1))
+        return 0
     from ict.compare.warm_start import warm_start
 
     warm_start(
@@ -270,6 +416,7 @@ def main(argv=None) -> int:
                     "ratio": ratio,
                     "cpu_ratio": cpu_ratio,
                     "identical": identical,
+                    "explore": explore,
                 },
                 indent=1,
             )  # fmt: skip

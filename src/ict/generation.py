@@ -107,6 +107,31 @@ def _stop_length(ids: list[int], tokenizer, stop: list[str]) -> int | None:
     return low
 
 
+def eos_and_pad(model, tokenizer) -> tuple[set[int], int]:
+    """(the ids that end a response: the tokenizer's EOS and the generation config's, the pad id:
+    the tokenizer's, else an EOS)."""
+    eos_ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
+    gen_eos = getattr(model.generation_config, "eos_token_id", None)
+    eos_ids |= set(
+        gen_eos if isinstance(gen_eos, list) else [gen_eos] if gen_eos is not None else []
+    )
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else next(iter(eos_ids))
+    return eos_ids, pad_id
+
+
+def response_texts(
+    response_ids: torch.Tensor, tokenizer, eos_ids: set[int], stop: list[str]
+) -> tuple[list[str], list[int]]:
+    """(decoded texts, token counts) of sampled rows `response_ids` [N, R]: each row through its
+    first EOS or the end of its first stop string, special tokens skipped."""
+    lengths = _response_lengths(response_ids, tokenizer, eos_ids, stop)
+    texts = tokenizer.batch_decode(
+        [row[:n] for row, n in zip(response_ids.tolist(), lengths, strict=True)],
+        skip_special_tokens=True,
+    )
+    return texts, lengths
+
+
 def _response_lengths(response_ids, tokenizer, eos_ids: set[int], stop: list[str]) -> list[int]:
     """Number of sampled tokens per row of `response_ids` [N, R]: through the first EOS, or
     through the end of the first stop string."""
@@ -201,12 +226,7 @@ def generate(
     if not prompts:
         raise ValueError("generate() needs at least one prompt")
     device = next(model.parameters()).device
-    eos_ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
-    gen_eos = getattr(model.generation_config, "eos_token_id", None)
-    eos_ids |= set(
-        gen_eos if isinstance(gen_eos, list) else [gen_eos] if gen_eos is not None else []
-    )
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else next(iter(eos_ids))
+    eos_ids, pad_id = eos_and_pad(model, tokenizer)
     stop = list(stop or [])
 
     old_side = tokenizer.padding_side

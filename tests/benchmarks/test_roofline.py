@@ -64,6 +64,7 @@ def test_roofline_quick(tmp_path):
             "statistics",
             "update",
             "evaluation",
+            "evaluation (chunked)",
         ]
         for p in r["phases"]:
             assert p["seconds"] > 0 and p["gflop"] > 0 and p["mib"] > 0, p
@@ -74,3 +75,17 @@ def test_roofline_quick(tmp_path):
             )
             assert p["bound"] in ("compute", "memory")
     assert res.stdout.count("| rollout | float32 |") == 2 and "% matmul peak" in res.stdout
+    # the evaluation's fraction of the GEMM rate at the model's width, printed per setting
+    for r in result["results"]:
+        fraction = r["phases"][3]["model_gemm_fraction"]
+        assert f"evaluation: {100 * fraction:.1f}% of the float32 GEMM rate" in res.stdout
+
+
+def test_trace_cost_counts_the_rows_each_step_ran():
+    from ict.fast.batched import DecodeTrace
+
+    shape = roofline.Shape(8, 1, 2, 1, 4, 16, 10, 4)
+    trace = DecodeTrace(prompts=2, prompt_width=3, rows=[6, 4], columns=[3, 4])
+    flops, _ = roofline.trace_cost(shape, trace)
+    prefix = shape.forward(2 * 2, 2 * 2 * 3 // 2, 0)[0]
+    assert flops == prefix + shape.decode_step(6, 3)[0] + shape.decode_step(4, 4)[0]

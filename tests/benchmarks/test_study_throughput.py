@@ -48,6 +48,22 @@ def test_study_throughput_quick(tmp_path):
         "cells per hour, fast / today" in res.stdout
         and "same results on both paths: yes" in res.stdout
     )
+    # the exploration study's cell through today's evaluation and the batched one
+    explore = result["explore"]
+    assert explore["steps"] == 3 and explore["same_training"] is True
+    s = explore["summary"]
+    for path in ("chunked", "batched"):
+        assert s[path]["evaluations"] == 2 and s[path]["eval_cpu_s"] > 0
+        assert s[path]["evaluations_per_cpu_hour"] == pytest.approx(
+            3600 * s[path]["evaluations"] / s[path]["eval_cpu_s"]
+        )
+        settings = json.loads(
+            (Path(explore["cells"][0][path]["run_dir"]) / "final_eval.json").read_text()
+        )["settings"]
+        assert settings["sampler"] == path and settings["temperature"] == 1.5
+    ratio = s["batched"]["evaluations_per_cpu_hour"] / s["chunked"]["evaluations_per_cpu_hour"]
+    assert explore["eval_ratio"] == pytest.approx(ratio)
+    assert f"evaluations per CPU hour, batched / today: {ratio:.2f}x" in res.stdout
 
 
 def test_fast_options_quick(tmp_path):

@@ -4,8 +4,10 @@ A sampler is anything with `sample(prompts, *, n, seed)` (`Sampler`); an evaluat
 model with a `SamplerFactory` `(model, tokenizer, settings) -> Sampler`, which tests replace with a
 scripted one (`Evaluation(sampler_factory=...)`, `train(..., sampler_factory=...)`).
 
-`HFSampler` uses `ict.generation.generate` (batched HF `generate`, any device; `hf_sampler` is its
-factory); `VLLMSampler` uses vLLM when it is installed (GPU users). Both render prompts as training
+`BatchedSampler` (the batched path, `EvalSettings.sampler` "batched") decodes thousands of
+samples at once with keyed random numbers (ict.fast.batched); `HFSampler` (the chunked path) uses
+`ict.generation.generate` (batched HF `generate`, any device); `hf_sampler` is the factory of
+both; `VLLMSampler` uses vLLM when it is installed (GPU users). Both render prompts as training
 does (`ict.models.format_prompt` with the settings' chat_template and system_prompt) and are
 deterministic given `seed` per call, so the eval cache (one call per fixed chunk of problems) does
 not change what is sampled.
@@ -57,9 +59,110 @@ class HFSampler:
         return out
 
 
-def hf_sampler(model, tokenizer, settings: EvalSettings) -> HFSampler:
-    """The default SamplerFactory: an HFSampler for `model` with the sampling of `settings`."""
+def hf_sampler(model, tokenizer, settings: EvalSettings):
+    """The default SamplerFactory (a model in memory): the batched path's `BatchedSampler` when
+    `settings.sampler` is "batched", else the chunked path's `HFSampler` with the sampling of
+    `settings`."""
+    if settings.sampler == "batched":
+        return BatchedSampler(model, tokenizer, settings)
     return HFSampler(model, tokenizer, settings.sampling())
+
+
+class BatchedSampler:
+    """The batched path (`EvalSettings.sampler` "batched"): `sample_keyed` decodes many problems'
+    samples at once (ict.fast.batched: as many rows as `settings.memory_mb` holds, finished rows
+    dropped), each sample with its own keyed random numbers, so the samples do not depend on the
+    batches. Toy Llama models decode with `LeanLlama` (float32, or bfloat16 matmuls with
+    `settings.dtype` "bf16"); other models with their own forward and cache (`HFStepper`, under
+    bf16 autocast with "bf16"). `traces` collects each batch's `DecodeTrace` (FLOP counts).
+
+    `problems_per_batch(prompts, n)`: how many of these prompts' problems one batch holds."""
+
+    def __init__(self, model, tokenizer, settings: EvalSettings):
+        self.model, self.tokenizer, self.settings = model, tokenizer, settings
+        self.sampling = settings.sampling()
+        self.traces: list = []
+
+    def _encode(self, prompts: list[Messages]):
+        rendered = self.sampling.render(self.tokenizer, prompts)
+        old_side = self.tokenizer.padding_side
+        self.tokenizer.padding_side = "left"
+        try:
+            encoded = self.tokenizer(
+                rendered, return_tensors="pt", padding=True, add_special_tokens=False
+            )
+        finally:
+            self.tokenizer.padding_side = old_side
+        return encoded["input_ids"], encoded["attention_mask"]
+
+    def problems_per_batch(self, prompts: list[Messages], n: int) -> int:
+        """Problems of `n` samples whose decoding fits `settings.memory_mb` (at least 1)."""
+        from ict.fast.batched import rows_per_batch
+
+        width = self._encode(prompts)[0].shape[1] + self.settings.max_new_tokens
+        per_element = 2 if self.settings.dtype == "bf16" else 4
+        rows = rows_per_batch(self.model, width, self.settings.memory_mb, per_element)
+        return max(1, rows // n)
+
+    def _stepper(self):
+        import torch
+
+        from ict.fast.batched import HFStepper
+        from ict.fast.generate import unsupported_sampling
+        from ict.fast.llama import LeanLlama, unsupported
+
+        bf16 = self.settings.dtype == "bf16"
+        if unsupported(self.model) is None and unsupported_sampling(self.model) is None:
+            return LeanLlama(self.model, torch.bfloat16 if bf16 else None), None
+        device = next(self.model.parameters()).device
+        autocast = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else None
+        return HFStepper(self.model), autocast
+
+    def sample_keyed(
+        self, prompts: list[Messages], *, n: int, seeds: list[int]
+    ) -> list[list[tuple[str, int]]]:
+        """n (text, token count) samples of each prompt, sample j of prompt i keyed by
+        (seeds[i], j) (ict.fast.keyed), decoded as one batch."""
+        from contextlib import nullcontext
+
+        import torch
+
+        from ict.fast.batched import DecodeTrace, decode_keyed
+        from ict.fast.keyed import row_keys
+        from ict.generation import eos_and_pad, response_texts
+
+        model, s = self.model, self.settings
+        device = next(model.parameters()).device
+        eos_ids, pad_id = eos_and_pad(model, self.tokenizer)
+        ids, attn = self._encode(prompts)
+        stepper, autocast = self._stepper()
+        trace = DecodeTrace()
+        was_training = model.training
+        model.eval()
+        try:
+            with autocast or nullcontext():
+                tokens = decode_keyed(
+                    stepper, ids.to(device), attn.to(device), n,
+                    row_keys(torch.tensor(seeds, dtype=torch.long), n),
+                    temperature=s.temperature, top_p=s.top_p, max_new_tokens=s.max_new_tokens,
+                    pad_id=pad_id, eos_ids=sorted(eos_ids), trace=trace,
+                )  # fmt: skip
+        finally:
+            model.train(was_training)
+        self.traces.append(trace)
+        texts, lengths = response_texts(tokens.cpu(), self.tokenizer, eos_ids, list(s.stop))
+        return [
+            list(zip(texts[i * n : (i + 1) * n], lengths[i * n : (i + 1) * n], strict=True))
+            for i in range(len(prompts))
+        ]
+
+    def sample(self, prompts: list[Messages], *, n: int, seed: int) -> list[list[tuple[str, int]]]:
+        """The Sampler protocol: problem i of this call keyed by derive_seed(seed, i)."""
+        from ict.seeds import derive_seed
+
+        return self.sample_keyed(
+            prompts, n=n, seeds=[derive_seed(seed, i) & 0x7FFFFFFF for i in range(len(prompts))]
+        )
 
 
 def vllm_available() -> bool:

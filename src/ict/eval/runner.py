@@ -41,9 +41,10 @@ from ict.data import Item, file_stem, load_task, task_label
 from ict.errors import ConfigError
 from ict.eval.backends import Sampler, SamplerFactory, hf_sampler
 from ict.eval.metrics import default_ks, pass_at_k_per_problem
-from ict.eval.settings import EvalSettings, chunk_seed
+from ict.eval.settings import EvalSettings, chunk_seed, problem_seed
 from ict.evidence.bootstrap import bootstrap_ci
 from ict.files import (
+    JsonlWriter,
     append_jsonl,
     read_json,
     read_jsonl,
@@ -100,7 +101,12 @@ def evaluate_benchmark(
 ) -> list[dict]:
     """Per-problem records of one benchmark, reusing and extending the cache file if given.
 
-    judge: `.judge([(item, text), ...]) -> [Verdict]` (an ict.rewards.ItemJudge)."""
+    judge: `.judge([(item, text), ...]) -> [Verdict]` (an ict.rewards.ItemJudge). The batched path
+    runs when `settings.sampler` is "batched" and the sampler has `sample_keyed` (BatchedSampler);
+    any other sampler (vLLM, a scripted one) runs the chunked loop, fingerprinted as such."""
+    keyed = settings.sampler == "batched" and hasattr(sampler, "sample_keyed")
+    if not keyed and settings.sampler == "batched":
+        settings = settings.replace(sampler="chunked")
     fingerprint = settings.fingerprint(label, model)
     done: dict[int, dict] = {}
     if cache_path is not None:
@@ -111,6 +117,9 @@ def evaluate_benchmark(
                     "use another --out directory, or --overwrite to discard them"
                 )
             done[row["index"]] = row
+    if keyed:
+        _batched(label, items, sampler, judge, settings, fingerprint, done, cache_path, progress)
+        return [done[i] for i in range(len(items))]
     per_chunk = max(1, settings.batch_size // settings.n)
     for start in range(0, len(items), per_chunk):
         indices = list(range(start, min(start + per_chunk, len(items))))
@@ -133,6 +142,42 @@ def evaluate_benchmark(
         if progress:
             progress(f"{label}: {min(start + per_chunk, len(items))}/{len(items)} problems")
     return [done[i] for i in range(len(items))]
+
+
+def _batched(label, items, sampler, judge, settings, fingerprint, done, cache_path, progress):
+    """The batched path of `evaluate_benchmark`: the problems not in `done`, as many per batch as
+    the sampler's memory budget holds, each problem keyed by `problem_seed` (so the batches do not
+    change the samples), every sample of a batch judged in one call; records into `done`."""
+    todo = [i for i in range(len(items)) if i not in done]
+    if not todo:
+        return
+    per_batch = sampler.problems_per_batch([items[i].messages for i in todo], settings.n)
+    for first in range(0, len(todo), per_batch):
+        indices = todo[first : first + per_batch]
+        outputs = sampler.sample_keyed(
+            [items[i].messages for i in indices],
+            n=settings.n,
+            seeds=[problem_seed(settings.seed, label, i) for i in indices],
+        )
+        pairs = [
+            (items[i], text)
+            for i, samples in zip(indices, outputs, strict=True)
+            for text, _ in samples
+        ]
+        verdicts = judge.judge(pairs)
+        records = []
+        for j, (index, samples) in enumerate(zip(indices, outputs, strict=True)):
+            mine = verdicts[j * settings.n : (j + 1) * settings.n]
+            records.append(problem_record(index, items[index], samples, mine, fingerprint))
+        if cache_path is not None:
+            with JsonlWriter(cache_path) as writer:
+                for record in records:
+                    writer.write(record)
+        done.update((r["index"], r) for r in records)
+        if progress:
+            progress(
+                f"{label}: {len(items) - len(todo) + first + len(indices)}/{len(items)} problems"
+            )
 
 
 def summarise(records: list[dict], settings: EvalSettings) -> dict[str, Any]:
@@ -331,7 +376,8 @@ class Evaluation:
         return (
             isinstance(result, dict)
             and (model_label is None or result.get("model") == model_label)
-            and result.get("settings") == self.settings.as_dict()
+            and isinstance(result.get("settings"), dict)
+            and EvalSettings.from_dict(result["settings"]).same_result(self.settings)
             and list(result.get("per_problem", {})) == [task_label(t) for t in self.tasks]
         )
 

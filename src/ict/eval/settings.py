@@ -7,10 +7,22 @@ config (`ict.train.evaluation.eval_settings`): the rollouts' temperature, top-p,
 response budget, generation batch size and prompt rendering, `eval_seed`, `eval_size` problems of
 `eval_num_samples` samples.
 
-Sampling seeds: problems are processed in fixed chunks of `max(1, batch_size // n)` consecutive
-problems, and chunk c of benchmark `label` is sampled with `chunk_seed(seed, label, c)`. So the
-samples depend on (seed, label, batch_size, n) and the model, not on which evaluation asked, and a
-cached evaluation resumes where it stopped.
+Sampling seeds, two paths (`sampler`):
+
+- "batched" (the default): every sample has its own random numbers, keyed by
+  `problem_seed(seed, label, index)` and its sample number (ict.fast.keyed), so the samples
+  depend on (seed, label, problem index, n) and the model only, not on how problems are batched:
+  batches are as large as `memory_mb` allows (ict.fast.batched), finished rows leave the batch, and
+  a cached evaluation resumes where it stopped whatever the budget. `dtype` "bf16" runs the
+  decoding's matmuls in bfloat16 (a different model numerically: part of the fingerprint).
+- "chunked" (the path before it, kept for results made with it): problems are processed in fixed
+  chunks of `max(1, batch_size // n)` consecutive problems, chunk c of benchmark `label` sampled
+  with `chunk_seed(seed, label, c)` through ict.generation (one torch generator per chunk). The
+  samples depend on (seed, label, batch_size, n) and the model. A stored result without a
+  `sampler` setting was made by this path (`EvalSettings.from_dict`).
+
+The two paths draw from the same distribution (tests/eval/test_batched.py) but not the same
+samples; a samples cache holds one fingerprint, so they never mix.
 """
 
 from __future__ import annotations
@@ -25,6 +37,10 @@ from ict.errors import ConfigError
 from ict.eval.metrics import DEFAULT_KS
 
 BACKENDS = ("hf", "vllm")
+SAMPLERS = ("batched", "chunked")  # see the module docstring
+DTYPES = ("float32", "bf16")  # of the batched path's decoding
+# settings that never change a sample of the batched path (the memory budget only sizes batches)
+NOT_SAMPLES = ("limit", "k", "num_bootstrap", "memory_mb")
 
 
 @dataclass
@@ -38,7 +54,10 @@ class EvalSettings:
     the task's default); split: which problems ("eval" held-out, "validation", "train");
     chat_template, system_prompt: how prompts are rendered (the tokenizer's chat template only
     when chat_template and the tokenizer has one); backend: "hf" or "vllm"; num_bootstrap:
-    resamples of the intervals over problems."""
+    resamples of the intervals over problems; sampler: "batched" or "chunked" (module
+    docstring); memory_mb: the batched path's decoding budget in MiB (it sizes the batches, not
+    the samples); dtype: the batched path's matmuls, "float32" or "bf16" (bfloat16 where the CPU
+    computes it natively: docs/eval.md measures what it changes)."""
 
     n: int = 16
     k: list[int] = field(default_factory=lambda: list(DEFAULT_KS))
@@ -54,6 +73,9 @@ class EvalSettings:
     system_prompt: str | None = None
     backend: str = "hf"
     num_bootstrap: int = 1000
+    sampler: str = "batched"
+    memory_mb: int = 2048
+    dtype: str = "float32"
 
     def __post_init__(self) -> None:
         self.k, self.stop = [int(k) for k in self.k], [str(s) for s in self.stop]
@@ -77,6 +99,16 @@ class EvalSettings:
             raise ConfigError("--max-new-tokens and --batch-size must be >= 1")
         if self.split not in SPLITS:
             raise ConfigError(f"split={self.split!r} is not one of {', '.join(SPLITS)}")
+        if self.sampler not in SAMPLERS:
+            raise ConfigError(f"sampler={self.sampler!r} is not one of {', '.join(SAMPLERS)}")
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"dtype={self.dtype!r} is not one of {', '.join(DTYPES)}")
+        if self.dtype != "float32" and self.sampler != "batched":
+            raise ConfigError(
+                f"dtype={self.dtype} needs sampler=batched (the chunked path is float32)"
+            )
+        if self.memory_mb < 1:
+            raise ConfigError(f"memory_mb must be >= 1, got {self.memory_mb}")
         if self.backend not in BACKENDS:
             raise ConfigError(f"backend={self.backend!r} is not one of {', '.join(BACKENDS)}")
 
@@ -103,19 +135,47 @@ class EvalSettings:
 
     @classmethod
     def from_dict(cls, data: dict) -> EvalSettings:
-        """The settings a result file stored (`as_dict`); keys that are not fields are ignored."""
+        """The settings a result file stored (`as_dict`); keys that are not fields are ignored,
+        and settings stored without `sampler` (made before it existed) are the chunked path's."""
         names = {f.name for f in dataclasses.fields(cls)}
+        data = {"sampler": "chunked", **data}
         return cls(**{k: v for k, v in data.items() if k in names})
 
+    def sample_settings(self) -> dict:
+        """The settings that decide the samples (with the model and the label): the chunked
+        path's as they were before the batched path existed (so its caches still match), the
+        batched path's without `batch_size`, which does not change them."""
+        keep = {k: v for k, v in self.as_dict().items() if k not in NOT_SAMPLES}
+        if self.sampler == "chunked":
+            for name in ("sampler", "dtype"):
+                keep.pop(name)
+        else:
+            keep.pop("batch_size")
+        return keep
+
+    def same_result(self, other: EvalSettings) -> bool:
+        """Whether `other` gives the same numbers: the same samples (`sample_settings`) and the
+        same problems, k and bootstrap."""
+        summary = ("limit", "k", "num_bootstrap")
+        return self.sample_settings() == other.sample_settings() and all(
+            getattr(self, name) == getattr(other, name) for name in summary
+        )
+
     def fingerprint(self, label: str, model: str) -> str:
-        """Hash of what decides one benchmark's samples: the model, the label and every setting
-        but limit, k and the bootstrap (a cache holds samples of one fingerprint)."""
-        keep = {k: v for k, v in self.as_dict().items() if k not in ("limit", "k", "num_bootstrap")}
-        payload = json.dumps([label, model, keep], sort_keys=True)
+        """Hash of what decides one benchmark's samples: the model, the label and
+        `sample_settings()` (a cache holds samples of one fingerprint)."""
+        payload = json.dumps([label, model, self.sample_settings()], sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
 def chunk_seed(seed: int, label: str, chunk: int) -> int:
     """A 31-bit sampling seed for one chunk of one benchmark (see the module docstring)."""
     digest = hashlib.sha256(f"{seed}|{label}|{chunk}".encode()).digest()
+    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
+
+
+def problem_seed(seed: int, label: str, index: int) -> int:
+    """A 31-bit seed of problem `index` of benchmark `label` (the batched path's samples of it are
+    keyed by this seed and their sample number; see the module docstring)."""
+    digest = hashlib.sha256(f"{seed}|{label}|problem {index}".encode()).digest()
     return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF

@@ -5,6 +5,11 @@ compare --no-fast` turns it off). While it is on (`fast_path()`), ict.generation
 `ict.fast.generate.decode` and ict.train.logprobs computes hidden states with
 `ict.fast.llama.LeanLlama`, for every model they support (`lean_for`); other models keep the
 Hugging Face forward. What it changes and by how much: docs/benchmarks.md ("study throughput").
+
+The batched evaluation (`ict.eval`'s default sampler) uses `LeanLlama` whether or not the fast
+path is on, with its own sampling: `ict.fast.keyed` (per-sample counter-based random numbers) and
+`ict.fast.batched` (thousands of rows per batch, finished rows removed); docs/benchmarks.md
+section 7.
 """
 
 from __future__ import annotations

@@ -63,7 +63,9 @@ class LeanLlama:
     It holds the model's parameters, not copies: each `start` fuses the current weights, so
     optimizer steps and loaded checkpoints (both in place) are seen by the next batch."""
 
-    def __init__(self, model):
+    def __init__(self, model, dtype: torch.dtype | None = None):
+        """dtype: of the decoding's matmuls and cache (None: the model's float32; bfloat16: the
+        weights are cast at each `start`, the logits stay float32)."""
         reason = unsupported(model)
         if reason is not None:
             raise ValueError(f"LeanLlama cannot run {reason}")
@@ -81,6 +83,7 @@ class LeanLlama:
         self.inv_freq = rotary.inv_freq
         self.rope_scale = float(getattr(rotary, "attention_scaling", 1.0))
         self.scaling = self.head_dim**-0.5
+        self.dtype = dtype or self.embed.dtype
 
     # ---- pieces --------------------------------------------------------------------------------
     def _rope(self, positions: torch.Tensor, dtype) -> tuple[torch.Tensor, torch.Tensor]:
@@ -99,7 +102,7 @@ class LeanLlama:
         a, m = layer.self_attn, layer.mlp
         qkv = torch.cat((a.q_proj.weight, a.k_proj.weight, a.v_proj.weight))
         gate_up = torch.cat((m.gate_proj.weight, m.up_proj.weight))
-        return (
+        weights = (
             qkv,
             a.o_proj.weight,
             gate_up,
@@ -107,6 +110,7 @@ class LeanLlama:
             layer.input_layernorm.weight,
             layer.post_attention_layernorm.weight,
         )
+        return tuple(w.to(self.dtype) for w in weights)
 
     def _split_qkv(self, x, qkv):
         """x [B, T, D] -> q [B, H, T, hd], k, v [B, KV, T, hd]."""
@@ -145,20 +149,26 @@ class LeanLlama:
         feeds column P - 1 (the prompt's last token)."""
         u, p = prompt_ids.shape
         n = u * samples
-        dtype, device = self.embed.dtype, prompt_ids.device
+        dtype, device = self.dtype, prompt_ids.device
         width = p + max_new_tokens
         weights = [self._weights(layer) for layer in self.layers]
+        heads = (self.embed.to(dtype), self.norm.to(dtype), self.lm_head.to(dtype))
         valid = torch.zeros(n, width, dtype=torch.bool, device=device)
         valid[:, :p] = prompt_attn.bool().repeat_interleave(samples, 0)
         real = prompt_attn.long().sum(-1).repeat_interleave(samples, 0)  # [N] real prompt tokens
-        kc = [torch.zeros(n, self.kv_heads, width, self.head_dim, dtype=dtype, device=device)]
-        caches = [(kc[0], torch.zeros_like(kc[0]))]
-        caches += [
-            (torch.zeros_like(kc[0]), torch.zeros_like(kc[0])) for _ in range(len(self.layers) - 1)
+        # every column is written before a step reads it (the prefix fills the first P - 1,
+        # each step its own), so the cache needs no zeroing
+        shape = (n, self.kv_heads, width, self.head_dim)
+        caches = [
+            (
+                torch.empty(shape, dtype=dtype, device=device),
+                torch.empty(shape, dtype=dtype, device=device),
+            )
+            for _ in self.layers
         ]
         if p > 1:  # the prefix, once per prompt (positions skip left padding)
             ids, attn = prompt_ids[:, :-1], prompt_attn[:, :-1]
-            x = F.embedding(ids, self.embed)
+            x = F.embedding(ids, heads[0])
             positions = (attn.long().cumsum(-1) - 1).clamp(min=0)
             cos, sin = self._rope(positions, dtype)
             cos, sin = cos[:, None], sin[:, None]
@@ -179,7 +189,7 @@ class LeanLlama:
                 x = x + self._mlp(F.rms_norm(x, (x.shape[-1],), n2, self.eps), gate_up, down)
         max_pos = int(real.max()) + max_new_tokens + 1
         cos, sin = self._rope(torch.arange(max_pos, device=device), dtype)
-        return DecodeState(weights, caches, valid, real - 1, p - 1, cos, sin)
+        return DecodeState(weights, caches, valid, real - 1, p - 1, cos, sin, heads)
 
     @torch.no_grad()
     def step(self, state: DecodeState, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -187,22 +197,22 @@ class LeanLlama:
         final hidden [N, D]) and advances the state."""
         col = state.column
         n = tokens.shape[0]
-        x = F.embedding(tokens, self.embed)[:, None]  # [N, 1, D]
-        cos, sin = (
-            state.cos[state.position][:, None, None],
-            state.sin[state.position][:, None, None],
-        )
+        embed, norm, lm_head = state.heads
+        x = F.embedding(tokens, embed)[:, None]  # [N, 1, D]
+        cos, sin = state.cos[state.position][:, None], state.sin[state.position][:, None]
         state.valid[:, col] = True
         mask = state.valid[:, None, None, : col + 1]  # [N, 1, 1, col + 1]
-        rep, kv, hd = self.heads // self.kv_heads, self.kv_heads, self.head_dim
+        heads, rep, kv, hd = self.heads, self.heads // self.kv_heads, self.kv_heads, self.head_dim
         for (qkv, o, gate_up, down, n1, n2), (kcache, vcache) in zip(
             state.weights, state.caches, strict=True
         ):
             h = F.rms_norm(x, (x.shape[-1],), n1, self.eps)
-            q, k, v = self._split_qkv(h, qkv)
-            q, k = self._rotate(q, cos, sin), self._rotate(k, cos, sin)
-            kcache[:, :, col : col + 1] = k
-            vcache[:, :, col : col + 1] = v
+            out = F.linear(h[:, 0], qkv)  # [N, (H + 2 KV) hd]
+            # queries and keys rotated in one go: [N, H + KV, hd]
+            qk = self._rotate(out[:, : (heads + kv) * hd].view(n, heads + kv, hd), cos, sin)
+            q = qk[:, :heads]
+            kcache[:, :, col] = qk[:, heads:]
+            vcache[:, :, col] = out[:, (heads + kv) * hd :].view(n, kv, hd)
             # grouped-query heads packed: [N, KV, rep, hd] queries against [N, KV, col+1, hd]
             a = F.scaled_dot_product_attention(
                 q.reshape(n, kv, rep, hd), kcache[:, :, : col + 1], vcache[:, :, : col + 1],
@@ -210,18 +220,25 @@ class LeanLlama:
             )  # fmt: skip
             x = x + F.linear(a.reshape(n, 1, -1), o)
             x = x + self._mlp(F.rms_norm(x, (x.shape[-1],), n2, self.eps), gate_up, down)
-        hidden = F.rms_norm(x[:, 0], (x.shape[-1],), self.norm, self.eps)
+        hidden = F.rms_norm(x[:, 0], (x.shape[-1],), norm, self.eps)
         state.column += 1
         state.position = state.position + 1
-        return F.linear(hidden, self.lm_head).float(), hidden
+        return F.linear(hidden, lm_head).float(), hidden
 
 
 class DecodeState:
     """A decoding batch's static cache and where it is: per layer (keys, values) [N, KV, S, hd];
     valid: bool [N, S] keys that exist; position: [N] rotary position of the next token; column:
     the next cache column; cos, sin: the rotary table [max position, hd]; weights: fused per
-    layer."""
+    layer; heads: (embedding, final norm, LM head) in the decoding's dtype."""
 
-    def __init__(self, weights, caches, valid, position, column, cos, sin):
+    def __init__(self, weights, caches, valid, position, column, cos, sin, heads):
         self.weights, self.caches, self.valid = weights, caches, valid
         self.position, self.column, self.cos, self.sin = position, column, cos, sin
+        self.heads = heads
+
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep only `rows` [M] (long indices) of the batch, in that order: finished rows leave
+        the cache and cost nothing in later steps."""
+        self.caches = [(k[rows], v[rows]) for k, v in self.caches]
+        self.valid, self.position = self.valid[rows], self.position[rows]
