@@ -14,8 +14,9 @@ The rules, each written once here:
 - warm-up cap (`run_warmup`): a method's own warm-up (the paper's Theta = 10) takes at most half
   of the run, so its selection is ever used; an explicit one is taken as given, with a warning when
   it covers the whole run.
-- seed (`selection_seed`): ict.seeds.derive_seed(seed, step) = seed * 1_000_003 + step, so runs
-  with neighbouring seeds never share the random control's draws.
+- seed (`selection_seed`): ict.seeds.stream_seed(seed, "selection", step), the selection's own
+  stream (not the rollouts' or the shuffle's numbers); each process then draws its own
+  (ict.seeds.rank_seed), so no (seed, rank) shares another's draws.
 - diagnostics: the paper's ICT, 20-Entropy and STAPO selections on the same batch (the ones the
   batch's statistics can compute), each with its own method's settings.
 """
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from ict.seeds import derive_seed
+from ict.seeds import stream_seed
 
 DIAGNOSTIC_METHODS = ("ict", "entropy", "stapo")
 # ratio selectors whose score at (b, t) reads only row b's statistics (and, through the
@@ -40,7 +41,7 @@ LOCAL_REFERENCES = ("group_position", "group_mean", "sequence_mean", "previous_t
 
 def selection_seed(seed: int, step: int) -> int:
     """The seed of step `step`'s selection (the random control's draws) for run seed `seed`."""
-    return derive_seed(seed, step)
+    return stream_seed(seed, "selection", step)
 
 
 def selection_in_forward(method, granularity: str) -> tuple[str, str]:

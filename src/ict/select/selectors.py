@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from ict.errors import ConfigError
-from ict.seeds import derive_seed
+from ict.seeds import rank_seed
 from ict.select.core import SelectionContext, register_selector
 from ict.select.topk import quantile_linear
 
@@ -70,9 +70,10 @@ def entropy_top(ctx: SelectionContext) -> Tensor:
 
 @register_selector("uniform", default_ratio=0.10)
 def uniform(ctx: SelectionContext) -> Tensor:
-    """Control: i.i.d. uniform scores from a generator seeded by (seed, rank), so the top `ratio`
-    is a uniform random subset of exactly k valid positions, reproducible for a given seed."""
-    generator = torch.Generator().manual_seed(derive_seed(ctx.rank, ctx.seed))
+    """Control: i.i.d. uniform scores from a generator seeded by ict.seeds.rank_seed(seed, rank)
+    (each process its own draw of the step's seed), so the top `ratio` is a uniform random subset
+    of exactly k valid positions, reproducible for a given seed."""
+    generator = torch.Generator().manual_seed(rank_seed(ctx.seed, ctx.rank))
     return torch.rand(ctx.mask.shape, generator=generator).to(ctx.mask.device)
 
 

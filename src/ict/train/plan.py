@@ -29,7 +29,7 @@ from ict.methods import METHOD_FIELDS, resolve_method, run_warmup, selection_see
 from ict.methods.options import CLIP_FIELDS
 from ict.methods.registry import Method
 from ict.precision import PrecisionChoice, choose_precision
-from ict.seeds import derive_seed
+from ict.seeds import derive_seed, stream_seed
 from ict.train.config import TrainConfig
 from ict.train.stats_in_update import one_forward_reason
 
@@ -77,9 +77,10 @@ class BatchPlan:
 
 @dataclass(frozen=True)
 class SeedStreams:
-    """The run's named seeds, each `ict.seeds.derive_seed(run, step)` of its own stream: the
-    rollouts' sampling, the step's selection (ict.methods.selection_seed, the random controls'
-    draws) and the mini-batch shuffle each seed their own generator. `prompts`: the prompt
+    """The run's named seeds, each stream its own derivation (ict.seeds): the rollouts' sampling
+    `derive_seed(run, step)` (as before issue 41), the step's selection (ict.methods.
+    selection_seed: the random controls' draws) and the mini-batch shuffle `stream_seed(run,
+    name, step)`, so no two generators of a step are seeded alike. `prompts`: the prompt
     order's seed (PromptSampler); `init`: torch / numpy / random at start."""
 
     run: int
@@ -91,7 +92,7 @@ class SeedStreams:
         return selection_seed(self.run, step)
 
     def shuffle(self, step: int) -> int:
-        return derive_seed(self.run, step)
+        return stream_seed(self.run, "shuffle", step)
 
     @property
     def prompts(self) -> int:
