@@ -41,9 +41,7 @@ def test_the_named_streams_differ_and_are_reproducible():
     assert seeds.selection(5) == selection_seed(7, 5) == stream_seed(7, "selection", 5)
     assert seeds.shuffle(5) == stream_seed(7, "shuffle", 5) == SeedStreams(7).shuffle(5)
     # no collisions over neighbouring seeds, steps and streams; torch takes every one
-    every = {
-        stream_seed(s, name, t) for s in range(5) for t in range(200) for name in ("a", "b")
-    }
+    every = {stream_seed(s, name, t) for s in range(5) for t in range(200) for name in ("a", "b")}
     assert len(every) == 5 * 200 * 2
     assert all(0 <= x < 2**63 for x in every)
     torch.Generator().manual_seed(max(every))

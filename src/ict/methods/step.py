@@ -30,11 +30,6 @@ from torch import Tensor
 from ict.seeds import stream_seed
 
 DIAGNOSTIC_METHODS = ("ict", "entropy", "stapo")
-# ratio selectors whose score at (b, t) reads only row b's statistics (and, through the
-# reference, its group's): a per-row top-k of them is the same on any batch holding the row's
-# group. Not `uniform`: its draws depend on the whole batch's shape (it reads no statistics, so
-# it is selected up front instead).
-ROW_LOCAL_SCORES = ("js_top", "kl_top", "js_bottom", "js_next_top", "entropy_top")
 # references computed from one row or one group (ict.stats): a micro-batch of whole groups has them
 LOCAL_REFERENCES = ("group_position", "group_mean", "sequence_mean", "previous_token")
 
@@ -48,19 +43,18 @@ def selection_in_forward(method, granularity: str) -> tuple[str, str]:
     """When a step's selection can be made if its statistics come from the update's own forward
     (on-policy, one forward per row: ict.train.stats_in_update, ict.integrations.trl_one_forward):
     ("up_front", "") when it reads no statistics (every, uniform); ("per_micro_batch", "") when
-    it is one per-row top-k of a row-local score (`ROW_LOCAL_SCORES`, scope "sequence",
+    it is one per-row top-k of a row-local score (the selector fact `row_local`, scope "sequence",
     granularity "position", a `LOCAL_REFERENCES` reference): each micro-batch of whole groups
     selects its own rows before its loss, as the whole batch would, its normaliser counted by
     ict.select.topk.count_rule_mask; ("whole_batch", why) otherwise: every statistic first."""
-    from ict.select.core import parse_selector
+    from ict.select.core import selector_facts
     from ict.stats import STAT_FIELDS
 
-    if not any(n in STAT_FIELDS for n in method.needs()):  # reads no statistic
+    facts = selector_facts(method.selector)
+    if not any(n in STAT_FIELDS for n in facts["needs"]):  # reads no statistic
         return "up_front", ""
-    parts = parse_selector(method.selector)
     if (
-        len(parts) == 1
-        and parts[0].name in ROW_LOCAL_SCORES
+        facts["row_local"]
         and method.scope == "sequence"
         and granularity == "position"
         and method.reference in LOCAL_REFERENCES

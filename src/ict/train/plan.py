@@ -25,13 +25,19 @@ import torch
 from ict.errors import ConfigError
 from ict.generation import Sampling
 from ict.loss import LossConfig
-from ict.methods import METHOD_FIELDS, resolve_method, run_warmup, selection_seed, warmup_warning
+from ict.methods import (
+    METHOD_FIELDS,
+    resolve_method,
+    run_warmup,
+    selection_in_forward,
+    selection_seed,
+    warmup_warning,
+)
 from ict.methods.options import CLIP_FIELDS
 from ict.methods.registry import Method
 from ict.precision import PrecisionChoice, choose_precision
 from ict.seeds import derive_seed, stream_seed
 from ict.train.config import TrainConfig
-from ict.train.stats_in_update import one_forward_reason
 
 
 def resolve_device(name: str) -> torch.device:
@@ -101,6 +107,27 @@ class SeedStreams:
     @property
     def init(self) -> int:
         return self.run
+
+
+def one_forward_reason(config, method, batch) -> str | None:
+    """Why a run's update cannot compute the step's statistics in its own forward (None: it can).
+
+    config: the resolved TrainConfig; method: the resolved Method; batch: its BatchPlan."""
+    if not config.one_forward:
+        return "one_forward is off"
+    if batch.epochs != 1 or batch.mini_rows is not None:
+        return (
+            "the update is not on-policy (num_epochs > 1 or mini_batch_size set: several "
+            "updates per rollout batch read the old policy's log-probs)"
+        )
+    if not config.disable_dropout:
+        return "dropout is on: the update's forward is not the old policy's distribution"
+    when, why = selection_in_forward(method, config.granularity)
+    if when == "whole_batch":
+        return why
+    if when == "per_micro_batch" and batch.group != config.num_generations:
+        return "share_prompt is off: a micro-batch need not hold whole groups"
+    return None
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,8 @@ When the update is on-policy (one epoch, one mini-batch per rollout batch, dropo
 the update's forward runs on are the old policy's, so the separate old-policy pass
 (ict.train.old_policy) computes nothing the update's forward does not: the update's log-probs,
 detached, are the old ones (ict.train.update), and its hidden states, detached, give the token
-statistics. `one_forward_reason` says why a run cannot work this way (None: it can; the plan
-resolves it once); `StatsInUpdate` collects what the update's micro-batches computed and returns
+statistics. ict.train.plan.one_forward_reason says why a run cannot work this way (None: it can;
+the plan resolves it once); `StatsInUpdate` collects what the update's micro-batches computed and returns
 the step's statistics and selection once the update has run.
 
 Two cases, by whether the step's selection reads the statistics:
@@ -43,27 +43,6 @@ from ict.methods import (
 from ict.select.topk import count_rule_mask
 from ict.stats import STAT_FIELDS, TokenStats
 from ict.train.old_policy import rollout_stats
-
-
-def one_forward_reason(config, method, batch) -> str | None:
-    """Why a run's update cannot compute the step's statistics in its own forward (None: it can).
-
-    config: the resolved TrainConfig; method: the resolved Method; batch: its BatchPlan."""
-    if not config.one_forward:
-        return "one_forward is off"
-    if batch.epochs != 1 or batch.mini_rows is not None:
-        return (
-            "the update is not on-policy (num_epochs > 1 or mini_batch_size set: several "
-            "updates per rollout batch read the old policy's log-probs)"
-        )
-    if not config.disable_dropout:
-        return "dropout is on: the update's forward is not the old policy's distribution"
-    when, why = selection_in_forward(method, config.granularity)
-    if when == "whole_batch":
-        return why
-    if when == "per_micro_batch" and batch.group != config.num_generations:
-        return "share_prompt is off: a micro-batch need not hold whole groups"
-    return None
 
 
 class StatsInUpdate:

@@ -38,10 +38,10 @@ from typing import Any
 
 import torch
 
+import ict.integrations.verl.loss as ict_loss
 from ict.errors import ConfigError
 from ict.methods import warmup_warning
 
-from . import loss as ict_loss
 from .config import IctVerlConfig, from_verl_config
 from .metrics import driver_metrics, wrap_train_batch
 from .stats import chunked_token_stats, response_rows, scatter_packed

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import loss as ict_loss
+import ict.integrations.verl.loss as ict_loss
 
 _CHANGE_ATTR = "_ict_param_change"
 STEP_KEYS = ("update/param_change_rel", "clip_fraction", "loss_mode/changed_tokens",
