@@ -22,7 +22,7 @@ import torch
 from ict.generation import Rollout
 from ict.head import LogitHead, logit_head
 from ict.loss import compute_advantages
-from ict.methods import StepInputs, StepSelection, select_step, step_metrics
+from ict.methods import StepInputs, StepSelection
 from ict.precision import PrecisionChoice
 from ict.stats import TokenStats
 from ict.train.old_policy import old_policy_pass, reference_logprobs
@@ -99,9 +99,9 @@ class TrainingStep:
         stats, old_logprob, ref_logprob = old_policy_pass(policy, rollout, plan)
         mask = rollout.response_mask.to(policy.device).bool()
         tokens = rollout.input_ids.to(policy.device)
-        selection = select_step(
-            plan.method, plan.config, StepInputs(mask, stats, advantages, tokens), step=step,
-            seed=plan.seeds.run, micro_batch_size=plan.batch.rows(mask.shape[0])[1],
+        selection = plan.step.select(
+            StepInputs(mask, stats, advantages, tokens), step=step,
+            micro_batch_size=plan.batch.rows(mask.shape[0])[1],
         )  # fmt: skip
         return ScoredBatch(rollout, advantages, stats, old_logprob, ref_logprob, mask, selection)
 
@@ -165,7 +165,7 @@ class TrainingStep:
             update_s = time.perf_counter() - t0
         metrics["time/stats_s"] = stats_s
         # the paper's diagnostics describe the method's own picks, also during the dense warm-up
-        metrics.update(step_metrics(scored.stats, scored.mask, scored.selection))
+        metrics.update(self.plan.step.metrics(scored.stats, scored.mask, scored.selection))
         metrics["dense_warmup"] = scored.selection.dense
         lr = loss_metrics.pop("lr", None)
         metrics.update(loss_metric_names(loss_metrics))
