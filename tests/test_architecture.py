@@ -400,3 +400,36 @@ def test_the_rule_table_is_read():
     assert resolves("ict.train.plan.RunPlan.from_config")
     assert not resolves("ict.train.plan.RunPlan.not_there")
     assert not resolves("ict.nowhere.thing")
+
+
+# ---- the engines run ict's step, they do not re-plan it -------------------------------------
+# the step's rules an engine adapter must not call or import itself: it calls ict.methods.StepPlan
+# (resolved once: warm-up, seeds, single forward; executed: selection, normaliser counts, metrics)
+STEP_RULES = {
+    "run_warmup", "warmup_warning", "is_dense", "selection_seed", "selection_in_forward",
+    "select_step", "select_method", "step_metrics", "count_rule_mask", "LOCAL_REFERENCES",
+    "derive_seed", "stream_seed", "rank_seed",
+}  # fmt: skip
+ENGINE_PACKAGES = ("integrations/trl", "integrations/verl")
+
+
+def test_engine_adapters_call_the_step_plan_and_plan_nothing_of_their_own():
+    """TRL's and verl's adapters name none of the step's rules (imported or called): the warm-up
+    fit, the seeds, the single-forward decision, the selection, its counts and metrics are
+    ict.methods.StepPlan's (docs/engines/CONTRACT.md)."""
+    found = []
+    for package in ENGINE_PACKAGES:
+        for path in sorted((SRC / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = []
+                if isinstance(node, ast.ImportFrom):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.Name):
+                    names = [node.id]
+                elif isinstance(node, ast.Attribute):
+                    names = [node.attr]
+                found += [f"{path.relative_to(SRC)}:{node.lineno} {n}" for n in names
+                          if n in STEP_RULES]  # fmt: skip
+    assert not found, found
+    for package in ENGINE_PACKAGES:  # and the rule holds where the adapters are
+        assert any("StepPlan" in p.read_text() for p in (SRC / package).rglob("*.py")), package

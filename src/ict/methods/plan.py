@@ -128,6 +128,17 @@ class StepCounts:
     rows: Tensor
     loss: Tensor | None = None
 
+    def take(self, index: Tensor) -> StepCounts:
+        """The counts of rows `index` (long [n]), in that order."""
+        return StepCounts(self.tokens[index], self.rows[index],
+                          None if self.loss is None else self.loss[index])  # fmt: skip
+
+    def split(self, sizes: list[int]) -> list[StepCounts]:
+        """The counts of consecutive blocks of `sizes` rows (an engine's micro-batches)."""
+        loss = [None] * len(sizes) if self.loss is None else self.loss.split(sizes)
+        return [StepCounts(*parts) for parts in zip(self.tokens.split(sizes),
+                                                    self.rows.split(sizes), loss, strict=True)]  # fmt: skip
+
 
 def normaliser_counts(mask: Tensor, selected: Tensor, normalize_by: str, loss=None) -> StepCounts:
     """Per-row normaliser counts of `selected` (bool [B, T]) on the valid `mask` (bool [B, T])

@@ -41,7 +41,7 @@ def selection_seed(seed: int, step: int) -> int:
 
 def selection_in_forward(method, granularity: str) -> tuple[str, str]:
     """When a step's selection can be made if its statistics come from the update's own forward
-    (on-policy, one forward per row: ict.train.stats_in_update, ict.integrations.trl_one_forward):
+    (on-policy, one forward per row: ict.train.stats_in_update, ict.integrations.trl.single_forward):
     ("up_front", "") when it reads no statistics (every, uniform); ("per_micro_batch", "") when
     it is one per-row top-k of a row-local score (the selector fact `row_local`, scope "sequence",
     granularity "position", a `LOCAL_REFERENCES` reference): each micro-batch of whole groups
