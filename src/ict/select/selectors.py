@@ -78,9 +78,9 @@ def entropy_top(ctx: SelectionContext) -> Tensor:
 
 @register_selector("uniform", default_ratio=0.10)
 def uniform(ctx: SelectionContext) -> Tensor:
-    """Control: i.i.d. uniform scores from a generator seeded by ict.seeds.rank_seed(seed, rank)
-    (each process its own draw of the step's seed), so the top `ratio` is a uniform random subset
-    of exactly k valid positions, reproducible for a given seed."""
+    """Control: i.i.d. uniform scores from a generator seeded by (seed, rank), so the top `ratio`
+    is a uniform random subset of exactly k valid positions, reproducible for a given seed. Each
+    process draws its own: ict.seeds.rank_seed(seed, rank)."""
     generator = torch.Generator().manual_seed(rank_seed(ctx.seed, ctx.rank))
     return torch.rand(ctx.mask.shape, generator=generator).to(ctx.mask.device)
 
