@@ -22,14 +22,14 @@ NOT_COMPARED = ("time/", "throughput/", "update/tokens", "loss/selected_fraction
 
 
 def run_step(model, rollout, plan, *, step=1):
-    """One TrainingStep.run on a copy of `model`: (metrics, scored, recorded gradients, tokens)."""
+    """One TrainingStep.train_on_rollout on a copy of `model`: (metrics, scored, recorded gradients, tokens)."""
     import copy
 
     model = copy.deepcopy(model)
     policy = PolicyContext.of(plan, model, copy.deepcopy(model) if plan.config.kl_coef else None)
     recorder = GradRecorder(model.parameters())
     counter = TokenCounter(model)
-    metrics, scored = TrainingStep(plan, policy, recorder, NoScheduler()).run(
+    metrics, scored = TrainingStep(plan, policy, recorder, NoScheduler()).train_on_rollout(
         rollout, torch.tensor(REWARDS), step=step
     )
     counter.close()

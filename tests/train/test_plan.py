@@ -54,14 +54,14 @@ def test_the_trainer_steps_through_the_step_service(tiny, digit_problems, tiny_c
     trainer = Trainer(config, model=tiny[0], tokenizer=tiny[1], problems=digit_problems)
     assert trainer.step_service.plan is trainer.plan and trainer.policy.model is trainer.model
     calls = []
-    original = trainer.step_service.run
+    original = trainer.step_service.train_on_rollout
 
     def run(rollout, rewards, *, step):
         metrics, scored = original(rollout, rewards, step=step)
         calls.append(metrics)
         return metrics, scored
 
-    trainer.step_service.run = run
+    trainer.step_service.train_on_rollout = run
     row = trainer.train_step()
     trainer.close()
     assert len(calls) == 1 and calls[0].items() <= row.items()

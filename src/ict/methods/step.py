@@ -183,13 +183,13 @@ def select_step(method, options, inputs: StepInputs, *, step: int, seed: int, **
 
 
 def step_metrics(stats, mask: Tensor, selection: StepSelection) -> dict[str, float]:
-    """The step's selection metrics, the same keys on every engine: ict.metrics.token_metrics
+    """The step's selection metrics, the same keys on every engine: ict.training_metrics.token_metrics
     (valid / selected means, by_selector/<name>/...), the paper's regime diagnostics of the
     method's own picks, the ICT vs 20-Entropy Jaccard and `dense_warmup` (0/1).
 
     stats, mask and the selections must cover the same rows (TRL gathers every rank's first)."""
-    from ict.metrics import regime_metrics, token_metrics
     from ict.select import jaccard
+    from ict.training_metrics import regime_metrics, token_metrics
 
     mask = mask.bool()
     out = token_metrics(stats, mask, selection.selected, selection.selections)

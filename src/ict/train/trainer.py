@@ -38,7 +38,6 @@ from ict.files import (
     write_atomic,
     write_json_atomic,
 )
-from ict.metrics import sorted_score_curve
 from ict.models import disable_dropout, ensure_pad_token, load_model_and_tokenizer, model_label
 from ict.report.samples import sample_records
 from ict.report.tokenmap import render_html
@@ -57,6 +56,7 @@ from ict.train.problems import PromptSampler, as_problem, load_problems, task_sp
 from ict.train.rollout import collect_rollout
 from ict.train.schedule import LRSchedule, make_optimizer
 from ict.train.step import PolicyContext, TrainingStep
+from ict.training_metrics import sorted_score_curve
 
 logger = logging.getLogger("ict.train")
 
@@ -236,7 +236,9 @@ class Trainer:
         step = self.step + 1
         problems = [self.problems[i] for i in self.sampler.next(cfg.prompts_per_step)]
         batch, metrics = collect_rollout(self.model, self.tokenizer, problems, plan, step=step)
-        step_metrics, scored = self.step_service.run(batch.rollout, batch.rewards, step=step)
+        step_metrics, scored = self.step_service.train_on_rollout(
+            batch.rollout, batch.rewards, step=step
+        )
         self.step = step
         metrics.update(step_metrics)
         metrics.update(

@@ -1,33 +1,23 @@
 """One forward per micro-batch for `ICTGRPOTrainer` when the update is on-policy (issue 31).
 
-The two-pass path (ict.integrations.trl.trainer) runs a no-grad forward of the policy at generation time
-for ict's token statistics, then TRL's loss runs another forward. When a generation batch feeds
-exactly one optimizer step (train mode, `num_iterations == 1`, `steps_per_generation ==
+The two-pass path runs a no-grad forward of the policy at generation time for ict's token
+statistics, then TRL's loss runs another forward. When a generation batch feeds exactly one
+optimizer step (train mode, `num_iterations == 1`, `steps_per_generation ==
 gradient_accumulation_steps`), the policy of the loss forward is the policy that generated the
 batch, so the statistics can come from the loss forward itself: a forward hook on the backbone
 keeps the final hidden states (the fused LM head's input), and `ict_stats_from_hidden` computes
-H, H2, log p(y) and the score from them, detached. Whether a run can do that, and if not why, is
-decided once by ict.methods.StepPlan (ict.methods.one_forward_off) from the layout TRL gives it
-(`trl_layout`: TRL's own reasons); the helpers below are what the trainer needs for it.
-
-When the selection is known before a micro-batch's loss:
-- the method's selection reads no statistics (every, uniform: GRPO, the random controls,
-  clip_cov, kl_cov, entropy_bonus) or the step is in the dense warm-up: it is made up front on
-  the whole generation batch, exactly as the two-pass path makes it; the statistics then only
-  feed the metrics;
-- or the selection is a per-row top-`ratio` of a score that depends only on the row and its
-  group (ict.methods.selection_in_forward, the rule the native trainer uses too): it is made on
-  each micro-batch, which holds whole groups (`regroup`), and equals the whole-batch selection
-  row by row (top-k ties break by position inside the row). Its loss normaliser is known up
-  front from the count rule (ict.select.topk.count_rule_mask).
-Anything else (a global top-k by a score, STAPO's batch quantile, the batch-mean or
-reference-policy reference) keeps the two-pass path.
+H, H2, log p(y) and the score from them, detached. Whether a run can, and if not why, is
+decided once by ict.methods.StepPlan (ict.methods.one_forward_off) from TRL's layout
+(`trl_layout`: TRL's own reasons); the plan also says when the selection is made: up front on the
+whole generation batch (no statistic read, or the warm-up), or per micro-batch of whole groups
+(`regroup`) for a per-row top-k, its normaliser set up front from the per-row counts
+(`StepPlan.before_statistics`).
 
 Several processes change nothing of this: each holds whole groups (a group reference is checked
-at set-up, ict.integrations.trl.stats.check_whole_groups), a per-row selection reads its own rows only,
-an up-front one is the two-pass path's call, and the normaliser counts and the metrics are reduced
-over the processes at the same points as on the two-pass path (every process runs the same number
-of micro-batches), so the step is the two-pass step (tests/integrations/test_trl_distributed.py).
+at set-up, ict.integrations.trl.stats.check_whole_groups), a per-row selection reads its own
+rows only, an up-front one is the two-pass path's call, and the normaliser counts and the
+metrics are reduced over the processes at the same points as on the two-pass path, so the step
+is the two-pass step (tests/integrations/test_trl_distributed.py).
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """`ICTGRPOTrainer`: TRL's GRPOTrainer running ict's step (ict.methods.StepPlan) in TRL's hooks.
 
-Per generation batch: `_generate_and_score_completions` (TRL has sampled and scored it) adds each
-row's index in generation order and, on the two-pass path, the old policy's statistics
-(ict.integrations.trl.stats); `_prepare_inputs` (TRL has shuffled and split it into micro-batches)
-runs the plan's step on the rows in generation order (selection, normalisers, metrics) or, with
-the single forward, prepares it (ict.integrations.trl.single_forward); `_compute_loss` runs the
-loss (ict.integrations.trl.loss). A filter of generation batches (dynamic sampling) belongs in
-`_generate_and_score_completions`, before the rows are numbered.
-"""
+Per generation batch: `_generate_and_score_completions` numbers the rows in generation order and,
+on the two-pass path, adds the old policy's statistics (a filter of generation batches, dynamic
+sampling, belongs there, before the numbering); `_prepare_inputs` runs the plan's step on the
+micro-batches TRL split (or prepares the single forward); `_compute_loss` is `loss`'s."""
 
 from __future__ import annotations
 
@@ -26,14 +22,14 @@ from ict.integrations.trl.loss import LossSteps
 from ict.integrations.trl.single_forward import OneForwardSteps, regroup, trl_layout
 from ict.integrations.trl.stats import STAT_COLUMNS, StatsSteps, check_whole_groups
 from ict.methods import Method, StepInputs, StepPlan
-from ict.metrics import ParamChange
 from ict.stats import TokenStats
+from ict.training_metrics import ParamChange
 
 logger = logging.getLogger("ict.integrations.trl")
 
 
 class _ParamChangeCallback(TrainerCallback):
-    """`update/param_change_rel` of each optimizer step (ict.metrics.ParamChange: one snapshot
+    """`update/param_change_rel` of each optimizer step (ict.training_metrics.ParamChange: one snapshot
     of the trainable parameters before the step, the relative change after it), logged with TRL's
     metrics. Sharded parameters are summed over processes."""
 

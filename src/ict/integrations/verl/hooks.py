@@ -470,10 +470,8 @@ def select_batch(
     (1-based, one per rollout batch, as the native trainer's step and TRL's generation batch);
     plan: the run's ict.methods.StepPlan (`run_plan`; default: the section's over a run of
     unknown length).
-    The selection, warm-up, seed, diagnostics and metrics are the plan's (ict.methods.StepPlan
-    .select, .metrics: the step's, in two calls since a run without JS fills its metrics' JS
-    with 0); metrics under "ict/".
-    """
+    The selection, warm-up, seed, diagnostics and metrics are the plan's (ict.methods.StepPlan),
+    metrics under "ict/"."""
     from ict.methods import StepInputs
     from ict.stats import TokenStats
 
