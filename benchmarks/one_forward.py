@@ -2,7 +2,7 @@
 
 Issue 31, item 2. One rollout batch is built once (benchmarks/train_step.py's batches: the embedded
 SmolLM2-135M-Instruct on the default task by default, --qwen-shape, --tiny); then for each method
-and each path the same initial weights and AdamW state are restored and `TrainingStep.run` (steps
+and each path the same initial weights and AdamW state are restored and `TrainingStep.train_on_rollout` (steps
 4-7: advantages, statistics, selection, update) is timed, paths interleaved, best of --repeats
 after one warm-up run, in process CPU time (--clock wall: elapsed):
   separate     `one_forward: false`: the old-policy pass (no gradient: hidden states, token
@@ -99,7 +99,7 @@ def main(argv=None) -> int:
         counter = TokenCounter(model)
         train_step.sync(variant.device)
         t, cpu = time.perf_counter(), time.process_time()
-        metrics, scored = step.run(rollout, rewards, step=1)
+        metrics, scored = step.train_on_rollout(rollout, rewards, step=1)
         train_step.sync(variant.device)
         wall, cpu = time.perf_counter() - t, time.process_time() - cpu
         seconds = cpu if args.clock == "cpu" else wall

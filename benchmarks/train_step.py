@@ -333,7 +333,9 @@ def main(argv=None) -> int:
 
     # one statistics pass (no gradient, initial weights): old log-probs and the ICT selection of
     # the first step past its dense warm-up
-    scored = ict_step.score(rollout, advantages, step=plan.method.dense_warmup_steps + 1)
+    scored = ict_step.select_on_rollout(
+        rollout, advantages, step=plan.method.dense_warmup_steps + 1
+    )
     mask, ict_selected = scored.mask, scored.selection.own
     inputs = StepInputs(mask, scored.stats, advantages, rollout.input_ids.to(device))
     stats_floor = stats_vs_floor(policy, rollout, plan, repeats)
@@ -362,7 +364,7 @@ def main(argv=None) -> int:
         )
         sync(device)
         t = time.perf_counter()
-        out = service.update(
+        out = service.update_on_selection(
             variant_scored,
             step=1,
             switches=UpdateSwitches(skip_rows=skip, head_on_loss_only=head, stop_at_last=stop),

@@ -2,7 +2,7 @@
 
 One process builds three trainers on copies of the same initial weights, the same prompts and
 settings: TRL's `GRPOTrainer` (GRPO), `ICTGRPOTrainer` with the paper's ICT and `one_forward=True`
-(the statistics from the loss forward, ict.integrations.trl_one_forward) and the same with
+(the statistics from the loss forward, ict.integrations.trl.single_forward) and the same with
 `one_forward=False` (a separate statistics forward at generation time). Each round runs one step
 of each, in turn (a `train()` of one step), so that load changes hit all three alike; the first
 `--warmup` rounds are not counted. Every response is forced to `--max-new-tokens` (EOS suppressed),

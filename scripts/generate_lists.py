@@ -182,12 +182,22 @@ def render(name: str) -> str:
             f"[report](docs/reports/{folder}/report.md) |"
             for folder, model, seeds, verdicts in studies()
         ]
+    elif name == "selector-names":
+        rows = selectors()
+        ratios = ", ".join(f"{n} {r:.2f}" for n, r, _, _ in rows if r is not None)
+        lines = [
+            f"Names: {', '.join(f'`{n}`' for n, *_ in rows)}, and `a+b` compositions "
+            "(`js_top+not_spurious`: the top by JS minus STAPO's spurious tokens). Default ratios: "
+            f"{ratios}."
+        ]
+    elif name == "method-names":
+        lines = [f"Built in: {', '.join(f'`{n}`' for n, _, _ in methods())}."]
     else:
         raise KeyError(f"no generated block {name!r}; known: {', '.join(NAMES)}")
     return "\n".join(lines) + "\n"
 
 
-NAMES = ("methods", "selectors", "presets", "options", "studies")
+NAMES = ("methods", "selectors", "presets", "options", "studies", "selector-names", "method-names")
 
 
 def catalog() -> str:

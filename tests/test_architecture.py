@@ -400,3 +400,145 @@ def test_the_rule_table_is_read():
     assert resolves("ict.train.plan.RunPlan.from_config")
     assert not resolves("ict.train.plan.RunPlan.not_there")
     assert not resolves("ict.nowhere.thing")
+
+
+# ---- the engines run ict's step, they do not re-plan it -------------------------------------
+# the step's rules an engine adapter must not call or import itself: it calls ict.methods.StepPlan
+# (resolved once: warm-up, seeds, single forward; executed: selection, normaliser counts, metrics)
+STEP_RULES = {
+    "run_warmup", "warmup_warning", "is_dense", "selection_seed", "selection_in_forward",
+    "select_step", "select_method", "step_metrics", "count_rule_mask", "LOCAL_REFERENCES",
+    "derive_seed", "stream_seed", "rank_seed",
+}  # fmt: skip
+ENGINE_PACKAGES = ("integrations/trl", "integrations/verl")
+
+
+def test_engine_adapters_call_the_step_plan_and_plan_nothing_of_their_own():
+    """TRL's and verl's adapters name none of the step's rules (imported or called): the warm-up
+    fit, the seeds, the single-forward decision, the selection, its counts and metrics are
+    ict.methods.StepPlan's (docs/engines/CONTRACT.md)."""
+    found = []
+    for package in ENGINE_PACKAGES:
+        for path in sorted((SRC / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = []
+                if isinstance(node, ast.ImportFrom):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.Name):
+                    names = [node.id]
+                elif isinstance(node, ast.Attribute):
+                    names = [node.attr]
+                found += [f"{path.relative_to(SRC)}:{node.lineno} {n}" for n in names
+                          if n in STEP_RULES]  # fmt: skip
+    assert not found, found
+    for package in ENGINE_PACKAGES:  # and the rule holds where the adapters are
+        assert any("StepPlan" in p.read_text() for p in (SRC / package).rglob("*.py")), package
+
+
+# ---- the pages' API sketches are the code's signatures ---------------------------------------
+SKETCH_BLOCK = re.compile(r"^ *```python sketch\n(?P<body>.*?)^ *```", re.M | re.S)
+SKETCH_CALL = re.compile(r"^(?P<indent> *)(?P<name>\.?[A-Za-z_][\w.]*)\(")
+SECTION_MODULE = re.compile(r"^## `(?P<module>ict(?:\.\w+)*)`", re.M)
+SKETCHED_PAGES = ("docs/ARCHITECTURE.md", "docs/engines/CONTRACT.md")
+
+
+def _split_top(text: str) -> list[str]:
+    parts, depth, current = [], 0, ""
+    for ch in text:
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+        if ch == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += ch
+    return [p.strip() for p in [*parts, current] if p.strip()]
+
+
+def sketched_calls(page: str) -> list[tuple[str, str, list[tuple[str, str, bool]]]]:
+    """(dotted name, where, [(parameter, kind, has default)]) of every call sketched at the start
+    of a line of a `python sketch` block of `page`: `name(...)` (a bare name is in the module of
+    the section's heading, `## \\`ict.x\\``) or `.method(...)` under the last such name."""
+    text = (ROOT / page).read_text(encoding="utf-8")
+    out = []
+    for block in SKETCH_BLOCK.finditer(text):
+        heading = [m for m in SECTION_MODULE.finditer(text) if m.start() < block.start()]
+        module = heading[-1].group("module") if heading else None
+        lines, owner = block.group("body").splitlines(), None
+        for i, line in enumerate(lines):
+            match = SKETCH_CALL.match(line)
+            if not match or (match.group("indent") and not match.group("name").startswith(".")):
+                continue
+            name = match.group("name")
+            if name.startswith("."):
+                name = f"{owner}{name}"
+            elif not name.startswith("ict.") and module:
+                name = f"{module}.{name}"
+            owner = owner if match.group("name").startswith(".") else name
+            rest, depth, params = "\n".join([line[match.end() :], *lines[i + 1 :]]), 1, ""
+            for ch in rest:
+                depth += ch == "("
+                depth -= ch == ")"
+                if depth == 0:
+                    break
+                params += ch
+            parsed, kind = [], "positional"
+            for part in _split_top(params):
+                if part == "*":
+                    kind = "keyword"
+                    continue
+                star = len(part) - len(part.lstrip("*"))
+                ident = re.match(r"[A-Za-z_]\w*", part.lstrip("*")).group(0)
+                default = "=" in part and not star
+                parsed.append((ident, ("", "*", "**")[star] or kind, default))
+                kind = "keyword" if star == 1 else kind
+            out.append((name, f"{page}:{block.group('body')[:0]}{name}", parsed))
+    return out
+
+
+def _resolve_object(dotted: str):
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ImportError(dotted)
+
+
+def _signature_params(obj, sketched: list) -> list[tuple[str, str, bool]]:
+    import inspect
+
+    kinds = {
+        inspect.Parameter.POSITIONAL_ONLY: "positional",
+        inspect.Parameter.POSITIONAL_OR_KEYWORD: "positional",
+        inspect.Parameter.KEYWORD_ONLY: "keyword",
+        inspect.Parameter.VAR_POSITIONAL: "*",
+        inspect.Parameter.VAR_KEYWORD: "**",
+    }
+    params = list(inspect.signature(obj).parameters.values())
+    if params and params[0].name == "self" and (not sketched or sketched[0][0] != "self"):
+        params = params[1:]
+    return [(p.name, kinds[p.kind], p.default is not inspect.Parameter.empty) for p in params]
+
+
+@pytest.mark.parametrize("page", SKETCHED_PAGES)
+def test_the_api_sketches_match_the_signatures(page):
+    """Every call a page sketches names a function or class of ict with exactly these parameters
+    (names, order, positional or keyword-only, with or without a default)."""
+    calls = sketched_calls(page)
+    assert len(calls) >= 8, page  # the reader finds the sketches
+    wrong = []
+    for name, _, sketched in calls:
+        try:
+            obj = _resolve_object(name)
+        except (ImportError, AttributeError):
+            wrong.append(f"{name}: not in the code")
+            continue
+        actual = _signature_params(obj, sketched)
+        if sketched != actual:
+            wrong.append(f"{name}: sketched {sketched}, code {actual}")
+    assert not wrong, "\n".join(wrong)

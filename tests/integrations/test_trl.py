@@ -551,7 +551,7 @@ def test_args_none_builds_the_ict_default_config(tmp_path, monkeypatch):
 
     from _trl_helpers import toy_dataset, toy_reward
 
-    import ict.integrations.trl as trl_module
+    import ict.integrations.trl.config as trl_module
     from ict.integrations.trl import ICTGRPOConfig, ICTGRPOTrainer
     from ict.testing import tiny_model_and_tokenizer
 

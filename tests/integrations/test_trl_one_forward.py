@@ -1,4 +1,4 @@
-"""ICTGRPOTrainer's single forward when on-policy (ict.integrations.trl_one_forward).
+"""ICTGRPOTrainer's single forward when on-policy (ict.integrations.trl.single_forward).
 
 (i) no statistics forward: the policy backbone's forwards outside `generate` per step equal TRL's
 GRPO step's; (ii) the one-forward step equals the two-pass path (one_forward=False): selection,
@@ -26,7 +26,7 @@ from ict.integrations.cases import (
 pytestmark = pytest.mark.trl
 trl = pytest.importorskip("trl")
 
-from ict.integrations.trl_one_forward import regroup  # noqa: E402
+from ict.integrations.trl.single_forward import regroup  # noqa: E402
 from ict.select.topk import count_rule_mask  # noqa: E402
 
 

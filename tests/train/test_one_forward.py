@@ -22,14 +22,14 @@ NOT_COMPARED = ("time/", "throughput/", "update/tokens", "loss/selected_fraction
 
 
 def run_step(model, rollout, plan, *, step=1):
-    """One TrainingStep.run on a copy of `model`: (metrics, scored, recorded gradients, tokens)."""
+    """One TrainingStep.train_on_rollout on a copy of `model`: (metrics, scored, recorded gradients, tokens)."""
     import copy
 
     model = copy.deepcopy(model)
     policy = PolicyContext.of(plan, model, copy.deepcopy(model) if plan.config.kl_coef else None)
     recorder = GradRecorder(model.parameters())
     counter = TokenCounter(model)
-    metrics, scored = TrainingStep(plan, policy, recorder, NoScheduler()).run(
+    metrics, scored = TrainingStep(plan, policy, recorder, NoScheduler()).train_on_rollout(
         rollout, torch.tensor(REWARDS), step=step
     )
     counter.close()
@@ -155,3 +155,30 @@ def test_selections_that_ignore_the_statistics_keep_one_forward_without_shared_p
     model, rollout, _ = batch
     _, scored, grads, _ = run_step(model, rollout, plan)
     assert scored.old_logprob is None and grads[0].abs().sum() > 0
+
+
+def test_row_local_is_a_selector_fact_the_single_forward_reads():
+    """A selector registered `row_local=True` (its score at (b, t) reads row b and its group
+    only) is selected per micro-batch in the single forward; the same function registered
+    without it needs the whole batch's statistics; a composition is never row-local."""
+    from ict.methods import Method, selection_in_forward
+    from ict.select import SELECTORS, register_selector
+    from ict.select.core import selector_facts
+
+    assert [n for n, s in sorted(SELECTORS.items()) if s.row_local] == [
+        "entropy_top", "js_bottom", "js_next_top", "js_top", "kl_top",
+    ]  # fmt: skip
+    assert not selector_facts("js_top+not_spurious")["row_local"]
+
+    def score(ctx):
+        return ctx.require_stats("t", "logprob").logprob
+
+    try:
+        for local in (True, False):
+            register_selector("row_local_test", default_ratio=0.5, needs=("logprob",),
+                              row_local=local)(score)  # fmt: skip
+            method = Method("m", "row_local_test", scope="sequence", reference="group_position")
+            when, why = selection_in_forward(method.resolved(), "position")
+            assert when == ("per_micro_batch" if local else "whole_batch"), why
+    finally:
+        SELECTORS.pop("row_local_test", None)

@@ -108,8 +108,8 @@ def test_a_refilled_step_holds_b_informative_groups(tiny_config, digit_problems)
     model, tok = tiny_model_and_tokenizer(seed=0)
     trainer = Trainer(config, model=model, tokenizer=tok, problems=digit_problems)
     seen = []
-    run = trainer.step_service.run
-    trainer.step_service.run = lambda rollout, rewards, step: (
+    run = trainer.step_service.train_on_rollout
+    trainer.step_service.train_on_rollout = lambda rollout, rewards, step: (
         seen.append((rollout, rewards)) or run(rollout, rewards, step=step)
     )
     trainer.train()

@@ -77,11 +77,23 @@ def test_builtin_methods_resolve():
     assert SELECTORS["js_bottom"].needs == ("js",)
 
 
-def test_selector_and_method_names_are_distinct_words():
+def test_a_name_is_a_method_and_a_selector_only_where_both_mean_the_same(user_selector):
+    """A method's name says which recipe runs, a selector's what it keeps; `get_method` reads
+    METHODS first, so a name in both registries must run that very selector, or `--method NAME`
+    would not be the selector the name promises (and `a+NAME` would compose another one)."""
     from ict.errors import ConfigError
     from ict.select import available_selectors, select_tokens
 
-    assert not set(available_selectors()) & set(METHODS)
+    for name in set(available_selectors()) & set(METHODS):
+        assert METHODS[name].selector == name, name
+    # a user's method named like its selector, with a paper's settings on top, is allowed
+    register_method(Method(user_selector, user_selector, scope="global"))
+    try:
+        assert get_method(user_selector).resolved().scope == "global"
+        assert get_method(f"ict+{user_selector}").selector == f"js_top+{user_selector}"
+    finally:
+        METHODS.pop(user_selector)
+    # the built-in method names are not selectors: `random` runs the selector `uniform`
     assert get_method("random").selector == "uniform" and "uniform" in SELECTORS
     mask = torch.ones(2, 10, dtype=torch.bool)
     with pytest.raises(ConfigError, match="unknown selector 'random'"):

@@ -125,7 +125,6 @@ def test_step_metrics_count_every_loss_call_and_the_weight_change(batch):
     import copy
 
     from ict.loss.modes import mode_count
-    from ict.methods import selection_seed
 
     model, rollout, advantages = batch
     model = copy.deepcopy(model)
@@ -141,7 +140,7 @@ def test_step_metrics_count_every_loss_call_and_the_weight_change(batch):
     )  # fmt: skip
     assert metrics["update/updates"] == 2
     # the 4 calls: mini-batches of 8 rows in the step's shuffled order, micro-batches of 4
-    generator = torch.Generator().manual_seed(selection_seed(0, 1))
+    generator = torch.Generator().manual_seed(plan.seeds.shuffle(1))
     units = torch.arange(16).view(-1, 4)[torch.randperm(4, generator=generator)]
     calls = [chunk.flatten() for chunk in units.split(2)]
     want = sum(mode_count(0.1, int(mask[rows].sum())) for c in calls for rows in c.split(4))

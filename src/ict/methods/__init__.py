@@ -4,6 +4,8 @@
   `get_method`, `register_method`.
 - `options`: `MethodOptions`, the method fields every engine's config inherits, and their checks.
 - `step`: `select_step`, one rollout batch's selection (warm-up, seed, diagnostics) and its metrics.
+- `plan`: `StepPlan`, the method's step of a run resolved once from the options and the engine's
+  `StepLayout`, and executed by one call on every engine (docs/engines/CONTRACT.md).
 
 `options` needs no torch and is imported at once; the registry and the step (torch, ict.select)
 on first use (module `__getattr__`), so that configs and `ict <command> --help` stay torch-free.
@@ -23,6 +25,15 @@ from ict.methods.options import (
 )
 
 if TYPE_CHECKING:
+    from ict.methods.plan import (
+        SeedStreams,
+        StepCounts,
+        StepLayout,
+        StepPlan,
+        StepResult,
+        normaliser_counts,
+        one_forward_off,
+    )
     from ict.methods.registry import (
         DEFAULT_REFERENCE,
         METHODS,
@@ -48,6 +59,11 @@ if TYPE_CHECKING:
 
 _LAZY = {
     **dict.fromkeys(
+        ("SeedStreams", "StepCounts", "StepLayout", "StepPlan", "StepResult", "normaliser_counts",
+         "one_forward_off"),
+        "ict.methods.plan",
+    ),
+    **dict.fromkeys(
         ("DEFAULT_REFERENCE", "METHODS", "PAPER_DENSE_WARMUP", "Method", "available_methods",
          "get_method", "register_method"),
         "ict.methods.registry",
@@ -68,11 +84,18 @@ __all__ = [
     "Method",
     "MethodOptions",
     "PAPER_DENSE_WARMUP",
+    "SeedStreams",
+    "StepCounts",
     "StepInputs",
+    "StepLayout",
+    "StepPlan",
+    "StepResult",
     "StepSelection",
     "available_methods",
     "get_method",
     "is_dense",
+    "normaliser_counts",
+    "one_forward_off",
     "register_method",
     "resolve_method",
     "run_warmup",

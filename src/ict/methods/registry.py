@@ -26,8 +26,10 @@ the selector's fact (ratio, scope) or the common default.
                      only the clip-fraction metric, so it keeps the common range).
     entropy_bonus    GRPO on every token minus ENTROPY_BONUS x the policy's entropy.
 
-Method names and selector names are distinct words: the method `ict` runs the selector `js_top`.
-A method may fix its clip range (`eps_low`, `eps_high`, CLIP_FIELDS): each engine maps it onto its
+A method name says which paper's recipe runs, a selector name what it keeps: the method `ict` runs
+the selector `js_top`. A name may be both only where it means the same thing (the method of that
+name runs the selector of that name, with the selector's facts): `get_method` reads METHODS first.
+A method may fix its clip range (`eps_low`, `eps_high`, ict.methods.options.CLIP_FIELDS): each engine maps it onto its
 own setting (native `eps_low` / `eps_high`, TRL `epsilon` / `epsilon_high`: None = the method's;
 verl's `clip_ratio_low` / `clip_ratio_high`, checked against it). Sources: docs/METHOD.md.
 """
@@ -38,7 +40,6 @@ import dataclasses
 from dataclasses import dataclass
 
 from ict.errors import ConfigError
-from ict.methods.options import CLIP_FIELDS  # noqa: F401  (the clip range a method may fix)
 
 DEFAULT_REFERENCE = "group_position"  # the paper's; also what diagnostics of ICT use
 PAPER_DENSE_WARMUP = 10  # Theta: the paper's 10, 20 and 40 converged alike

@@ -14,8 +14,9 @@ The rules, each written once here:
 - warm-up cap (`run_warmup`): a method's own warm-up (the paper's Theta = 10) takes at most half
   of the run, so its selection is ever used; an explicit one is taken as given, with a warning when
   it covers the whole run.
-- seed (`selection_seed`): ict.seeds.derive_seed(seed, step) = seed * 1_000_003 + step, so runs
-  with neighbouring seeds never share the random control's draws.
+- seed (`selection_seed`): ict.seeds.stream_seed(seed, "selection", step), the selection's own
+  stream (not the rollouts' or the shuffle's numbers); each process then draws its own
+  (ict.seeds.rank_seed), so no (seed, rank) shares another's draws.
 - diagnostics: the paper's ICT, 20-Entropy and STAPO selections on the same batch (the ones the
   batch's statistics can compute), each with its own method's settings.
 """
@@ -26,40 +27,34 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from ict.seeds import derive_seed
+from ict.seeds import stream_seed
 
 DIAGNOSTIC_METHODS = ("ict", "entropy", "stapo")
-# ratio selectors whose score at (b, t) reads only row b's statistics (and, through the
-# reference, its group's): a per-row top-k of them is the same on any batch holding the row's
-# group. Not `uniform`: its draws depend on the whole batch's shape (it reads no statistics, so
-# it is selected up front instead).
-ROW_LOCAL_SCORES = ("js_top", "kl_top", "js_bottom", "js_next_top", "entropy_top")
 # references computed from one row or one group (ict.stats): a micro-batch of whole groups has them
 LOCAL_REFERENCES = ("group_position", "group_mean", "sequence_mean", "previous_token")
 
 
 def selection_seed(seed: int, step: int) -> int:
     """The seed of step `step`'s selection (the random control's draws) for run seed `seed`."""
-    return derive_seed(seed, step)
+    return stream_seed(seed, "selection", step)
 
 
 def selection_in_forward(method, granularity: str) -> tuple[str, str]:
     """When a step's selection can be made if its statistics come from the update's own forward
-    (on-policy, one forward per row: ict.train.stats_in_update, ict.integrations.trl_one_forward):
+    (on-policy, one forward per row: ict.train.stats_in_update, ict.integrations.trl.single_forward):
     ("up_front", "") when it reads no statistics (every, uniform); ("per_micro_batch", "") when
-    it is one per-row top-k of a row-local score (`ROW_LOCAL_SCORES`, scope "sequence",
+    it is one per-row top-k of a row-local score (the selector fact `row_local`, scope "sequence",
     granularity "position", a `LOCAL_REFERENCES` reference): each micro-batch of whole groups
     selects its own rows before its loss, as the whole batch would, its normaliser counted by
     ict.select.topk.count_rule_mask; ("whole_batch", why) otherwise: every statistic first."""
-    from ict.select.core import parse_selector
+    from ict.select.core import selector_facts
     from ict.stats import STAT_FIELDS
 
-    if not any(n in STAT_FIELDS for n in method.needs()):  # reads no statistic
+    facts = selector_facts(method.selector)
+    if not any(n in STAT_FIELDS for n in facts["needs"]):  # reads no statistic
         return "up_front", ""
-    parts = parse_selector(method.selector)
     if (
-        len(parts) == 1
-        and parts[0].name in ROW_LOCAL_SCORES
+        facts["row_local"]
         and method.scope == "sequence"
         and granularity == "position"
         and method.reference in LOCAL_REFERENCES
@@ -188,13 +183,13 @@ def select_step(method, options, inputs: StepInputs, *, step: int, seed: int, **
 
 
 def step_metrics(stats, mask: Tensor, selection: StepSelection) -> dict[str, float]:
-    """The step's selection metrics, the same keys on every engine: ict.metrics.token_metrics
+    """The step's selection metrics, the same keys on every engine: ict.training_metrics.token_metrics
     (valid / selected means, by_selector/<name>/...), the paper's regime diagnostics of the
     method's own picks, the ICT vs 20-Entropy Jaccard and `dense_warmup` (0/1).
 
     stats, mask and the selections must cover the same rows (TRL gathers every rank's first)."""
-    from ict.metrics import regime_metrics, token_metrics
     from ict.select import jaccard
+    from ict.training_metrics import regime_metrics, token_metrics
 
     mask = mask.bool()
     out = token_metrics(stats, mask, selection.selected, selection.selections)

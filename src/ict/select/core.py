@@ -39,6 +39,10 @@ class Selector:
     default_scope: the scope used when the caller does not choose one.
     needs: the TokenStats fields the function reads (e.g. ("js",)); "advantages" when it reads them.
     options: its keyword-only options, with their defaults.
+    row_local: the score at (b, t) reads only row b's statistics (and, through a group-local
+    reference, its group's), so a per-row top-k of it is the same on any batch holding the row's
+    group (ict.methods.selection_in_forward). Not `uniform`: its draws depend on the whole
+    batch's shape.
     """
 
     name: str
@@ -48,6 +52,7 @@ class Selector:
     default_scope: str = "global"
     needs: tuple[str, ...] = field(default=())
     option_defaults: dict = field(default_factory=dict, compare=False)
+    row_local: bool = False
 
     @property
     def takes_ratio(self) -> bool:
@@ -63,11 +68,12 @@ def register_selector(
     default_ratio: float | None = None,
     default_scope: str = "global",
     needs: tuple[str, ...] = (),
+    row_local: bool = False,
 ):
     """Decorator registering `fn(ctx: SelectionContext, *, option=default, ...)` under `name`.
 
     With `default_ratio`, fn returns a score (higher = kept first); without, a keep-mask.
-    `default_scope` and `needs` are facts engines read (see `Selector`). A selector registered
+    `default_scope`, `needs` and `row_local` are facts engines read (see `Selector`). A selector registered
     here is usable from `ict train --method NAME`, `ICTGRPOTrainer` and the verl plugin.
     """
     if "+" in name or not name:
@@ -86,6 +92,7 @@ def register_selector(
             default_scope,
             tuple(needs),
             {p.name: p.default for p in keyword if p.default is not inspect.Parameter.empty},
+            bool(row_local),
         )
         return fn
 
@@ -100,7 +107,8 @@ def parse_selector(name: str) -> list[Selector]:
 
 def selector_facts(name: str) -> dict:
     """Facts of a (possibly composed) selector: takes_ratio, default_ratio, default_scope, needs,
-    options (name -> default). For a composition: the first ratio part's ratio and scope."""
+    options (name -> default), row_local (one part, a row-local score: `Selector.row_local`).
+    For a composition: the first ratio part's ratio and scope."""
     parts = _parse_name(name)
     ratio_parts = [p for p in parts if p.takes_ratio]
     first = ratio_parts[0] if ratio_parts else parts[0]
@@ -110,6 +118,7 @@ def selector_facts(name: str) -> dict:
         "default_scope": first.default_scope,
         "needs": tuple(dict.fromkeys(n for p in parts for n in p.needs)),
         "options": {k: v for p in parts for k, v in p.option_defaults.items()},
+        "row_local": len(parts) == 1 and parts[0].row_local,
     }
 
 

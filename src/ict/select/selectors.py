@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from ict.errors import ConfigError
-from ict.seeds import derive_seed
+from ict.seeds import rank_seed
 from ict.select.core import SelectionContext, register_selector
 from ict.select.topk import quantile_linear
 
@@ -24,20 +24,26 @@ def every(ctx: SelectionContext) -> Tensor:
     return ctx.mask
 
 
-@register_selector("js_top", default_ratio=0.10, default_scope="sequence", needs=("js",))
+@register_selector(
+    "js_top", default_ratio=0.10, default_scope="sequence", needs=("js",), row_local=True
+)
 def js_top(ctx: SelectionContext) -> Tensor:
     """The top of each response by the ICT score (arXiv 2606.19771): JS divergence of the position's distribution to the
     reference (stats.js); the paper keeps the top 10% of each response (scope "sequence")."""
     return ctx.require_stats("js_top", "js").js
 
 
-@register_selector("kl_top", default_ratio=0.10, default_scope="sequence", needs=("kl",))
+@register_selector(
+    "kl_top", default_ratio=0.10, default_scope="sequence", needs=("kl",), row_local=True
+)
 def kl_top(ctx: SelectionContext) -> Tensor:
     """The paper's ablation: score = KL(p || reference) (stats.kl) in place of JS."""
     return ctx.require_stats("kl_top", "kl").kl
 
 
-@register_selector("js_next_top", default_ratio=0.10, default_scope="sequence", needs=("js",))
+@register_selector(
+    "js_next_top", default_ratio=0.10, default_scope="sequence", needs=("js",), row_local=True
+)
 def js_next_top(ctx: SelectionContext) -> Tensor:
     """This project's branch-attributed variant (not the paper's): the token at t is scored by
     the JS score of the next valid position of its response, i.e. credited for making the
@@ -56,13 +62,15 @@ def next_valid(values: Tensor, mask: Tensor) -> Tensor:
     return out
 
 
-@register_selector("js_bottom", default_ratio=0.90, default_scope="sequence", needs=("js",))
+@register_selector(
+    "js_bottom", default_ratio=0.90, default_scope="sequence", needs=("js",), row_local=True
+)
 def js_bottom(ctx: SelectionContext) -> Tensor:
     """The paper's "90%-frequent" ablation: the bottom 90% of each response by JS (score -JS)."""
     return -ctx.require_stats("js_bottom", "js").js
 
 
-@register_selector("entropy_top", default_ratio=0.20, needs=("entropy",))
+@register_selector("entropy_top", default_ratio=0.20, needs=("entropy",), row_local=True)
 def entropy_top(ctx: SelectionContext) -> Tensor:
     """20-Entropy (arXiv 2506.01939): score = Shannon entropy of the position (stats.entropy)."""
     return ctx.require_stats("entropy_top", "entropy").entropy
@@ -71,8 +79,9 @@ def entropy_top(ctx: SelectionContext) -> Tensor:
 @register_selector("uniform", default_ratio=0.10)
 def uniform(ctx: SelectionContext) -> Tensor:
     """Control: i.i.d. uniform scores from a generator seeded by (seed, rank), so the top `ratio`
-    is a uniform random subset of exactly k valid positions, reproducible for a given seed."""
-    generator = torch.Generator().manual_seed(derive_seed(ctx.rank, ctx.seed))
+    is a uniform random subset of exactly k valid positions, reproducible for a given seed. Each
+    process draws its own: ict.seeds.rank_seed(seed, rank)."""
+    generator = torch.Generator().manual_seed(rank_seed(ctx.seed, ctx.rank))
     return torch.rand(ctx.mask.shape, generator=generator).to(ctx.mask.device)
 
 

@@ -63,7 +63,7 @@ def records_from_rollout(model, tokenizer, rollout, prompts, plan: RunPlan, adva
     if advantages is None:
         advantages = torch.ones(rollout.input_ids.shape[0], device=policy.device)
     step = plan.method.dense_warmup_steps + 1
-    scored = TrainingStep(plan, policy).score(rollout, advantages, step=step)
+    scored = TrainingStep(plan, policy).select_on_rollout(rollout, advantages, step=step)
     return sample_records(
         range(scored.mask.shape[0]), step=0, rollout=rollout, prompts=prompts, rewards=None,
         stats=scored.stats, mask=scored.mask, selections=scored.selection.selections,

@@ -7,9 +7,10 @@ step reads that the config only implies, at configuration time, and nothing re-d
     plan.loss        # the ict.loss.LossConfig
     plan.batch       # BatchPlan: rows per shared-prompt group, micro-batch, mini-batch; epochs
     plan.sampling    # ict.generation.Sampling of the rollouts (and the evaluations' base)
-    plan.seeds       # SeedStreams: the named seeds of sampling, selection and shuffling
+    plan.seeds       # ict.methods.SeedStreams: the named seeds of sampling, selection, shuffling
     plan.device, plan.precision   # torch.device and ict.precision.PrecisionChoice
     plan.one_forward # on-policy: the step's statistics from the update's forward (or why not)
+    plan.step        # ict.methods.StepPlan: the method's step, as every engine resolves it
 
 The native trainer, `ict inspect --model` and the benchmarks read it; the step service
 (ict.train.step) computes with it.
@@ -25,13 +26,11 @@ import torch
 from ict.errors import ConfigError
 from ict.generation import Sampling
 from ict.loss import LossConfig
-from ict.methods import METHOD_FIELDS, resolve_method, run_warmup, selection_seed, warmup_warning
+from ict.methods import METHOD_FIELDS, SeedStreams, StepLayout, StepPlan
 from ict.methods.options import CLIP_FIELDS
 from ict.methods.registry import Method
 from ict.precision import PrecisionChoice, choose_precision
-from ict.seeds import derive_seed
 from ict.train.config import TrainConfig
-from ict.train.stats_in_update import one_forward_reason
 
 
 def resolve_device(name: str) -> torch.device:
@@ -75,81 +74,94 @@ class BatchPlan:
         return 1, max(1, self.micro_rows)
 
 
-@dataclass(frozen=True)
-class SeedStreams:
-    """The run's named seeds, each `ict.seeds.derive_seed(run, step)` of its own stream: the
-    rollouts' sampling, the step's selection (ict.methods.selection_seed, the random controls'
-    draws) and the mini-batch shuffle each seed their own generator. `prompts`: the prompt
-    order's seed (PromptSampler); `init`: torch / numpy / random at start."""
-
-    run: int
-
-    def sampling(self, step: int) -> int:
-        return derive_seed(self.run, step)
-
-    def selection(self, step: int) -> int:
-        return selection_seed(self.run, step)
-
-    def shuffle(self, step: int) -> int:
-        return derive_seed(self.run, step)
-
-    @property
-    def prompts(self) -> int:
-        return self.run
-
-    @property
-    def init(self) -> int:
-        return self.run
+def step_layout(config: TrainConfig, batch: BatchPlan) -> StepLayout:
+    """The native engine's layout of a run's steps (ict.methods.StepLayout): max_steps rollout
+    batches of prompts_per_step x num_generations rows in micro-batches of `batch.micro_rows`,
+    one process, and the reasons of its own that rule the single forward out (the update not
+    on-policy, dropout; per-row selections need whole groups per micro-batch: share_prompt)."""
+    engine_off = None
+    if not config.one_forward:
+        engine_off = "one_forward is off"
+    elif batch.epochs != 1 or batch.mini_rows is not None:
+        engine_off = (
+            "the update is not on-policy (num_epochs > 1 or mini_batch_size set: several "
+            "updates per rollout batch read the old policy's log-probs)"
+        )
+    elif not config.disable_dropout:
+        engine_off = "dropout is on: the update's forward is not the old policy's distribution"
+    split_off = None
+    if batch.group != config.num_generations:
+        split_off = "share_prompt is off: a micro-batch need not hold whole groups"
+    rows = config.prompts_per_step * config.num_generations
+    return StepLayout(
+        total_batches=config.max_steps, micro_batches=-(-rows // batch.micro_rows), processes=1,
+        engine_off=engine_off, stats_per_micro_batch=False, split_off=split_off,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
 class RunPlan:
-    """Everything a step reads, resolved once (see the module docstring). `warning`: a one-line
-    warning when an explicit warm-up covers the whole run (its selection is never used);
-    `one_forward_off`: why the update cannot take the step's statistics from its own forward
-    (None: it does, `one_forward`)."""
+    """Everything a step reads, resolved once (see the module docstring). `step`: the method's
+    step (ict.methods.StepPlan: the method with its fitted warm-up, the loss, the seed streams,
+    the single-forward decision); `method`, `loss`, `seeds`, `warning` (an explicit warm-up
+    covering the whole run) and `one_forward_off` (why the update cannot take the step's
+    statistics from its own forward; None: it does) are read from it."""
 
     config: TrainConfig
-    method: Method
-    loss: LossConfig
+    step: StepPlan
     batch: BatchPlan
     sampling: Sampling
-    seeds: SeedStreams
     device: torch.device
     precision: PrecisionChoice
-    warning: str | None = None
-    one_forward_off: str | None = None
 
     @classmethod
     def from_config(cls, config: TrainConfig) -> RunPlan:
-        """Resolve `config`: the method with its explicit fields and its warm-up fitted to
-        max_steps (a method's own warm-up capped at half the run, an explicit one kept:
-        ict.methods.run_warmup), the loss, batch, sampling and seeds, the device and precision."""
-        explicit = config.dense_warmup_steps is not None
-        method = run_warmup(resolve_method(config), config.max_steps, explicit=explicit)
+        """Resolve `config`: the method's step (ict.methods.StepPlan.resolve: the method with its
+        explicit fields and its warm-up fitted to max_steps, the loss, the seeds, the single
+        forward), the batch and sampling plans, the device and precision."""
+        batch = BatchPlan.from_config(config)
+        step = StepPlan.resolve(config, step_layout(config, batch), seed=config.seed)
         # the method's fields, and the clip range a method may fix, as this run uses them
         fields = (*METHOD_FIELDS, *CLIP_FIELDS)
-        resolved = dataclasses.replace(config, **{k: getattr(method, k) for k in fields})
+        resolved = dataclasses.replace(config, **{k: getattr(step.method, k) for k in fields})
+        loss = LossConfig.from_config(resolved, max_response_length=resolved.max_new_tokens)
+        step = dataclasses.replace(step, options=resolved, loss=loss)
         device = resolve_device(resolved.device)
-        batch = BatchPlan.from_config(resolved)
         return cls(
             config=resolved,
-            method=method,
-            loss=LossConfig.from_config(resolved, max_response_length=resolved.max_new_tokens),
+            step=step,
             batch=batch,
             sampling=sampling_of(resolved),
-            seeds=SeedStreams(resolved.seed),
             device=device,
             precision=choose_precision(resolved.autocast, device),
-            warning=warmup_warning(method, resolved.max_steps) if explicit else None,
-            one_forward_off=one_forward_reason(resolved, method, batch),
         )
+
+    @property
+    def method(self) -> Method:
+        """The resolved method, its warm-up fitted to the run."""
+        return self.step.method
+
+    @property
+    def loss(self) -> LossConfig:
+        return self.step.loss
+
+    @property
+    def seeds(self) -> SeedStreams:
+        return self.step.seeds
+
+    @property
+    def warning(self) -> str | None:
+        return self.step.warning
+
+    @property
+    def one_forward_off(self) -> str | None:
+        return self.step.one_forward_off
 
     @property
     def one_forward(self) -> bool:
         """Whether each step's statistics come from the update's own forward (on-policy: no
         separate old-policy forward; ict.train.stats_in_update). `one_forward_off` says why not."""
-        return self.one_forward_off is None
+        return self.step.one_forward
 
     @property
     def needs_reference_model(self) -> bool:

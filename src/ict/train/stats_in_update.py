@@ -4,8 +4,8 @@ When the update is on-policy (one epoch, one mini-batch per rollout batch, dropo
 the update's forward runs on are the old policy's, so the separate old-policy pass
 (ict.train.old_policy) computes nothing the update's forward does not: the update's log-probs,
 detached, are the old ones (ict.train.update), and its hidden states, detached, give the token
-statistics. `one_forward_reason` says why a run cannot work this way (None: it can; the plan
-resolves it once); `StatsInUpdate` collects what the update's micro-batches computed and returns
+statistics. The plan says once whether a run can work this way (ict.methods.StepPlan.
+one_forward_off, from the native layout of ict.train.plan.step_layout); `StatsInUpdate` collects what the update's micro-batches computed and returns
 the step's statistics and selection once the update has run.
 
 Two cases, by whether the step's selection reads the statistics:
@@ -32,38 +32,9 @@ import time
 
 import torch
 
-from ict.methods import (
-    StepInputs,
-    is_dense,
-    select_method,
-    select_step,
-    selection_in_forward,
-    selection_seed,
-)
-from ict.select.topk import count_rule_mask
+from ict.methods import StepInputs
 from ict.stats import STAT_FIELDS, TokenStats
 from ict.train.old_policy import rollout_stats
-
-
-def one_forward_reason(config, method, batch) -> str | None:
-    """Why a run's update cannot compute the step's statistics in its own forward (None: it can).
-
-    config: the resolved TrainConfig; method: the resolved Method; batch: its BatchPlan."""
-    if not config.one_forward:
-        return "one_forward is off"
-    if batch.epochs != 1 or batch.mini_rows is not None:
-        return (
-            "the update is not on-policy (num_epochs > 1 or mini_batch_size set: several "
-            "updates per rollout batch read the old policy's log-probs)"
-        )
-    if not config.disable_dropout:
-        return "dropout is on: the update's forward is not the old policy's distribution"
-    when, why = selection_in_forward(method, config.granularity)
-    if when == "whole_batch":
-        return why
-    if when == "per_micro_batch" and batch.group != config.num_generations:
-        return "share_prompt is off: a micro-batch need not hold whole groups"
-    return None
 
 
 class StatsInUpdate:
@@ -77,9 +48,7 @@ class StatsInUpdate:
         self.advantages, self.step = advantages, step
         self.mask = rollout.response_mask.to(policy.device).bool()
         self.tokens = rollout.input_ids.to(policy.device)
-        self.seed = selection_seed(plan.seeds.run, step)
-        when, _ = selection_in_forward(plan.method, plan.config.granularity)
-        self.deferred = not is_dense(plan.method, step) and when == "per_micro_batch"
+        self.deferred = plan.step.deferred(step)
         self.hidden: torch.Tensor | None = None  # [N, T, D] shifted, detached (not deferred)
         self.fields: dict[str, torch.Tensor] = {}  # [N, T] statistics (deferred)
         self.selected = torch.zeros_like(self.mask)  # the selection the update trains on
@@ -94,19 +63,16 @@ class StatsInUpdate:
     def initial_selection(self) -> torch.Tensor:
         """bool [N, T]: the selection the update's normaliser counts (deferred: its per-response
         counts are the real one's; else the real selection: every valid token while dense)."""
-        method, cfg = self.plan.method, self.plan.config
+        rows = self.plan.batch.rows(self.mask.shape[0])[1]
         all_rows = slice(None)
-        if self.deferred:
-            self.counted = count_rule_mask(self.mask, method.ratio)
-            return self.counted.clone()
-        if is_dense(method, self.step):
-            self.selected = self.mask.clone()
+        first, deferred = self.plan.step.before_statistics(
+            self._inputs(all_rows, all_rows, None), step=self.step, micro_batch_size=rows
+        )
+        if deferred:
+            self.counted = first
         else:
-            rows = self.plan.batch.rows(self.mask.shape[0])[1]
-            inputs = self._inputs(all_rows, all_rows, None)
-            self.selected = select_method(method, cfg, inputs, seed=self.seed,
-                                          micro_batch_size=rows)  # fmt: skip
-        return self.selected.clone()
+            self.selected = first
+        return first.clone()
 
     @torch.no_grad()
     def observe(self, rows, cols: slice, hidden: torch.Tensor) -> torch.Tensor | None:
@@ -130,7 +96,7 @@ class StatsInUpdate:
                                                 device=value.device)  # fmt: skip
             self.fields[name][rows, cols] = value
         inputs = self._inputs(rows, cols, stats)
-        picked = select_method(self.plan.method, self.plan.config, inputs, seed=self.seed)
+        picked = self.plan.step.select_own(inputs, step=self.step)
         self.selected[rows, cols] = picked
         self.seconds += time.perf_counter() - start
         return picked
@@ -148,9 +114,9 @@ class StatsInUpdate:
         else:
             stats = rollout_stats(self.policy, self.rollout, self.plan, self.hidden)
         plan = self.plan
-        selection = select_step(
-            plan.method, plan.config, StepInputs(self.mask, stats, self.advantages, self.tokens),
-            step=self.step, seed=plan.seeds.run, micro_batch_size=plan.batch.rows(len(self.mask))[1],
+        selection = plan.step.select(
+            StepInputs(self.mask, stats, self.advantages, self.tokens), step=self.step,
+            micro_batch_size=plan.batch.rows(len(self.mask))[1],
         )  # fmt: skip
         used = self.selected
         counts_differ = self.deferred and not torch.equal(self.counted.sum(-1), used.sum(-1))

@@ -2,10 +2,10 @@
 
     policy = PolicyContext.of(plan, model, ref_model)      # model, reference, heads, device, precision
     step = TrainingStep(plan, policy, optimizer, scheduler)
-    metrics, scored = step.run(rollout, rewards, step=k)   # advantages, statistics, selection, update
-                                                           # (one forward per row when on-policy)
-    scored = step.score(rollout, advantages, step=k)       # no update (`ict inspect --model`)
-    metrics = step.update(scored, step=k, switches=...)    # the update alone (benchmarks)
+    metrics, scored = step.train_on_rollout(rollout, rewards, step=k)
+        # advantages, statistics, selection, update (one forward per row when on-policy)
+    scored = step.select_on_rollout(rollout, advantages, step=k)   # no update (`ict inspect`)
+    metrics = step.update_on_selection(scored, step=k, switches=...)   # the update alone
 
 The native trainer (ict.train.trainer), `ict inspect --model` (ict.train.inspect) and
 benchmarks/train_step.py call it; TRL and verl run the same old-policy statistics -> select_step
@@ -22,7 +22,7 @@ import torch
 from ict.generation import Rollout
 from ict.head import LogitHead, logit_head
 from ict.loss import compute_advantages
-from ict.methods import StepInputs, StepSelection, select_step, step_metrics
+from ict.methods import StepInputs, StepSelection
 from ict.precision import PrecisionChoice
 from ict.stats import TokenStats
 from ict.train.old_policy import old_policy_pass, reference_logprobs
@@ -79,7 +79,7 @@ class ScoredBatch:
 
 class TrainingStep:
     """Steps 4-7 of a training step under `plan` for `policy`; `optimizer` and `scheduler`
-    (ict.train.schedule) are needed by `update` and `run` only."""
+    (ict.train.schedule) are needed by `update_on_selection` and `train_on_rollout` only."""
 
     def __init__(self, plan: RunPlan, policy: PolicyContext, optimizer=None, scheduler=None):
         self.plan, self.policy = plan, policy
@@ -92,20 +92,22 @@ class TrainingStep:
         )
         return advantages.to(self.policy.device), info
 
-    def score(self, rollout: Rollout, advantages: torch.Tensor, *, step: int) -> ScoredBatch:
+    def select_on_rollout(
+        self, rollout: Rollout, advantages: torch.Tensor, *, step: int
+    ) -> ScoredBatch:
         """Steps 5-6: the old policy's statistics and log-probs (no gradient) and the step's
         selection (ict.methods.select_step: the method's own, the diagnostics, the warm-up)."""
         plan, policy = self.plan, self.policy
         stats, old_logprob, ref_logprob = old_policy_pass(policy, rollout, plan)
         mask = rollout.response_mask.to(policy.device).bool()
         tokens = rollout.input_ids.to(policy.device)
-        selection = select_step(
-            plan.method, plan.config, StepInputs(mask, stats, advantages, tokens), step=step,
-            seed=plan.seeds.run, micro_batch_size=plan.batch.rows(mask.shape[0])[1],
+        selection = plan.step.select(
+            StepInputs(mask, stats, advantages, tokens), step=step,
+            micro_batch_size=plan.batch.rows(mask.shape[0])[1],
         )  # fmt: skip
         return ScoredBatch(rollout, advantages, stats, old_logprob, ref_logprob, mask, selection)
 
-    def update(
+    def update_on_selection(
         self, scored: ScoredBatch, *, step: int, switches: UpdateSwitches | None = None
     ) -> dict:
         """Step 7: the policy update on the scored batch's selection (ict.train.update);
@@ -142,7 +144,7 @@ class TrainingStep:
         )
         return scored, loss_metrics, in_update.seconds, total - in_update.seconds
 
-    def run(
+    def train_on_rollout(
         self, rollout: Rollout, rewards: torch.Tensor, *, step: int
     ) -> tuple[dict, ScoredBatch]:
         """Steps 4-7 on a rollout and its rewards [N]; returns (the step's metrics: advantages,
@@ -158,14 +160,14 @@ class TrainingStep:
             )
         else:
             t0 = time.perf_counter()
-            scored = self.score(rollout, advantages, step=step)
+            scored = self.select_on_rollout(rollout, advantages, step=step)
             stats_s = time.perf_counter() - t0
             t0 = time.perf_counter()
-            loss_metrics = self.update(scored, step=step)
+            loss_metrics = self.update_on_selection(scored, step=step)
             update_s = time.perf_counter() - t0
         metrics["time/stats_s"] = stats_s
         # the paper's diagnostics describe the method's own picks, also during the dense warm-up
-        metrics.update(step_metrics(scored.stats, scored.mask, scored.selection))
+        metrics.update(self.plan.step.metrics(scored.stats, scored.mask, scored.selection))
         metrics["dense_warmup"] = scored.selection.dense
         lr = loss_metrics.pop("lr", None)
         metrics.update(loss_metric_names(loss_metrics))

@@ -39,7 +39,6 @@ from ict.files import (
     write_atomic,
     write_json_atomic,
 )
-from ict.metrics import sorted_score_curve
 from ict.models import disable_dropout, ensure_pad_token, load_model_and_tokenizer, model_label
 from ict.report.samples import sample_records
 from ict.report.tokenmap import render_html
@@ -59,6 +58,7 @@ from ict.train.refill import Refill
 from ict.train.rollout import collect_rollout
 from ict.train.schedule import LRSchedule, make_optimizer
 from ict.train.step import PolicyContext, TrainingStep
+from ict.training_metrics import sorted_score_curve
 
 logger = logging.getLogger("ict.train")
 
@@ -239,7 +239,9 @@ class Trainer:
         cfg, plan = self.config, self.plan
         step = self.step + 1
         batch, metrics = self._rollout(step)
-        step_metrics, scored = self.step_service.run(batch.rollout, batch.rewards, step=step)
+        step_metrics, scored = self.step_service.train_on_rollout(
+            batch.rollout, batch.rewards, step=step
+        )
         self.step = step
         metrics.update(step_metrics)
         metrics.update(

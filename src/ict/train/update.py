@@ -28,8 +28,8 @@ import torch
 from ict.loss import LossConfig, policy_loss
 from ict.loss.modes import loss_mode_metrics
 from ict.loss.policy import loss_masks
-from ict.metrics import ParamChange
 from ict.train.logprobs import column_span, policy_hidden, token_logprobs_from_hidden
+from ict.training_metrics import ParamChange
 
 SUMMED_METRICS = ("loss", "pg_loss")  # partial sums over micro-batches; the rest are averages
 
@@ -98,7 +98,7 @@ def update_policy(
     update. step: the rollout batch (1-based; seeds the mini-batch shuffle, places the lr).
     Returns {metric: value, "grad_norm" (the mean over the step's updates of the pre-clip total
     gradient norm), "lr" (of the first update), "update/tokens", "update/rows_run",
-    "update/rows", "update/updates", "update/param_change_rel" (ict.metrics.ParamChange over the
+    "update/rows", "update/updates", "update/param_change_rel" (ict.training_metrics.ParamChange over the
     step's updates), and the loss mode's counts over every loss call of the step
     (ict.loss.modes.loss_mode_metrics: `loss_mode/changed_tokens`, `loss_mode/changed_rate`,
     `loss_mode/nominal_rate`; none for vanilla)}.

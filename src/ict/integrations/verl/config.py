@@ -17,7 +17,7 @@ names in LOSS_MODES). Everything else is optional; a setting left null is the me
                               # null: the method's, at most half of total_training_steps
       stapo_prob_below: 0.01  # STAPO's thresholds
       stapo_entropy_quantile: 0.05
-      seed: 0                 # the run's seed (ict.methods.selection_seed adds the step)
+      seed: 0                 # the run's seed (ict.methods.SeedStreams derive the step's)
       chunk_size: 1024        # rows of [rows x vocab] float32 scored at once on each GPU
       selector_options: {}    # e.g. {prob_below: 0.01, entropy_quantile: 0.05} for stapo
       loss_mode: null         # vanilla, clip_cov or kl_cov (Cui et al.); null: the method's
@@ -52,7 +52,7 @@ from typing import Any
 
 from ict.errors import ConfigError
 from ict.loss.options import COVARIANCE_FIELDS
-from ict.methods import MethodOptions, resolve_method, run_warmup, validate_method_options
+from ict.methods import MethodOptions, StepLayout, StepPlan, resolve_method, validate_method_options
 
 # verl loss_mode -> ict.methods method
 LOSS_MODES: dict[str, str] = {
@@ -103,12 +103,15 @@ class IctVerlConfig(MethodOptions):
         """The ict.methods.Method with this section's non-None settings (ConfigError if unknown)."""
         return resolve_method(self)
 
+    def plan(self, total_steps: int | None) -> StepPlan:
+        """The method's step in a run of `total_steps` rollout batches (verl's
+        total_training_steps), resolved once (ict.methods.StepPlan: the warm-up fitted to the run,
+        the seed streams of `seed`); verl runs no single forward."""
+        return StepPlan.resolve(self, StepLayout(total_batches=total_steps), seed=self.seed)
+
     def run_method(self, total_steps: int | None):
-        """The method that runs in a run of `total_steps` rollout batches (verl's
-        total_training_steps): its own warm-up capped at half the run (ict.methods.run_warmup)."""
-        return run_warmup(
-            self.resolved(), total_steps, explicit=self.dense_warmup_steps is not None
-        )
+        """The method that runs in a run of `total_steps` rollout batches (`plan`'s)."""
+        return self.plan(total_steps).method
 
     @property
     def selector(self) -> str:

@@ -38,10 +38,9 @@ from typing import Any
 
 import torch
 
+import ict.integrations.verl.loss as ict_loss
 from ict.errors import ConfigError
-from ict.methods import warmup_warning
 
-from . import loss as ict_loss
 from .config import IctVerlConfig, from_verl_config
 from .metrics import driver_metrics, wrap_train_batch
 from .stats import chunked_token_stats, response_rows, scatter_packed
@@ -462,22 +461,21 @@ def select_batch(
     batch_tensors: dict[str, torch.Tensor],
     spec: IctVerlConfig,
     step: int,
-    method=None,
+    plan=None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Select tokens over the whole rollout batch; returns (selected [B, R] bool, metrics).
 
     batch_tensors: response_mask, advantages, old_log_probs, responses, ict_entropy, ict_renyi2
     (and ict_js for ICT), all [B, R] in verl's padded response layout. step: verl's global step
     (1-based, one per rollout batch, as the native trainer's step and TRL's generation batch);
-    method: the run's resolved Method, its warm-up fitted (`run_plan`; default: the section's
-    method over a run of unknown length).
-    The selection, warm-up, seed and diagnostics are ict.methods.select_step's; metrics are
-    ict.methods.step_metrics under "ict/".
-    """
-    from ict.methods import StepInputs, select_step, step_metrics
+    plan: the run's ict.methods.StepPlan (`run_plan`; default: the section's over a run of
+    unknown length).
+    The selection, warm-up, seed, diagnostics and metrics are the plan's (ict.methods.StepPlan),
+    metrics under "ict/"."""
+    from ict.methods import StepInputs
     from ict.stats import TokenStats
 
-    method = method or spec.run_method(None)
+    plan = plan or spec.plan(None)
     mask = batch_tensors["response_mask"].bool()
     # a run that computed no JS has none: select_step then leaves out the diagnostics reading it
     stats = TokenStats(
@@ -488,28 +486,27 @@ def select_batch(
         kl=batch_tensors["ict_kl"] * mask if "ict_kl" in batch_tensors else None,
     )
     inputs = StepInputs(mask, stats, batch_tensors["advantages"], batch_tensors.get("responses"))
-    selection = select_step(method, spec, inputs, step=step, seed=spec.seed)
+    selection = plan.select(inputs, step=step)
     if stats.js is None:  # the metrics' js columns read 0, as before
         stats = dataclasses.replace(stats, js=torch.zeros_like(stats.entropy))
-    metrics = {f"ict/{k}": v for k, v in step_metrics(stats, mask, selection).items()}
+    metrics = {f"ict/{k}": v for k, v in plan.metrics(stats, mask, selection).items()}
     metrics["ict/selected_fraction_batch"] = metrics["ict/selected_fraction"]
     return selection.selected, metrics
 
 
 def run_plan(trainer, spec: IctVerlConfig):
-    """The method the driver `trainer` runs, resolved once per run: the `ict:` section's, its
-    warm-up fitted to verl's total_training_steps (ict.methods.run_warmup), with the warning
-    logged once when an explicit warm-up covers the whole run."""
+    """The step the driver `trainer` runs (ict.methods.StepPlan), resolved once per run from the
+    `ict:` section and verl's total_training_steps, with the warning logged once when an explicit
+    warm-up covers the whole run."""
     total = getattr(trainer, "total_training_steps", None)
     cached = getattr(trainer, "_ict_run_plan", None)
     if cached is not None and cached[0] == (spec, total):
         return cached[1]
-    method = spec.run_method(total)
-    warning = warmup_warning(method, total)
-    if warning and spec.dense_warmup_steps is not None:
-        logger.warning("%s", warning)
-    trainer._ict_run_plan = ((spec, total), method)
-    return method
+    plan = spec.plan(total)
+    if plan.warning:
+        logger.warning("%s", plan.warning)
+    trainer._ict_run_plan = ((spec, total), plan)
+    return plan
 
 
 def _wrap_update_actor(original):
@@ -524,10 +521,9 @@ def _wrap_update_actor(original):
                 "recomputed by the actor (algorithm.rollout_correction.bypass_mode=false)"
             )
         tensors = {k: batch.batch[k] for k in batch.batch.keys()}
-        method = run_plan(self, spec)
-        selected, metrics = select_batch(
-            tensors, spec, int(getattr(self, "global_steps", 0)), method
-        )
+        plan = run_plan(self, spec)
+        method = plan.method
+        selected, metrics = select_batch(tensors, spec, int(getattr(self, "global_steps", 0)), plan)
         for key in STAT_KEYS:
             if key in batch.batch.keys():
                 batch.batch.pop(key)

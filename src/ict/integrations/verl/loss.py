@@ -99,10 +99,14 @@ def settings_fields(settings: dict | None) -> dict[str, Any]:
 
 
 def local_counts(selected: Tensor, valid: Tensor, normalize_by: str) -> tuple[int, int]:
-    """(selected valid tokens, responses with a non-empty denominator) of [B, R] masks; summed
-    over DP ranks these are the mini-batch normalisers of token-mean and seq-mean-token-mean."""
-    mask, denominator, _, _ = loss_masks(valid, selected, normalize_by=normalize_by)
-    return int(mask.sum()), int((denominator.sum(-1) > 0).sum())
+    """(selected valid tokens, responses with a non-empty denominator) of [B, R] masks, from
+    ict.methods.normaliser_counts; summed over DP ranks these are the mini-batch normalisers of
+    token-mean (with normalize_by="selected") and seq-mean-token-mean."""
+    from ict.methods import normaliser_counts
+
+    tokens = normaliser_counts(valid.bool(), selected, "selected").tokens
+    rows = normaliser_counts(valid.bool(), selected, normalize_by).rows
+    return int(tokens.sum()), int(rows.sum())
 
 
 # verl 0.9.1 calls a registered policy loss with log-probs, advantages, the mask, the agg mode and

@@ -1,11 +1,11 @@
 """The per-step metrics every engine logs, on verl, under the same keys: `grad_norm`,
 `update/param_change_rel`, `clip_fraction`, `zero_variance_share` and the loss mode's
-`loss_mode/changed_tokens`, `loss_mode/changed_rate`, `loss_mode/nominal_rate` (ict.metrics,
+`loss_mode/changed_tokens`, `loss_mode/changed_rate`, `loss_mode/nominal_rate` (ict.training_metrics,
 ict.loss.modes).
 
 Worker side, `wrap_train_batch` (around the engine's `train_batch`, one update of one mini-batch;
 only for batches that carry an ict selection): at the step's first update a snapshot of the
-parameters (ict.metrics.ParamChange), and that update runs on-policy (loss.on_policy: its old
+parameters (ict.training_metrics.ParamChange), and that update runs on-policy (loss.on_policy: its old
 log-probs are the update pass's own, as on the native trainer and TRL); after its last update
 (the mini-batch on which verl sets `update_lr_scheduler`) the relative change of the weights, the
 clip fraction and the loss mode's counts over every loss call of the step
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import loss as ict_loss
+import ict.integrations.verl.loss as ict_loss
 
 _CHANGE_ATTR = "_ict_param_change"
 STEP_KEYS = ("update/param_change_rel", "clip_fraction", "loss_mode/changed_tokens",
@@ -58,7 +58,7 @@ def wrap_train_batch(original):
     """The engine's `train_batch`: the step's first update on-policy, and the step's
     `update/param_change_rel`, `clip_fraction` and `loss_mode/*` added to the metrics of its last
     mini-batch (module docstring)."""
-    from ict.metrics import ParamChange
+    from ict.training_metrics import ParamChange
 
     @functools.wraps(original)
     def train_batch(self, data, loss_function):

@@ -1,4 +1,5 @@
-"""Per-step token metrics, one implementation for the native trainer, TRL and verl.
+"""A training step's token metrics, one implementation for the native trainer, TRL and verl (the
+evaluations' pass@k is ict.eval.metrics).
 
     token_metrics(stats, mask, selected, selections) -> {"valid/entropy": ..., "selected/js": ...,
         "selected_fraction": ..., "by_selector/ict/fraction": ..., "paper/collapse_share": ..., ...}

@@ -1,44 +1,34 @@
 """One forward per micro-batch for `ICTGRPOTrainer` when the update is on-policy (issue 31).
 
-The two-pass path (ict.integrations.trl) runs a no-grad forward of the policy at generation time
-for ict's token statistics, then TRL's loss runs another forward. When a generation batch feeds
-exactly one optimizer step (train mode, `num_iterations == 1`, `steps_per_generation ==
+The two-pass path runs a no-grad forward of the policy at generation time for ict's token
+statistics, then TRL's loss runs another forward. When a generation batch feeds exactly one
+optimizer step (train mode, `num_iterations == 1`, `steps_per_generation ==
 gradient_accumulation_steps`), the policy of the loss forward is the policy that generated the
 batch, so the statistics can come from the loss forward itself: a forward hook on the backbone
 keeps the final hidden states (the fused LM head's input), and `ict_stats_from_hidden` computes
-H, H2, log p(y) and the score from them, detached. `one_forward_plan` decides, once at set-up,
-whether a run can do that and, if not, why; the helpers below are what the trainer needs for it.
-
-When the selection is known before a micro-batch's loss:
-- the method's selection reads no statistics (every, uniform: GRPO, the random controls,
-  clip_cov, kl_cov, entropy_bonus) or the step is in the dense warm-up: it is made up front on
-  the whole generation batch, exactly as the two-pass path makes it; the statistics then only
-  feed the metrics;
-- or the selection is a per-row top-`ratio` of a score that depends only on the row and its
-  group (ict.methods.selection_in_forward, the rule the native trainer uses too): it is made on
-  each micro-batch, which holds whole groups (`regroup`), and equals the whole-batch selection
-  row by row (top-k ties break by position inside the row). Its loss normaliser is known up
-  front from the count rule (ict.select.topk.count_rule_mask).
-Anything else (a global top-k by a score, STAPO's batch quantile, the batch-mean or
-reference-policy reference) keeps the two-pass path.
+H, H2, log p(y) and the score from them, detached. Whether a run can, and if not why, is
+decided once by ict.methods.StepPlan (ict.methods.one_forward_off) from TRL's layout
+(`trl_layout`: TRL's own reasons); the plan also says when the selection is made: up front on the
+whole generation batch (no statistic read, or the warm-up), or per micro-batch of whole groups
+(`regroup`) for a per-row top-k, its normaliser set up front from the per-row counts
+(`StepPlan.before_statistics`).
 
 Several processes change nothing of this: each holds whole groups (a group reference is checked
-at set-up, ict.integrations.trl.check_whole_groups), a per-row selection reads its own rows only,
-an up-front one is the two-pass path's call, and the normaliser counts and the metrics are reduced
-over the processes at the same points as on the two-pass path (every process runs the same number
-of micro-batches), so the step is the two-pass step (tests/integrations/test_trl_distributed.py).
+at set-up, ict.integrations.trl.stats.check_whole_groups), a per-row selection reads its own
+rows only, an up-front one is the two-pass path's call, and the normaliser counts and the
+metrics are reduced over the processes at the same points as on the two-pass path, so the step
+is the two-pass step (tests/integrations/test_trl_distributed.py).
 """
 
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from ict.methods.step import LOCAL_REFERENCES, selection_in_forward
-from ict.select.topk import count_rule_mask
+from ict.integrations.trl.loss import TRL_MODEL_KWARGS
+from ict.methods import StepInputs, StepLayout
 from ict.stats import STAT_FIELDS
 
 # TRL loss types whose sum over an optimizer step's equal-sized micro-batches does not depend on
@@ -47,68 +37,60 @@ from ict.stats import STAT_FIELDS
 PARTITION_FREE_LOSSES = ("grpo", "sapo", "dr_grpo", "dapo", "cispo", "vespo", "luspo")
 
 
-@dataclass(frozen=True)
-class OneForwardPlan:
-    """Whether the loss forward also gives ict's statistics (`on`), why not (`reason`, "" when
-    on), whether the selection is made per micro-batch from them (`per_micro_batch`; else up
-    front, statistics for the metrics only) and whether TRL's shuffled micro-batches are
-    regrouped into whole groups (`regroup`: more than one micro-batch per generation batch)."""
-
-    on: bool
-    reason: str = ""
-    per_micro_batch: bool = False
-    regroup: bool = False
-
-
-def _off(reason: str) -> OneForwardPlan:
-    return OneForwardPlan(False, reason)
-
-
-def one_forward_plan(
-    args, method, *, num_iterations: int, group_size: int, multimodal: bool
-) -> OneForwardPlan:
-    """The plan for an ICTGRPOConfig `args` running the resolved `method` (ict.methods.Method).
-    The first reason that rules the single forward out wins (see the module docstring); the
-    number of processes is none of them."""
+def trl_layout(
+    args,
+    method,
+    *,
+    total_batches,
+    num_iterations: int,
+    group_size: int,
+    processes: int,
+    multimodal: bool,
+) -> StepLayout:
+    """TRL's layout of the step (ict.methods.StepLayout) for an ICTGRPOConfig `args` running the
+    resolved `method`: `total_batches` generation batches of steps_per_generation micro-batches on
+    `processes` processes, the statistics of each micro-batch from its own forward, and TRL's own
+    reasons against the single forward (off, off-policy, a multimodal model; with several
+    micro-batches, whatever makes the rows' split into micro-batches matter)."""
     spg, ga = args.steps_per_generation, args.gradient_accumulation_steps
+    engine_off = None
     if not args.one_forward:
-        return _off("one_forward=False: the statistics forward runs (two-pass path)")
-    if num_iterations != 1 or spg != ga:
-        return _off(
+        engine_off = "one_forward=False: the statistics forward runs (two-pass path)"
+    elif num_iterations != 1 or spg != ga:
+        engine_off = (
             f"off-policy: num_iterations={num_iterations}, steps_per_generation={spg}, "
             f"gradient_accumulation_steps={ga} (one optimizer step per generation batch needs "
             "num_iterations=1 and steps_per_generation == gradient_accumulation_steps)"
         )
-    if multimodal:
-        return _off("a multimodal model (its batches carry images that are not regrouped)")
-    when, why = selection_in_forward(method, args.granularity)
-    if when == "whole_batch":
-        return _off(why)
-    if method.reference not in LOCAL_REFERENCES:  # the statistics of the metrics, per micro-batch
-        return _off(
-            f"reference={method.reference!r} spans the generation batch (a micro-batch has "
-            f"{', '.join(LOCAL_REFERENCES)})"
+    elif multimodal:
+        engine_off = "a multimodal model (its batches carry images that are not regrouped)"
+    return StepLayout(
+        total_batches=total_batches, micro_batches=spg, processes=processes,
+        engine_off=engine_off, stats_per_micro_batch=True,
+        split_off=_split_off(args, method, group_size) if spg > 1 else None,
+    )  # fmt: skip
+
+
+def _split_off(args, method, group_size: int) -> str | None:
+    """Why TRL's micro-batches, regrouped into whole groups in generation order (`regroup`),
+    would not give the step that the two-pass path gives (None: they would)."""
+    if method.scope == "micro_batch":
+        return "scope='micro_batch' selects inside TRL's own (shuffled) micro-batches"
+    if args.per_device_train_batch_size % group_size:
+        return (
+            f"per_device_train_batch_size={args.per_device_train_batch_size} is not a "
+            f"multiple of num_generations={group_size}: a micro-batch cannot hold whole groups"
         )
-    regroup = spg > 1
-    if regroup:
-        if method.scope == "micro_batch":
-            return _off("scope='micro_batch' selects inside TRL's own (shuffled) micro-batches")
-        if args.per_device_train_batch_size % group_size:
-            return _off(
-                f"per_device_train_batch_size={args.per_device_train_batch_size} is not a "
-                f"multiple of num_generations={group_size}: a micro-batch cannot hold whole groups"
-            )
-        dependent = [
-            (method.loss_mode != "vanilla", f"loss_mode={method.loss_mode!r} (per micro-batch)"),
-            (args.loss_type not in PARTITION_FREE_LOSSES, f"loss_type={args.loss_type!r}"),
-            (args.use_adaptive_entropy, "TRL's adaptive entropy bonus (per micro-batch)"),
-            (args.top_entropy_quantile < 1.0, "TRL's top_entropy_quantile (per micro-batch)"),
-        ]
-        for bad, what in dependent:
-            if bad:
-                return _off(f"{what} depends on how the rows are split into micro-batches")
-    per_micro_batch = when == "per_micro_batch"
-    return OneForwardPlan(True, "", per_micro_batch=per_micro_batch, regroup=regroup)
+    dependent = [
+        (method.loss_mode != "vanilla", f"loss_mode={method.loss_mode!r} (per micro-batch)"),
+        (args.loss_type not in PARTITION_FREE_LOSSES, f"loss_type={args.loss_type!r}"),
+        (args.use_adaptive_entropy, "TRL's adaptive entropy bonus (per micro-batch)"),
+        (args.top_entropy_quantile < 1.0, "TRL's top_entropy_quantile (per micro-batch)"),
+    ]
+    for bad, what in dependent:
+        if bad:
+            return f"{what} depends on how the rows are split into micro-batches"
+    return None
 
 
 def _take(value, index: Tensor):
@@ -161,7 +143,7 @@ def captured_hidden(backbone: torch.nn.Module):
 
 
 class OneForwardSteps:
-    """The trainer side (mixed into ICTGRPOTrainer, which provides `ict_token_stats`,
+    """The trainer side (mixed into ICTGRPOTrainer, which provides `ict_plan`, `ict_token_stats`,
     `_ict_set_normalisers`, `_ict_log`, ...). Per generation batch: `_ict_prepare_one_forward`
     (in `_prepare_inputs`) selects up front what can be, and sets the normalisers; per
     micro-batch: `_ict_one_forward_inputs` (first thing in `_compute_loss`) runs the loss forward
@@ -187,45 +169,35 @@ class OneForwardSteps:
         return base.base_model
 
     def _ict_prepare_one_forward(self, chunks: list[dict]) -> None:
-        """A new generation batch's micro-batches `chunks` (whole groups each): the selection
-        where it needs no statistics (or the warm-up's: every valid token), else the per-row
-        count rule for the normalisers; marks each micro-batch for `_ict_one_forward_inputs`."""
-        from ict.methods import StepInputs, is_dense, select_method, selection_seed
-
-        method = self.ict_run_method()
-        step = self.ict_rollout_batch()
+        """A new generation batch's micro-batches `chunks` (whole groups each): the plan's
+        selection before the statistics (ict.methods.StepPlan.before_statistics: the warm-up's
+        every valid token, or a selection that reads no statistic, on the whole batch in
+        generation order as the two-pass path makes it; or, for a per-row top-k made per
+        micro-batch, its per-row counts) and the normalisers from it; marks each micro-batch for
+        `_ict_one_forward_inputs`."""
+        plan, step = self.ict_plan, self.ict_rollout_batch()
         valid = [self._valid_mask(c) for c in chunks]
-        if is_dense(method, step):
-            counts = valid
-            for c, v in zip(chunks, valid, strict=True):
-                c["ict_selected"] = v
-        elif self.ict_one_forward_plan.per_micro_batch:  # selected in _ict_one_forward_inputs
-            counts = [count_rule_mask(v, method.ratio) for v in valid]
-        else:  # needs no statistics: the whole generation batch's selection, as the two-pass path
-            rows = torch.cat([c["ict_row"] for c in chunks])
-            order = torch.argsort(rows)
-            inputs = StepInputs(
-                torch.cat(valid)[order], None, torch.cat([c["advantages"] for c in chunks])[order],
-                torch.cat([c["completion_ids"] for c in chunks])[order],
-            )  # fmt: skip
-            seed = selection_seed(self.args.seed, step)
-            selected = select_method(method, self.args, inputs, seed=seed)[torch.argsort(order)]
-            counts = list(selected.split([v.size(0) for v in valid]))
-            for c, s in zip(chunks, counts, strict=True):
-                c["ict_selected"] = s
-        self._ict_set_normalisers(chunks, method, "train", selected=counts)
-        for c in chunks:
+        order = torch.argsort(torch.cat([c["ict_row"] for c in chunks]))
+        inputs = StepInputs(
+            torch.cat(valid)[order], None, torch.cat([c["advantages"] for c in chunks])[order],
+            torch.cat([c["completion_ids"] for c in chunks])[order],
+        )  # fmt: skip
+        first, deferred = plan.before_statistics(inputs, step=step)
+        parts = first[torch.argsort(order)].split([v.size(0) for v in valid])
+        for c, part in zip(chunks, parts, strict=True):
+            if not deferred:  # else selected per micro-batch in _ict_one_forward_inputs
+                c["ict_selected"] = part
             c["ict_one_forward"] = True
+        counts = [plan.counts(v, part) for v, part in zip(valid, parts, strict=True)]
+        self._ict_set_normalisers(chunks, counts, "train")
         self._ict_pending = []
-        self._ict_batch = {"method": method, "step": step, "micro_batches": len(chunks)}
+        self._ict_batch = {"step": step, "micro_batches": len(chunks)}
 
     def _ict_one_forward_inputs(self, model, inputs: dict) -> dict:
         """One micro-batch: the loss forward (kept for the loss), ict's statistics from its
         final hidden states (detached), the per-row selection if deferred. Adds `ict_<stat>` and
         `ict_selected` to `inputs` (in place) and returns it; logs the metrics after the
         generation batch's last micro-batch."""
-        from ict.methods import StepInputs, select_method, selection_seed
-
         prompt_ids, completion_ids = inputs["prompt_ids"], inputs["completion_ids"]
         input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
         attention_mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
@@ -234,7 +206,7 @@ class OneForwardSteps:
             out = self._get_per_token_logps_and_entropies(
                 model, input_ids, attention_mask, completion_ids.size(1), compute_entropy=True,
                 compute_aux_loss=self.aux_loss_enabled,
-                **{k: inputs.get(k) for k in self._ICT_MODEL_KWARGS},
+                **{k: inputs.get(k) for k in TRL_MODEL_KWARGS},
             )  # fmt: skip
         if len(hidden) == 0:
             raise RuntimeError(
@@ -251,13 +223,13 @@ class OneForwardSteps:
         # in place: the micro-batch TRL buffered holds its statistics and selection from here on
         inputs.update({f"ict_{f}": getattr(stats, f) for f in STAT_FIELDS})
         if "ict_selected" not in inputs:
-            method, step = self._ict_batch["method"], self._ict_batch["step"]
+            plan, step = self.ict_plan, self._ict_batch["step"]
             step_inputs = StepInputs(valid, stats, inputs["advantages"], completion_ids)
-            seed = selection_seed(self.args.seed, step)
-            selected = select_method(method, self.args, step_inputs, seed=seed)
-            if not torch.equal(selected.sum(1), count_rule_mask(valid, method.ratio).sum(1)):
+            selected = plan.select_own(step_inputs, step=step)
+            counted, _ = plan.before_statistics(step_inputs, step=step)
+            if not torch.equal(selected.sum(1), counted.sum(1)):
                 raise RuntimeError(
-                    f"ICTGRPOTrainer: method {method.name!r} kept other than keep_count(n, "
+                    f"ICTGRPOTrainer: method {plan.method.name!r} kept other than keep_count(n, "
                     "ratio) tokens of a row, so the normaliser set up front is wrong; set "
                     "one_forward=False in ICTGRPOConfig"
                 )
@@ -270,23 +242,20 @@ class OneForwardSteps:
     def _ict_log_one_forward(self) -> None:
         """The generation batch's statistics metrics (ict.methods.step_metrics, the two-pass
         path's keys), from every micro-batch's statistics in generation order; the selection the
-        micro-batches used must be `select_step`'s on the whole batch (checked)."""
-        from ict.methods import StepInputs, select_step
-
+        micro-batches used must be the plan's step on the whole batch (checked)."""
         chunks, batch = self._ict_pending, self._ict_batch
         self._ict_pending = None
         order, stats, valid, advantages, tokens = self._ict_in_order(chunks)
         used = torch.cat([c["ict_selected"] for c in chunks])[order]
-        selection = select_step(
-            batch["method"], self.args, StepInputs(valid, stats, advantages, tokens),
-            step=batch["step"], seed=self.args.seed,
-        )  # fmt: skip
-        if not torch.equal(selection.selected, used.bool()):
+        result = self.ict_plan.step(
+            stats, valid, advantages, tokens, step=batch["step"], gather=self._ict_gather
+        )
+        if not torch.equal(result.selection.selected, used.bool()):
             raise RuntimeError(
                 "ICTGRPOTrainer: the micro-batches' selection differs from the whole generation "
                 "batch's; set one_forward=False in ICTGRPOConfig"
             )
-        self._ict_log("train", stats, valid, selection)
+        self._ict_log("train", result.metrics)
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, *args, **kwargs):
         """TRL's, or the result of the forward `_ict_one_forward_inputs` just ran on the same
@@ -300,10 +269,9 @@ class OneForwardSteps:
 
 
 __all__ = [
-    "OneForwardPlan",
     "OneForwardSteps",
     "PARTITION_FREE_LOSSES",
     "captured_hidden",
-    "one_forward_plan",
     "regroup",
+    "trl_layout",
 ]
