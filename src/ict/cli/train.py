@@ -188,9 +188,11 @@ def run(args: argparse.Namespace) -> int:
 
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     config, resume = resolve_config(args)
+    from ict.models import check_model_path
     from ict.train.outputs import check_report_to
 
-    check_report_to(config.report_to)  # one line, before torch, the task or the model load
+    check_report_to(config.report_to, config.wandb_mode)  # before torch, the task or the model
+    check_model_path(config.model)  # a mistyped local path: at once, not tried as a hub id
     verbose = getattr(args, "verbose", False)
     from tqdm.contrib.logging import logging_redirect_tqdm
 

@@ -105,7 +105,7 @@ class Trainer:
         sampler_factory=None,
         data_dir=None,
     ):
-        check_report_to(config.report_to)  # a missing logger package: before any task or model
+        check_report_to(config.report_to, config.wandb_mode)  # before any task or model
         self.plan = plan = RunPlan.from_config(config)  # the run, resolved once
         self.chosen = config  # as given: config.yaml records it apart from what the method implied
         config = self.config = plan.config  # the method's settings explicit
