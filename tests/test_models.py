@@ -111,8 +111,10 @@ def test_the_embedded_model_trains_in_transformers(tmp_path):
     validate_quantization_for_training(model)
     saved, tok = load_model_and_tokenizer(save_embedded(tmp_path / "smollm2"))
     assert tok.chat_template and not saved.is_quantized
-    for (name, a), (_, b) in zip(model.state_dict().items(), saved.state_dict().items()):
-        assert torch.equal(a, b), name
+    before, after = model.state_dict(), saved.state_dict()
+    assert before.keys() == after.keys()
+    for name, value in before.items():
+        assert torch.equal(value, after[name]), name
 
 
 def test_check_model_path_rules(tmp_path, monkeypatch):
