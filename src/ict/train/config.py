@@ -244,8 +244,8 @@ class TrainConfig(MethodOptions):
     report_to: str = _f(
         "none",
         "run",
-        "extra logger: none | tensorboard (pip install 'ict[tensorboard]') | wandb "
-        "(pip install 'ict[wandb]'); scalars each step, plots and token map at the end",
+        "extra logger: none | tensorboard (pip install -e '.[tensorboard]') | wandb "
+        "(pip install -e '.[wandb]'); scalars each step, plots and token map at the end",
     )
     run_name: str | None = _f(
         None, "run", "the run's name in the logger (none = the run directory's name)"
