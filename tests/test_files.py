@@ -13,7 +13,9 @@ from ict.files import (
     append_jsonl,
     latest_checkpoint,
     list_checkpoints,
+    load_json,
     read_jsonl,
+    replace_atomic,
     truncate_jsonl,
     write_atomic,
     write_json_atomic,
@@ -51,6 +53,50 @@ def test_interrupted_write_leaves_the_old_content_and_no_temp(tmp_path, monkeypa
         write_atomic(fresh, "x")
     monkeypatch.undo()
     assert not fresh.exists() and os.listdir(tmp_path) == ["f.json"]
+
+
+@pytest.fixture
+def umask():
+    """Set the process umask for a test (restored after)."""
+    old = os.umask(0o022)
+    yield os.umask
+    os.umask(old)
+
+
+@pytest.mark.parametrize(("mask", "mode"), [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
+def test_written_files_get_the_mode_the_umask_gives(tmp_path, umask, mask, mode):
+    """What ict.files writes is shareable as any file the user writes (not tempfile's 0600)."""
+    umask(mask)
+    write_atomic(tmp_path / "a.txt", "x")
+    write_json_atomic(tmp_path / "b.json", {"x": 1})
+    write_jsonl_atomic(tmp_path / "c.jsonl", [{"x": 1}])
+    append_jsonl(tmp_path / "d.jsonl", {"x": 1})
+    with JsonlWriter(tmp_path / "e.jsonl") as writer:
+        writer.write({"x": 1})
+    write_atomic(tmp_path / "a.txt", "rewritten")  # a replaced file too
+    modes = {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()}
+    assert modes == dict.fromkeys(["a.txt", "b.json", "c.jsonl", "d.jsonl", "e.jsonl"], mode)
+
+
+def test_replace_atomic_puts_a_directory_in_place(tmp_path):
+    final, tmp = tmp_path / "ckpt", tmp_path / ".tmp_ckpt"
+    final.mkdir()
+    (final / "old.bin").write_text("old")
+    tmp.mkdir()
+    (tmp / "new.bin").write_text("new")
+    replace_atomic(tmp, final)
+    assert sorted(os.listdir(tmp_path)) == ["ckpt"] and os.listdir(final) == ["new.bin"]
+
+
+def test_load_json_names_the_file(tmp_path):
+    path = tmp_path / "info.json"
+    with pytest.raises(DataError, match="info.json does not exist"):
+        load_json(path)
+    path.write_text('{"a": ')
+    with pytest.raises(DataError, match="info.json is not valid JSON"):
+        load_json(path)
+    path.write_text('{"a": 1}')
+    assert load_json(path) == {"a": 1}
 
 
 def test_write_json_atomic_defaults_and_kwargs(tmp_path):

@@ -2,6 +2,9 @@
 
 Quick offline check (tiny random model, synthetic arithmetic, CPU, seconds):
     python examples/trl/train_ict.py --quick
+The same on ict's embedded SmolLM2-135M-Instruct (no hub: `--model smollm2-135m-instruct` is the
+model `ict.models.load_model_and_tokenizer()` returns, an ordinary transformers model):
+    python examples/trl/train_ict.py --quick --model smollm2-135m-instruct
 
 Real run (Qwen2.5, GSM8K), one GPU or many (see docs/engines/trl.md):
     accelerate launch --config_file examples/trl/configs/ddp.yaml examples/trl/train_ict.py \
@@ -22,8 +25,10 @@ import re
 
 from ict.integrations.trl import ICTGRPOConfig as GRPOConfig
 from ict.integrations.trl import ICTGRPOTrainer as GRPOTrainer
+from ict.models import EMBEDDED_DEFAULT, load_model_and_tokenizer
 
 SYSTEM = "Solve the problem. Put the final number after 'Answer:'."
+DEFAULT_MODEL = "Qwen/Qwen2.5-1.5B-Instruct"
 
 
 def last_number(text: str) -> str | None:
@@ -84,7 +89,12 @@ def main(argv=None):
     p.add_argument(
         "--quick", action="store_true", help="tiny offline model and data, CPU, a few steps"
     )
-    p.add_argument("--model", default="Qwen/Qwen2.5-1.5B-Instruct")
+    p.add_argument(
+        "--model",
+        default=None,
+        help=f"hub id or local model / ict run directory (default {DEFAULT_MODEL}; with --quick a "
+        f"tiny random model); {EMBEDDED_DEFAULT} = ict's embedded SmolLM2, no download",
+    )
     from ict.loss.options import LOSS_MODES
     from ict.methods import available_methods
 
@@ -136,7 +146,10 @@ def main(argv=None):
     if a.quick:
         from ict.testing import tiny_model_and_tokenizer
 
-        model, tokenizer = tiny_model_and_tokenizer(seed=a.seed)
+        if a.model is None:
+            model, tokenizer = tiny_model_and_tokenizer(seed=a.seed)
+        else:  # the embedded SmolLM2, a local directory or a hub id, loaded by ict.models
+            model, tokenizer = load_model_and_tokenizer(a.model)
         dataset = synthetic_dataset(64, a.seed)
         args = GRPOConfig(
             **common, **precision_kwargs(a.autocast, "cpu"),
@@ -147,9 +160,11 @@ def main(argv=None):
     else:
         import torch
 
-        model, tokenizer, dataset = a.model, None, gsm8k_dataset()
+        model, tokenizer, dataset = a.model or DEFAULT_MODEL, None, gsm8k_dataset()
         precision = precision_kwargs(a.autocast, "cuda" if torch.cuda.is_available() else "cpu")
         dtype = "bfloat16" if precision["bf16"] else "float32"  # fp16 AMP needs float32 weights
+        if model.lower() == EMBEDDED_DEFAULT:  # ict's embedded SmolLM2: a model object, no hub
+            model, tokenizer = load_model_and_tokenizer(None, dtype=getattr(torch, dtype))
         args = GRPOConfig(
             **common, dense_warmup_steps=a.dense_warmup_steps, max_steps=a.max_steps, per_device_train_batch_size=a.per_device_batch,
             gradient_accumulation_steps=a.grad_accum, num_generations=a.num_generations,

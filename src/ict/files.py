@@ -3,8 +3,10 @@
 Each rule is written once, here; train, eval, report and compare import it.
 
 Atomic writes. `write_atomic` writes to a temp file in the target's directory, flushes and fsyncs
-it, then `os.replace`s it over the target: a reader (or a run killed at any moment) sees the old
-content or the new one, never part of one, and a failed write removes its temp file.
+it, then `replace_atomic` renames it over the target: a reader (or a run killed at any moment)
+sees the old content or the new one, never part of one, and a failed write removes its temp file.
+Checkpoints and warm starts, whole directories, are written to a temp directory and put in place
+by the same `replace_atomic`. Files get the mode an ordinary open gives (0644 under umask 0022).
 
 JSON lines. One JSON object per line; a record is committed by the newline written with it.
 `read_jsonl` policy: blank lines are skipped; the LAST line is a crash's torn write when it has
@@ -30,7 +32,8 @@ import logging
 import math
 import os
 import re
-import tempfile
+import secrets
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -47,21 +50,51 @@ _STEP_DIR = re.compile(r"step_(\d+)")
 
 # ---- atomic writes ---------------------------------------------------------------------------
 def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
-    """Replace `path` by `data` (str is UTF-8 encoded) so that readers see the old or new file."""
+    """Replace `path` by `data` (str is UTF-8 encoded) so that readers see the old or new file.
+
+    The file gets the mode an ordinary `open(path, "w")` gives (0666 less the process umask:
+    0644 under umask 0022), so a team can share a run directory."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = _create_temp(path)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        replace_atomic(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
-    _fsync_dir(path.parent)
+
+
+def _create_temp(path: Path) -> tuple[int, Path]:
+    """(fd, name) of a new temp file next to `path`, created with mode 0666 less the umask (what
+    tempfile.mkstemp would make 0600)."""
+    for _ in range(100):
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_BINARY, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temp file name next to {path}")
+
+
+_O_BINARY = getattr(os, "O_BINARY", 0)  # Windows: no newline translation
+
+
+def replace_atomic(tmp: str | os.PathLike, final: str | os.PathLike) -> None:
+    """Put the finished `tmp` (a file or a directory, in `final`'s folder) in place of `final`
+    with one rename, and make the rename durable: readers see the old `final` or the new one,
+    never part of one. The one rename of every crash-safe write (write_atomic, checkpoints, warm
+    starts). A directory `final` that exists is removed first (a rename cannot replace a
+    non-empty directory), so a crash between the two leaves no `final`, never a partial one."""
+    tmp, final = Path(tmp), Path(final)
+    if tmp.is_dir() and final.is_dir():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    _fsync_dir(final.parent)
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -91,6 +124,18 @@ def read_json(path: str | os.PathLike) -> Any:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+
+
+def load_json(path: str | os.PathLike) -> Any:
+    """The JSON value saved at `path`, which must be there: a missing file or one that does not
+    parse is a DataError naming the file (a record that a run or report needs)."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(f"{path} does not exist") from None
+    except ValueError as err:
+        raise DataError(f"{path} is not valid JSON ({err}); remove it or write it again") from None
 
 
 # ---- JSON lines ------------------------------------------------------------------------------

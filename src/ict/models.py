@@ -51,8 +51,27 @@ def resolve_checkpoint_dir(path: Path) -> Path | None:
 
 
 def _looks_like_local_path(name: str) -> bool:
-    """Hub ids look like "name" or "org/name"; anything else is meant as a local path."""
-    return name.startswith((".", "/", "~")) or name.count("/") > 1
+    """Whether `name` is meant as a local path, not a hub id ("name" or "org/name"): it starts
+    with `.`, `/`, `~` or `runs/`, holds a backslash or more than one `/`, or its parent folder
+    exists here (`runs/x`, `models/x` when `models/` does)."""
+    if name.startswith((".", "/", "~", "runs/")) or "\\" in name or name.count("/") > 1:
+        return True
+    parent = Path(name).expanduser().parent
+    return str(parent) not in ("", ".") and parent.is_dir()
+
+
+def check_model_path(name: str | os.PathLike | None, *, flag: str = "--model") -> None:
+    """Raise ModelLoadError (one line) when `name` looks like a local path and does not exist:
+    refused at once, before anything is loaded, instead of being tried as a hub id. None (the
+    embedded default), existing paths and hub ids pass."""
+    if name is None or str(name).lower() == EMBEDDED_DEFAULT:
+        return
+    text = str(name)
+    if not Path(text).expanduser().exists() and _looks_like_local_path(text):
+        raise ModelLoadError(
+            f"{flag} {text} does not exist; pass an existing model or run directory, or a hub "
+            "id (org/name)"
+        )
 
 
 def ensure_pad_token(tokenizer) -> None:
@@ -75,17 +94,28 @@ def ensure_pad_token(tokenizer) -> None:
 
 
 def drop_gguf_marker(model) -> None:
-    """Forget that a model came from a GGUF file.
+    """Make a model de-quantised from a GGUF file an ordinary trainable model.
 
-    transformers dequantises GGUF weights to float tensors but keeps the GGUF quantizer on the
-    model, which makes `save_pretrained` refuse to save it; the weights themselves are unchanged.
+    transformers de-quantises GGUF weights to float tensors but keeps the GGUF quantizer on the
+    model: `model.is_quantized` stays true, which transformers' Trainer (and so TRL's) refuses to
+    fine-tune, and `save_pretrained` refuses to save it. The weights themselves are plain floats,
+    so the quantizer state is removed with the quantizer's own `remove_quantization_config`
+    (what transformers does for a de-quantised model): no `hf_quantizer`, no
+    `quantization_method`, no `config.quantization_config`, `is_quantized` false.
     """
     quantizer = getattr(model, "hf_quantizer", None)
     method = getattr(getattr(quantizer, "quantization_config", None), "quant_method", "")
-    if quantizer is not None and "gguf" in str(getattr(method, "value", method)).lower():
-        model.hf_quantizer = None
-        if hasattr(model.config, "quantization_config"):
-            del model.config.quantization_config
+    if quantizer is None or "gguf" not in str(getattr(method, "value", method)).lower():
+        return
+    if hasattr(quantizer, "remove_quantization_config"):
+        quantizer.remove_quantization_config(model)
+    for name in ("hf_quantizer", "quantization_method"):  # older transformers: by hand
+        if name in vars(model):
+            delattr(model, name)
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    if "is_quantized" in vars(model):
+        model.is_quantized = False
 
 
 def load_model_and_tokenizer(
@@ -143,6 +173,18 @@ def load_model_and_tokenizer(
     model.to(device)
     model.eval()
     return model, tokenizer
+
+
+def save_embedded(directory: str | os.PathLike, *, dtype=None) -> Path:
+    """Write the embedded SmolLM2-135M-Instruct as an ordinary Hugging Face model directory
+    (safetensors weights, config, tokenizer) and return its path: for engines that take a model
+    path, not a model object (verl's `actor_rollout_ref.model.path`, `--model` of
+    examples/trl/train_ict.py). Needs no hub."""
+    model, tokenizer = load_model_and_tokenizer(None, dtype=dtype)
+    directory = Path(directory)
+    model.save_pretrained(directory, safe_serialization=True)
+    tokenizer.save_pretrained(directory)
+    return directory
 
 
 EMBEDDED_MODEL_LABEL = "smollm2-135m-instruct (embedded GGUF)"

@@ -40,7 +40,7 @@ def test_cli_refuses_a_missing_logger_before_loading_anything(kind, tmp_path):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, lines
     assert f"--report-to {kind} needs the {kind} package" in lines[0]
-    assert f"pip install 'ict[{kind}]'" in lines[0]
+    assert f'pip install -e ".[{kind}]"' in lines[0]
     assert "HEAVY []" in done.stdout  # no model (transformers) and no task (reasoning-gym) loaded
     assert not out.exists()  # no half-made run directory
 
@@ -55,7 +55,7 @@ def test_trainer_checks_before_the_task_loads(monkeypatch, tmp_path):
     monkeypatch.setattr(trainer_module, "load_problems", no_task)
     monkeypatch.setitem(sys.modules, "wandb", None)
     config = TrainConfig(report_to="wandb", output_dir=str(tmp_path / "run"))
-    with pytest.raises(ConfigError, match=r"pip install 'ict\[wandb\]'"):
+    with pytest.raises(ConfigError, match=r'pip install -e "\.\[wandb\]"'):
         Trainer(config)
     assert not (tmp_path / "run").exists()
 
@@ -189,3 +189,30 @@ def test_wandb_mode_is_not_forced(tmp_path, monkeypatch):
     logger.log({"reward/mean": 0.5}, 1)
     logger.close()
     assert not (tmp_path / "run-b" / "wandb").exists()  # disabled writes nothing
+
+
+def test_a_resumed_run_continues_its_wandb_run(tmp_path, monkeypatch):
+    """The W&B run id is kept in the run directory: a second logger on the same directory (a
+    resume) continues that W&B run, a logger on another directory starts its own (offline)."""
+    pytest.importorskip("wandb")
+    import wandb
+
+    from ict.train.outputs import WANDB_ID_FILE
+
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    run_dir = tmp_path / "run"
+    ids = []
+    for step in (1, 2):  # the first session, then the resumed one
+        logger = ExternalLogger("wandb", run_dir, {}, mode="offline")
+        ids.append(logger._wandb.id)
+        logger.log({"reward/mean": 0.5}, step)
+        logger.close()
+    other = ExternalLogger("wandb", tmp_path / "other", {}, mode="offline")
+    other_id = other._wandb.id
+    other.close()
+    wandb.teardown()
+    assert ids[0] == ids[1] == (run_dir / WANDB_ID_FILE).read_text().strip()
+    assert other_id != ids[0]
+    sessions = sorted((run_dir / "wandb").glob("offline-run-*"))
+    assert len(sessions) == 2 and all(f"-{ids[0]}" in p.name for p in sessions)  # same id

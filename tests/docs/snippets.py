@@ -15,8 +15,11 @@ Other languages (text, yaml, json, ...) are not code to run; a block with no inf
 not start with a command (the test asks for a label).
 
 Tiny settings. Commands run as written except: every `ict train|eval|compare|inspect` gets the
-flags of TINY_FLAGS (a flag already there takes the tiny value); a Hub model id (`Qwen/...`) is
-replaced by a tiny offline model (ict.testing.save_tiny_model); the placeholders of PLACEHOLDERS
+flags of TINY_FLAGS (a flag already there takes the tiny value); an `ict train` or `ict eval`
+command that names no model (the embedded SmolLM2's) gets a tiny offline model
+(ict.testing.save_tiny_model) for speed. A model a block names is never swapped: a block that
+names a Hub model id (`Qwen/...`) needs the hub and must be marked `network`, and Python blocks
+run exactly as written (the README's TRL block trains the embedded SmolLM2). The placeholders of PLACEHOLDERS
 (`runs/<run>`, `runs/my-run`, `CKPT`, ...) by tiny run directories; `--data-dir data/` by the
 benchmark fixtures shipped with ict; a path of this repository (examples/, scripts/, src/) by its
 absolute path (commands run in a temporary directory), and so are the relative entries of a
@@ -188,7 +191,6 @@ def tiny_argv(
             value = os.pathsep.join(str((ROOT / v).resolve()) for v in value.split(os.pathsep) if v)
         env[key] = value
     words = [runs.get(w, w) for w in words]
-    words = [tiny_model if HUB_ID.fullmatch(w) else w for w in words]
     words = [
         str(ROOT / w) if "/" in w and not w.startswith("-") and (ROOT / w).exists() else w
         for w in words

@@ -104,3 +104,70 @@ def test_no_tracked_path_has_a_windows_reserved_character():
         pytest.skip("not a git checkout")
     bad = [p for p in tracked if set(p) & WINDOWS_FORBIDDEN]
     assert not bad, f"{len(bad)} tracked path(s) a Windows checkout cannot create: {bad[:5]}"
+
+
+# an absolute path of a machine (not a URL, not `${HOME}/...`, not a placeholder such as
+# /path/to/ict): a root folder that holds users' or machines' files, then a name
+MACHINE_PATH = re.compile(
+    r"(?<![\w.~}$/:-])(?:/(?:work|home|Users|root|tmp|mnt|scratch|data|srv|opt|var|private|"
+    r"Volumes|gpfs|lustre|nfs)/[\w.-]+|[A-Za-z]:\\(?:Users|work)\\)"
+)
+TEXT_SUFFIXES = (".md", ".py", ".sh", ".yaml", ".yml", ".toml", ".txt", ".json", ".jsonl",
+                 ".html", ".cfg", ".ini", ".csv")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("Run directories: `/work/runs/compare-x/runs/grpo_seed0`", True),
+        ("(/work/shared/docs/MEASUREMENTS.md's summary)", True),
+        ('"path": "/home/alice/ict/runs/a"', True),
+        (r"C:\Users\bob\ict", True),
+        ("train_files: ${oc.env:HOME}/data/ict/math/train.parquet", False),
+        ("pip install --no-deps -e /path/to/ict", False),
+        ("https://github.com/org/repo/tmp/file", False),
+        ("`runs/grpo_seed0` and ~/data/ict/math", False),
+    ],
+)
+def test_the_machine_path_pattern(text, found):
+    assert bool(MACHINE_PATH.search(text)) == found
+
+
+def test_no_tracked_text_names_a_machine_path():
+    """Reports and docs name run directories relative to their study folder, and cite files of
+    this repository only: no absolute path of the machine they were made on."""
+    tracked = _tracked()
+    if tracked is None:
+        pytest.skip("not a git checkout")
+    found = []
+    for name in tracked:
+        path = ROOT / name
+        if not name.endswith(TEXT_SUFFIXES) or not path.is_file() or path == Path(__file__):
+            continue  # (this file's own examples of the pattern)
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for m in MACHINE_PATH.finditer(text):
+            found.append(f"{name}:{text.count(chr(10), 0, m.start()) + 1}: {m[0]}")
+    assert not found, f"{len(found)} absolute machine path(s):\n" + "\n".join(found[:20])
+
+
+IMAGE_MD = re.compile(r"!\[(?P<alt>[^\]]*)\]\((?P<src>[^)\s]+)\)")
+IMAGE_HTML = re.compile(r"<img\b[^>]*>", re.I)
+
+
+def test_every_image_has_alt_text():
+    """Every image of the tracked Markdown and HTML says what it shows (alt text)."""
+    tracked = _tracked()
+    if tracked is None:
+        pytest.skip("not a git checkout")
+    missing = []
+    for name in tracked:
+        if not name.endswith((".md", ".html")):
+            continue
+        text = (ROOT / name).read_text(encoding="utf-8", errors="replace")
+        missing += [f"{name}: {m['src']}" for m in IMAGE_MD.finditer(text) if not m["alt"].strip()]
+        missing += [
+            f"{name}: {tag[:60]}"
+            for tag in IMAGE_HTML.findall(text)
+            if not re.search(r'\balt="[^"]+"', tag)
+        ]
+    assert not missing, "images without alt text:\n" + "\n".join(missing[:20])

@@ -183,6 +183,76 @@ def test_forest_plot_panels_in_order_of_k(tmp_path):
     from ict.report.answer import forest_panels
 
     panels = forest_panels(judgement, values, 0.95)
-    assert [title for title, _ in panels] == [f"t/pass@{k}" for k in (1, 4, 16)]  # k as a number
+    assert [title for title, _ in panels] == [f"pass@{k}" for k in (1, 4, 16)]  # k as a number
     assert all([r.label for r in rows] == ["ict - grpo"] for _, rows in panels)
     assert [r.primary for _, rows in panels for r in rows] == [False, True, False]
+
+
+def test_no_method_is_grey_like_the_figures_own_marks():
+    """A method's colour is never a grey (the equivalence band, the model before RL, the zero
+    line are grey or black), so no method reads as background."""
+    from matplotlib.colors import to_rgb
+
+    from ict.methods import METHODS
+    from ict.report.plots import BAND_COLOR, REFERENCE_COLOR, method_color
+
+    for name in [*METHODS, "my_method"]:
+        r, g, b = to_rgb(method_color(name))
+        assert max(r, g, b) - min(r, g, b) > 0.15, f"{name}: {method_color(name)} is a grey"
+    assert to_rgb(BAND_COLOR) == to_rgb("0.85") and to_rgb(REFERENCE_COLOR)[0] == 0.35
+
+
+def _declared_judgement(k_values=(1, 4, 16)):
+    from ict.evidence.endpoints import declare, parse_endpoint
+    from ict.report.verdicts import evaluate
+
+    seeds = range(4)
+    values = {
+        f"eval/toy:cot/pass@{k}": {
+            "grpo": {s: 0.5 + 0.01 * s for s in seeds},
+            "ict": {s: 0.4 + 0.02 * s + 0.001 * k for s in seeds},
+            "random_sequence": {s: 0.45 + 0.015 * s for s in seeds},
+        }
+        for k in k_values
+    }
+    primary = [parse_endpoint("ict-grpo@pass@4"), parse_endpoint("ict-random_sequence@pass@1")]
+    return evaluate(values, "grpo", declare(primary=primary)), values
+
+
+def test_declared_rows_are_the_primary_comparisons_only():
+    from ict.report.answer import declared_rows, forest_panels
+
+    judgement, values = _declared_judgement()
+    rows = declared_rows(judgement, values, 0.95)
+    assert [r.label for r in rows] == ["ict - grpo, pass@4", "ict - random_sequence, pass@1"]
+    assert all(r.primary for r in rows)
+    # the forest keeps every comparison, each row at the same height in every panel
+    panels = forest_panels(judgement, values, 0.95)
+    assert sum(len(rows) for _, rows in panels) > len(rows)
+    orders = [[r.label for r in rows if r.label.endswith("- grpo")] for _, rows in panels]
+    assert all(order == orders[0] for order in orders)
+
+
+def test_the_answer_figure_reads_at_readme_width(tmp_path):
+    """One panel, one row per declared comparison, every text at least 11 px tall when the PNG
+    is shown 900 px wide (GitHub's README column)."""
+    from matplotlib.image import imread
+    from matplotlib.text import Text
+
+    from ict.report.answer import declared_rows
+    from ict.report.plots import ANSWER_WIDTH_PX, answer_figure, plot_answer
+
+    judgement, values = _declared_judgement()
+    rows = declared_rows(judgement, values, 0.95)
+    fig = answer_figure(rows, title="Declared comparisons", band_text="95% interval", margin=0.03)
+    assert len(fig.axes) == 1
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == [r.label for r in rows]
+    width_px = fig.get_size_inches()[0] * fig.dpi
+    texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    assert len(texts) > len(rows) * 2  # labels, verdicts, ticks, title, axis label
+    for text in texts:
+        shown = text.get_fontsize() * fig.dpi / 72 * ANSWER_WIDTH_PX / width_px
+        assert shown >= 11, f"{text.get_text()!r}: {shown:.1f} px at {ANSWER_WIDTH_PX} px"
+    path = plot_answer(rows, tmp_path / "answer_declared.png", title="t", band_text="b")
+    assert imread(path).shape[1] == ANSWER_WIDTH_PX
+    assert plot_answer([], tmp_path / "none.png", title="t", band_text="b") is None

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from ict.errors import DataError
 from ict.evidence.endpoints import declare
 from ict.report.comparison import build_report
-from ict.report.rerender import parse_markdown, rerender
+from ict.report.rerender import parse_markdown, rerender, rerender_figures
 
 from .helpers import write_run
 
@@ -86,3 +87,29 @@ def test_committed_reports_round_trip_and_carry_seed_level_verdicts(report):
     else:  # a live report of today's code: its endpoints declared before the runs, its command
         assert "**Re-rendered**" not in md and "ict compare --preset" in command
         assert raw["endpoints"]["primary"] and (report / "PROTOCOL.md").exists()
+
+
+def test_rerender_figures_redraws_the_answer_and_changes_no_number(live, tmp_path):
+    copy = tmp_path / "report"
+    shutil.copytree(live, copy)
+    for name in ("answer_forest.png", "answer_declared.png"):
+        (copy / "plots" / name).unlink()
+    md, raw = (copy / "report.md").read_bytes(), (copy / "report.json").read_bytes()
+    written = rerender_figures(copy)
+    assert [p.name for p in written] == ["answer_forest.png", "answer_declared.png"]
+    assert (copy / "report.md").read_bytes() == md and (copy / "report.json").read_bytes() == raw
+    html = (copy / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == md.decode().count("![")
+    # stored verdicts that the stored values do not give: refused, nothing redrawn
+    tampered = json.loads(raw)
+    tampered["verdicts"]["comparisons"][0]["verdict"] = "something else"
+    (copy / "report.json").write_text(json.dumps(tampered))
+    with pytest.raises(DataError, match="differ from the stored ones"):
+        rerender_figures(copy)
+
+
+@pytest.mark.parametrize("report", COMMITTED, ids=lambda p: str(p.relative_to(REPORTS)))
+def test_committed_reports_have_the_declared_answer_figure(report):
+    raw = json.loads((report / "report.json").read_text())
+    if raw.get("endpoints", {}).get("primary"):
+        assert (report / "plots" / "answer_declared.png").exists()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 
 from ict.cli.catalog import METHODS
@@ -66,9 +67,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+NEGATIVE_NUMBER = re.compile(r"-(\d[\d_]*\.?\d*|\.\d+)([eE][+-]?\d+)?|-(inf|nan)", re.I)
+
+
+def join_negative_values(argv: list[str]) -> list[str]:
+    """`--flag -1e-5` -> `--flag=-1e-5`: argparse reads a word starting with `-` that is not a
+    plain decimal (`-1e-5`, `-inf`) as an option, so a negative value after a long option is
+    joined to it, the spelling argparse reads as a value (`--flag=-1e-5` itself is unchanged)."""
+    out: list[str] = []
+    for word in argv:
+        previous = out[-1] if out else ""
+        if (
+            NEGATIVE_NUMBER.fullmatch(word)
+            and previous.startswith("--")
+            and "=" not in previous
+            and previous != "--"
+        ):
+            out[-1] = f"{previous}={word}"
+        else:
+            out.append(word)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(join_negative_values(sys.argv[1:] if argv is None else list(argv)))
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sys
 from pathlib import Path
@@ -12,7 +11,7 @@ from ict.compare.tuning import tuning_path
 from ict.console import quiet_console
 from ict.errors import ConfigError
 from ict.evidence.endpoints import ALPHA, MARGIN, Endpoints, declare
-from ict.files import read_json
+from ict.files import load_json, read_json
 
 EXAMPLES = """\
 examples:
@@ -309,14 +308,14 @@ def _grid_notes(preset, out: Path) -> list[str]:
     notes = [f"Preset **{preset.name}**: {preset.description}"]
     warm = out / "warm_start.json"
     if warm.exists():
-        info = json.loads(warm.read_text())
+        info = load_json(warm)
         notes.append(
             f"Supervised warm start: {info['steps']} steps, sampled accuracy {info['accuracy']:.2f} "
             "on 200 training problems before RL (every cell starts from these weights)."
         )
     start = out / "start_eval.json"
     if start.exists():
-        notes.append(_start_note(json.loads(start.read_text())))
+        notes.append(_start_note(load_json(start)))
     return notes
 
 

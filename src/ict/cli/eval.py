@@ -92,7 +92,7 @@ def add_parser(subparsers, summary: str) -> None:
         help="pass@k values, comma-separated (default 1,2,4,... up to and including --n)",
     )
     p.add_argument(
-        "--out", default=None, help="output dir (default: <run dir>/eval or eval_out/<model>)"
+        "--out", default=None, help="output dir (default: <run dir>/eval or runs/eval/<model>)"
     )
     p.add_argument("--temperature", type=float, default=None, help="default 1.0")
     p.add_argument("--top-p", type=float, default=None, help="default 1.0")
@@ -152,9 +152,10 @@ FLAG_SETTINGS = {
 
 
 def default_out_dir(model: str | None) -> str:
+    """RUN/eval for a run directory, else runs/eval/<model> (runs/ is git-ignored)."""
     if model and run_config_path(model) is not None:
         return str(Path(model) / "eval")
-    return str(Path("eval_out") / file_stem(model or "smollm2-135m-instruct"))
+    return str(Path("runs") / "eval" / file_stem(model or "smollm2-135m-instruct"))
 
 
 def run_config_path(model: str | None) -> Path | None:
@@ -205,8 +206,11 @@ def resolve(args: argparse.Namespace) -> tuple[list[str], EvalSettings, object]:
 
 def run(args: argparse.Namespace) -> int:
     """Evaluate once per seed (the model is loaded once); the paper's table when asked for."""
+    from ict.models import check_model_path
+
     if args.seeds < 1:
         raise ConfigError(f"--seeds must be >= 1, got {args.seeds}")
+    check_model_path(args.model)  # a mistyped local path: at once, not tried as a hub id
     tasks, settings, config = resolve(args)
     paper = wants_paper_table(tasks)
     if paper:

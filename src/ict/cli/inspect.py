@@ -71,7 +71,8 @@ def add_parser(subparsers, summary: str) -> None:
     p.add_argument("--selector", dest="method", help=argparse.SUPPRESS)  # the earlier name
     p.add_argument(
         "--html",
-        help="write the HTML token map here (default RUN/token_map.html or ./token_map.html)",
+        help="write the HTML token map here (default RUN/token_map.html, with --model "
+        "runs/inspect/<model>/token_map.html)",
     )
     p.add_argument("--no-html", action="store_true", help="terminal output only")
     p.add_argument("--no-terminal", action="store_true", help="HTML only")
@@ -101,11 +102,14 @@ def run(args) -> int:
     if args.model:
         if not args.prompt:
             raise UserError('--model needs at least one --prompt "..."')
-        from ict.models import load_model_and_tokenizer
+        from ict.data import file_stem
+        from ict.models import EMBEDDED_DEFAULT, check_model_path, load_model_and_tokenizer
         from ict.precision import choose_precision
         from ict.train.inspect import records_from_model
 
-        model, tokenizer = load_model_and_tokenizer(None if args.model == "default" else args.model)
+        name = None if args.model == "default" else args.model
+        check_model_path(name)  # a mistyped local path: at once, not tried as a hub id
+        model, tokenizer = load_model_and_tokenizer(name)
         precision = choose_precision(args.autocast, next(model.parameters()).device)
         print(precision.describe(), file=sys.stderr)
         records = records_from_model(
@@ -120,7 +124,8 @@ def run(args) -> int:
             method=args.method,
         )
         title = f"ict token map - {args.model}"
-        default_html = Path("token_map.html")
+        stem = file_stem(Path(name).name if name else EMBEDDED_DEFAULT)
+        default_html = Path("runs") / "inspect" / stem / "token_map.html"  # runs/: git-ignored
     else:
         if not args.run:
             raise UserError(

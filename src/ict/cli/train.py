@@ -118,12 +118,37 @@ def add_parser(subparsers, summary: str = "train a model") -> argparse.ArgumentP
 
 
 def resolve_config(args: argparse.Namespace):
-    """TrainConfig from (run dir config | --config file) + flags; returns (config, resume_dir)."""
+    """TrainConfig from (run dir config | --config file) + flags; returns (config, resume_dir).
+
+    Every value of a file is type-checked, whether or not a flag overrides it. A run directory's
+    config.yaml gives the options as that run chose them (its `resolved:` and `facts:` sections
+    are for reading), so `--config RUN/config.yaml --method X` runs X as registered; a resumed run
+    keeps its method."""
     from ict.errors import ConfigError, UserError
-    from ict.train.config import TrainConfig, flatten, load_yaml, preset_path
+    from ict.train.config import RESOLVED, TrainConfig, coerce, flatten, load_yaml, preset_path
 
     names = TrainConfig.field_names()
     overrides = {name: getattr(args, name) for name in names if hasattr(args, name)}
+
+    def read(path: Path) -> dict:
+        raw = load_yaml(path)
+        flat = flatten(raw, source=str(path))
+        flat = {k: coerce(k, v, source=str(path)) for k, v in flat.items()}
+        method = overrides.get("method")
+        if (
+            method is not None
+            and method != flat.get("method", "ict")
+            and isinstance(raw, dict)
+            and "facts" in raw
+            and RESOLVED not in raw
+        ):  # an older run's config.yaml: its method's settings cannot be told from chosen ones
+            raise ConfigError(
+                f"{path} was written before ict kept a run's chosen settings apart from its "
+                f"method's, so it cannot be reused for --method {method}: delete its method "
+                "section's ratio/scope/reference/loss/warm-up lines, or start from a preset"
+            )
+        return flat
+
     resume = getattr(args, "resume", None)
     base: dict = {}
     if resume:
@@ -132,8 +157,15 @@ def resolve_config(args: argparse.Namespace):
             raise UserError(
                 f"--resume {run_dir}: no config.yaml there; pass a run directory written by `ict train`"
             )
-        base = flatten(load_yaml(run_dir / "config.yaml"), source=str(run_dir / "config.yaml"))
+        base = read(run_dir / "config.yaml")
         base["output_dir"] = str(run_dir)
+        recorded = base.get("method", "ict")
+        if "method" in overrides and overrides["method"] != recorded:
+            raise ConfigError(
+                f"--resume {run_dir} continues a {recorded} run and keeps its method: drop "
+                f"--method {overrides['method']}, or start a new run with --config "
+                f"{run_dir / 'config.yaml'} --method {overrides['method']}"
+            )
     config_file = getattr(args, "config", None)
     if config_file:
         path = Path(config_file)
@@ -144,7 +176,7 @@ def resolve_config(args: argparse.Namespace):
                 raise ConfigError(
                     f"--config {config_file}: no such file or packaged preset"
                 ) from None
-        base.update(flatten(load_yaml(path), source=str(path)))
+        base.update(read(path))
     if resume and "output_dir" in overrides and Path(overrides["output_dir"]) != Path(resume):
         raise ConfigError("--resume continues the run in place; drop --output-dir")
     return TrainConfig.from_dict({**base, **overrides}, source="--config / flags"), resume
@@ -156,9 +188,11 @@ def run(args: argparse.Namespace) -> int:
 
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     config, resume = resolve_config(args)
+    from ict.models import check_model_path
     from ict.train.outputs import check_report_to
 
-    check_report_to(config.report_to)  # one line, before torch, the task or the model load
+    check_report_to(config.report_to, config.wandb_mode)  # before torch, the task or the model
+    check_model_path(config.model)  # a mistyped local path: at once, not tried as a hub id
     verbose = getattr(args, "verbose", False)
     from tqdm.contrib.logging import logging_redirect_tqdm
 

@@ -22,7 +22,6 @@ run_cell for each cell (start_heldout, train_cell, then evaluate_cell).
 from __future__ import annotations
 
 import copy
-import json
 import logging
 import os
 import socket
@@ -51,7 +50,7 @@ from ict.compare.warm_start import warm_start
 from ict.errors import ConfigError
 from ict.eval import Evaluation
 from ict.eval.backends import SamplerFactory
-from ict.files import read_json, write_json_atomic
+from ict.files import load_json, read_json, write_json_atomic
 from ict.models import load_model_and_tokenizer, model_label
 from ict.train import TrainConfig, train
 from ict.train.evaluation import STEP_EVAL_DIR, step_eval_path, training_evaluation
@@ -69,7 +68,7 @@ def cell_state(run_dir: Path, max_steps: int) -> str:
     if (run_dir / "final_eval.json").exists():
         return "done"
     summary = run_dir / "summary.json"
-    if summary.exists() and int(json.loads(summary.read_text()).get("steps", 0)) >= max_steps:
+    if summary.exists() and int(load_json(summary).get("steps", 0)) >= max_steps:
         return "trained"
     if (run_dir / "metrics.jsonl").exists():
         return "partial"

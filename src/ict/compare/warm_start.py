@@ -13,7 +13,6 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -26,7 +25,7 @@ import torch
 from ict.compare.presets import WarmStart
 from ict.data.toy import TOY_TASKS, task_items, toy_task
 from ict.errors import ConfigError, DataError
-from ict.files import write_json_atomic
+from ict.files import load_json, replace_atomic, write_json_atomic
 from ict.generation import generate
 from ict.testing import tiny_model_and_tokenizer
 
@@ -204,9 +203,7 @@ def save_warm_start(path: Path, model, tokenizer, *, task, warm, steps, accuracy
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     write_json_atomic(tmp / "info.json", info)
-    if path.exists():
-        shutil.rmtree(path)
-    tmp.rename(path)
+    replace_atomic(tmp, path)
     return info
 
 
@@ -216,7 +213,7 @@ def load_warm_start(path: Path):
         return None
     from transformers import AutoTokenizer, LlamaForCausalLM
 
-    info = json.loads((path / "info.json").read_text())
+    info = load_json(path / "info.json")
     model = LlamaForCausalLM.from_pretrained(path)
     tokenizer = AutoTokenizer.from_pretrained(path)
     if getattr(tokenizer, "chat_template", None):

@@ -2,9 +2,11 @@
 
 The question is the declared primary comparisons (ict.evidence.endpoints) in words; the figure
 draws every comparison the verdicts judged on the held-out pass@k keys (one panel per k, in order
-of k): the difference of the seed means with its paired t interval over seeds (the seed-level
-test's own interval), primary comparisons starred, the verdict beside each. Used by the live report
-(ict.report.comparison) and by a re-render (ict.report.rerender) alike.
+of k, titled "pass@4"): the difference of the seed means with its paired t interval over seeds
+(the seed-level test's own interval), primary comparisons starred, the verdict beside each. A
+second figure, plots/answer_declared.png (`declared_rows`, ict.report.plots.plot_answer), holds
+the declared comparisons only, one row each in one panel, readable at README width. Used by the
+live report (ict.report.comparison) and by a re-render (ict.report.rerender) alike.
 """
 
 from __future__ import annotations
@@ -13,10 +15,24 @@ import math
 from pathlib import Path
 
 from ict.evidence.verdict import Judgement, Verdict
-from ict.report.plots import ForestRow, plot_forest
+from ict.report.plots import ForestRow, plot_answer, plot_forest
 from ict.report.verdicts import IDENTICAL_RUNS, Values, pass_key, seed_interval
 
 FOREST_STEM = "answer_forest"
+DECLARED_STEM = "answer_declared"
+
+
+def metric_title(key: str, several_benchmarks: bool = False) -> str:
+    """A held-out key as a reader says it: 'eval/toy:cot/pass@4' -> 'pass@4' ('pass@4 on toy:cot'
+    when the report holds several benchmarks)."""
+    bench, k = pass_key(key) or (key, None)
+    if k is None:
+        return key
+    return f"pass@{k} on {bench}" if several_benchmarks else f"pass@{k}"
+
+
+def _several_benchmarks(judgement: Judgement) -> bool:
+    return len({pass_key(v.key)[0] for v in judgement.verdicts.values() if pass_key(v.key)}) > 1
 
 
 def question_text(judgement: Judgement, baseline: str) -> str:
@@ -41,13 +57,49 @@ def forest_panels(
     """(panel title, rows) per held-out pass@k key the verdicts judged, by benchmark then k as a
     number; a panel's rows: every judged comparison at its key, in the verdicts' order."""
     keys = sorted({v.key for v in judgement.verdicts.values() if pass_key(v.key)}, key=pass_key)
+    several = _several_benchmarks(judgement)
     return [
         (
-            key[5:],
-            [_row(v, values, confidence) for v in judgement.verdicts.values() if v.key == key],
+            metric_title(key, several),
+            [
+                _row(v, values, confidence)
+                for v in sorted(judgement.verdicts.values(), key=_registry_order)
+                if v.key == key
+            ],
         )
         for key in keys
     ]
+
+
+def _registry_order(v: Verdict) -> tuple[int, int]:
+    """A comparison's place in every panel: by its methods' registry order (ict.methods.METHODS),
+    so a row sits at the same height in each panel."""
+    from ict.methods import METHODS
+
+    names = list(METHODS)
+
+    def place(name: str) -> int:
+        return names.index(name) if name in names else len(names)
+
+    return place(v.a), place(v.b)
+
+
+def declared_rows(judgement: Judgement, values: Values, confidence: float) -> list[ForestRow]:
+    """The declared (primary) comparisons on held-out pass@k keys, one row each in declaration
+    order, labelled with their metric ('ict - grpo, pass@4')."""
+    several = _several_benchmarks(judgement)
+    primary = judgement.endpoints.primary
+
+    def declared_at(v: Verdict) -> int:
+        return next(i for i, e in enumerate(primary) if e.matches(v.a, v.b, v.key))
+
+    declared = [v for v in judgement.verdicts.values() if v.primary and pass_key(v.key)]
+    rows = []
+    for v in sorted(declared, key=declared_at):
+        row = _row(v, values, confidence)
+        label = f"{row.label}, {metric_title(v.key, several)}"
+        rows.append(ForestRow(label, row.method, row.mean, row.low, row.high, True, row.verdict))
+    return rows
 
 
 def _row(v: Verdict, values: Values, confidence: float) -> ForestRow:
@@ -89,6 +141,13 @@ def write_answer_section(
     if path is None:
         doc.para("No held-out pass@k in these runs: the verdicts are in the tables below.")
         return None
+    plot_answer(
+        declared_rows(judgement, values, confidence),
+        plots / f"{DECLARED_STEM}.png",
+        title="Declared comparisons: difference of seed means (held-out problems)",
+        band_text=f"{pct}% paired t interval over seeds",
+        margin=judgement.endpoints.margin,
+    )  # the README's figure (the report shows every comparison in the forest below)
     doc.image(
         path,
         f"Each comparison's difference of seed means on the held-out problems, one panel per k; "

@@ -68,11 +68,14 @@ RUN_PLOTS: list[tuple[str, str, str, list[tuple[str, str]]]] = [
 
 
 # One colour per method in every figure: the i-th method of the registry (ict.methods.METHODS) takes
-# the i-th colour, so a method keeps its colour across reports, whichever methods a grid runs.
+# the i-th colour, so a method keeps its colour across reports, whichever methods a grid runs. No
+# grey: grey is the figures' own (the equivalence band, the model before RL, reference lines).
 PALETTE = (
-    "#333333", "#1f77b4", "#ff7f0e", "#8c564b", "#9467bd", "#2ca02c", "#e377c2", "#7f7f7f",
-    "#d62728", "#17becf", "#bcbd22", "#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5", "#c49c94",
+    "#1f77b4", "#ff7f0e", "#8c564b", "#9467bd", "#2ca02c", "#e377c2", "#bcbd22", "#17becf",
+    "#d62728", "#ff9896", "#98df8a", "#aec7e8", "#7b4173", "#ffbb78", "#dbdb8d", "#9edae5",
 )  # fmt: skip
+BAND_COLOR = "0.85"  # the equivalence margin's band (light grey)
+REFERENCE_COLOR = "0.35"  # the model before RL, dashed
 
 
 def method_color(label: str) -> str:
@@ -321,7 +324,7 @@ def plot_k_curves(
         all_ks |= set(ks)
     if reference is not None:
         label, (ks, mean, low, high) = reference
-        ax.plot(ks, mean, ls="--", marker="s", ms=3, color="0.35", label=label)
+        ax.plot(ks, mean, ls="--", marker="s", ms=3, color=REFERENCE_COLOR, label=label)
         ax.fill_between(ks, low, high, color="0.5", alpha=0.10, lw=0)
         all_ks |= set(ks)
     if zero_line:
@@ -406,7 +409,7 @@ def plot_forest(
     for ax, (ptitle, rows) in zip(axes.flat, panels, strict=False):
         ys = np.arange(len(rows))[::-1]
         if margin:
-            ax.axvspan(-margin, margin, color="0.85", alpha=0.6, lw=0)
+            ax.axvspan(-margin, margin, color=BAND_COLOR, alpha=0.6, lw=0)
         ax.axvline(0.0, color="black", lw=0.8)
         for y, row in zip(ys, rows, strict=True):
             color = method_color(row.method)
@@ -431,7 +434,74 @@ def plot_forest(
         ax.axis("off")
     legend = f"bar: {band_text}; star: a declared primary comparison"
     if margin:
-        legend += f"; grey: equivalence margin +-{margin:g}"
+        legend += f"; grey: equivalence margin ±{margin:g}"
     fig.suptitle(f"{title}\n{legend}", fontsize=9)
     fig.subplots_adjust(right=0.8)
     return save_figure(fig, path)
+
+
+# the README's answer figure: readable at README width
+ANSWER_WIDTH_PX = 900  # the width the figure is shown at (GitHub's README column)
+ANSWER_FONT_PT = 11  # every text; at 100 dpi and 9 in wide: 15 px at 900 px
+
+
+def answer_figure(
+    rows: Sequence[ForestRow], *, title: str, band_text: str, margin: float | None = None
+):
+    """The matplotlib figure of `plot_answer` (not saved): one axes, one row per comparison,
+    ANSWER_WIDTH_PX wide at its dpi, every text ANSWER_FONT_PT points."""
+    rows = list(rows)
+    plt = _pyplot()
+    dpi = 100
+    fig, ax = plt.subplots(figsize=(ANSWER_WIDTH_PX / dpi, 1.6 + 0.55 * len(rows)), dpi=dpi)
+    font = ANSWER_FONT_PT
+    ys = np.arange(len(rows))[::-1]
+    if margin:
+        ax.axvspan(-margin, margin, color=BAND_COLOR, alpha=0.6, lw=0)
+    ax.axvline(0.0, color="black", lw=0.8)
+    for y, row in zip(ys, rows, strict=True):
+        color = method_color(row.method)
+        if row.low is not None and row.high is not None:
+            ax.plot([row.low, row.high], [y, y], color=color, lw=3, solid_capstyle="butt")
+        ax.plot([row.mean], [y], marker="o", ms=8, color=color, ls="none")
+        ax.annotate(
+            row.verdict, (1.02, y), xycoords=("axes fraction", "data"), fontsize=font,
+            va="center",
+        )  # fmt: skip
+    ax.set_yticks(ys)
+    ax.set_yticklabels([r.label for r in rows], fontsize=font)
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+    ax.tick_params(axis="x", labelsize=font)
+    margin_text = f"; grey: equivalence margin ±{margin:g}" if margin else ""
+    ax.set_xlabel(f"difference (bar: {band_text}{margin_text})", fontsize=font)
+    ax.set_title(title, fontsize=font, loc="left")
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    fig.subplots_adjust(right=0.72)
+    return fig
+
+
+def plot_answer(
+    rows: Sequence[ForestRow],
+    path: str | Path,
+    *,
+    title: str,
+    band_text: str,
+    margin: float | None = None,
+) -> Path | None:
+    """The declared comparisons in one panel, one row each (`rows`: the primary comparisons, each
+    labelled with its metric), drawn ANSWER_WIDTH_PX wide so that it is read at its own size: the
+    difference with its interval as a bar in the method's colour, a line at 0, the equivalence
+    margin +-`margin` shaded, the verdict to the right. Every text is ANSWER_FONT_PT points
+    (ANSWER_FONT_PT * 100 / 72 px). Returns the path, or None when there is no row."""
+    if not rows:
+        return None
+    fig = answer_figure(rows, title=title, band_text=band_text, margin=margin)
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path = path.with_name(safe_filename(path.name))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=fig.dpi)
+    plt.close(fig)
+    return path

@@ -454,3 +454,58 @@ def stored_problem_inputs(raw: dict) -> dict:
             margins[k] = (float(c["margin"]), str(c["margin_source"]))
     blocks = {seed(s): b for s, b in (raw.get("blocks") or {}).items()} or None
     return {"stored": stored, "blocks": blocks, "margins": margins}
+
+
+def stored_endpoints(raw: dict) -> Endpoints:
+    """The endpoints a report.json declares ("endpoints"), as ict.evidence.endpoints.declare
+    builds them."""
+    from ict.evidence.endpoints import declare
+
+    e = raw.get("endpoints") or {}
+    defaults = Endpoints()
+    return declare(
+        e.get("primary", ()),
+        alpha=float(e.get("alpha", defaults.alpha)),
+        margin=float(e.get("margin", defaults.margin)),
+        source=str(e.get("source", "")),
+        notes=tuple(e.get("notes", ())),
+        relative_margin=e.get("relative_margin"),
+    )
+
+
+def rerender_figures(report_dir: str | Path) -> list[Path]:
+    """Redraw REPORT_DIR's answer figures (plots/answer_forest.png, every comparison; and
+    plots/answer_declared.png, the declared ones in one panel) from its report.json under the
+    endpoints it declares, and rewrite report.html (its images are embedded) from report.md.
+    report.md and report.json are not touched: the verdicts are recomputed first and must equal
+    the stored ones (a DataError otherwise), so no number changes. Returns the figures written.
+    The per-step curves (reward, entropy, ...) need the run directories and are not redrawn."""
+    from ict.report.answer import DECLARED_STEM, FOREST_STEM
+
+    out = Path(report_dir)
+    raw, md_path = read_json(out / "report.json"), out / "report.md"
+    if not isinstance(raw, dict) or "metrics" not in raw or not md_path.exists():
+        raise DataError(
+            f"{out} needs report.json (with per-seed 'metrics') and report.md written by "
+            "`ict compare`; pass the report directory itself"
+        )
+    baseline = str(raw.get("baseline") or "grpo")
+    confidence = float(raw.get("confidence") or 0.95)
+    results = stored_results(raw, baseline)
+    judgement = evaluate(
+        values_of(results), baseline, stored_endpoints(raw), **stored_problem_inputs(raw)
+    )
+    if "verdicts" in raw and _json_safe(judgement_json(judgement)) != raw["verdicts"]:
+        raise DataError(
+            f"{out}: the verdicts recomputed from report.json differ from the stored ones; "
+            "re-render the whole report (ict compare --rerender) instead"
+        )
+    scratch = Document("")  # the answer section's text stays report.md's: only the figures
+    write_answer_section(
+        scratch, judgement, values_of(results), confidence, baseline, out / "plots"
+    )
+    written = [out / "plots" / f"{stem}.png" for stem in (FOREST_STEM, DECLARED_STEM)]
+    if (out / "report.html").exists():
+        doc = parse_markdown(md_path.read_text(encoding="utf-8"), out)
+        write_atomic(out / "report.html", doc.html())
+    return [p for p in written if p.exists()]

@@ -7,14 +7,13 @@ summary.json and samples.jsonl; see docs/ARCHITECTURE.md. Readers tolerate a tru
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ict.errors import DataError
-from ict.files import read_jsonl
+from ict.files import load_json, read_jsonl
 
 
 def _read_config(run_dir: Path) -> dict:
@@ -22,7 +21,7 @@ def _read_config(run_dir: Path) -> dict:
         path = run_dir / name
         if path.exists():
             if name.endswith(".json"):
-                return json.loads(path.read_text(encoding="utf-8")) or {}
+                return load_json(path) or {}
             import yaml
 
             return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
@@ -130,9 +129,9 @@ def load_run(run_dir: str | Path) -> Run:
             "(see docs/ARCHITECTURE.md, 'Run directory')"
         )
     summary_path = path / "summary.json"
-    summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.exists() else {}
+    summary = load_json(summary_path) if summary_path.exists() else {}
     final_path = path / "final_eval.json"
-    final_eval = json.loads(final_path.read_text(encoding="utf-8")) if final_path.exists() else {}
+    final_eval = load_json(final_path) if final_path.exists() else {}
     return Run(
         path=path,
         config=_read_config(path),

@@ -77,7 +77,7 @@ class Sandbox:
             self._kill()
             raise VerifierUnavailable(
                 f"the verifier child process did not start within {STARTUP_S:g} s "
-                "(is math-verify installed? pip install 'ict[train]')"
+                "(is math-verify installed? pip install -e '.[train]' in a clone of ict)"
             )
 
     def _receive(self, timeout: float) -> dict | None:

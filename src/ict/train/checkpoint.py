@@ -10,7 +10,6 @@ from the last complete checkpoint. The layout, the completeness test and the loo
 
 from __future__ import annotations
 
-import os
 import random
 import shutil
 from pathlib import Path
@@ -25,6 +24,7 @@ from ict.files import (
     STATE_FILE,
     checkpoint_name,
     list_checkpoints,
+    replace_atomic,
     write_atomic,
 )
 from ict.models import drop_gguf_marker  # a model the user loaded from GGUF
@@ -78,9 +78,7 @@ def save_checkpoint(
             hf_logging.enable_progress_bar()
     tokenizer.save_pretrained(tmp)
     torch.save({**trainer_state, "step": step, "rng": rng_state()}, tmp / STATE_FILE)
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(tmp, final)
+    replace_atomic(tmp, final)
     write_atomic(root / LATEST, final.name)
     for old in list_checkpoints(run_dir)[:-keep_last]:
         shutil.rmtree(old, ignore_errors=True)

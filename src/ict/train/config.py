@@ -4,6 +4,12 @@ Precedence: command-line flags override the YAML file (`--config`), which overri
 below. The YAML file may be flat (`learning_rate: 1e-6`) or grouped by section
 (`optim: {learning_rate: 1e-6}`); `config.yaml` in a run directory is written grouped. Every field
 carries its section and help text in `metadata`, from which `ict train --help` is generated.
+
+A run's config.yaml records what was chosen apart from what the method implied: the sections hold
+the options as given (a method setting left none stays none: "the method's"), `resolved:` the
+values the method filled in for this run, and `facts:` what the run found (the precision). Both
+are for reading; `--config` ignores them, so `--config RUN/config.yaml --method X` runs X as X is
+registered, not with the settings RUN's method implied.
 """
 
 from __future__ import annotations
@@ -39,6 +45,15 @@ METHOD_CHOICE_FIELDS = (
     "reference", "scope", "granularity", "loss_agg", "normalize_by", "loss_mode",
 )  # fmt: skip
 REPORT_TO = ("none", "tensorboard", "wandb")
+# config.yaml's read-only sections: the method's settings as the run resolved them, and what the
+# run found about itself; written for reading, ignored on input
+RESOLVED, FACTS = "resolved", "facts"
+READ_ONLY = (RESOLVED, FACTS)
+_HEADER = (
+    "# ict train config. The sections hold the options as chosen (none = the method's); "
+    "`resolved:`\n# is what the method filled in for this run and `facts:` what the run found: "
+    "both are for\n# reading, and --config ignores them.\n"
+)
 WANDB_MODES = ("online", "offline", "disabled")
 
 HEALTH = HealthCriterion()  # the entropy-health defaults (ict.evidence.health)
@@ -239,8 +254,8 @@ class TrainConfig(MethodOptions):
     report_to: str = _f(
         "none",
         "run",
-        "extra logger: none | tensorboard (pip install 'ict[tensorboard]') | wandb "
-        "(pip install 'ict[wandb]'); scalars each step, plots and token map at the end",
+        "extra logger: none | tensorboard (pip install -e '.[tensorboard]') | wandb "
+        "(pip install -e '.[wandb]'); scalars each step, plots and token map at the end",
     )
     run_name: str | None = _f(
         None, "run", "the run's name in the logger (none = the run directory's name)"
@@ -391,21 +406,36 @@ class TrainConfig(MethodOptions):
     def from_yaml(cls, path: str | Path) -> TrainConfig:
         return cls.from_dict(load_yaml(path), source=str(path))
 
-    def save_yaml(self, path: str | Path, extra: dict | None = None) -> None:
-        """Write config.yaml (grouped). `extra`: read-only facts of the run (e.g. the precision
-        chosen and why) under the `facts` key, which `from_yaml` ignores."""
+    def save_yaml(
+        self, path: str | Path, extra: dict | None = None, *, resolved: TrainConfig | None = None
+    ) -> None:
+        """Write config.yaml (grouped) of this config, the options as chosen. `resolved`: the same
+        config with the method's settings filled in (RunPlan.config); the values it adds go under
+        `resolved:`. `extra`: read-only facts of the run (e.g. the precision chosen and why) under
+        `facts:`. `from_yaml` and `--config` ignore both sections."""
         import yaml
 
         data = self.to_dict(grouped=True)
+        if resolved is not None:
+            data[RESOLVED] = implied_settings(self, resolved)
         if extra:
-            data["facts"] = extra
-        write_atomic(path, yaml.safe_dump(data, sort_keys=False))
+            data[FACTS] = extra
+        write_atomic(path, _HEADER + yaml.safe_dump(data, sort_keys=False))
 
     def replace(self, **changes) -> TrainConfig:
         unknown_keys(changes, source="overrides")
         return dataclasses.replace(
             self, **{k: coerce(k, v, source="overrides") for k, v in changes.items()}
         )
+
+
+def implied_settings(chosen: TrainConfig, resolved: TrainConfig) -> dict:
+    """{field: value} of the settings `resolved` holds that `chosen` left to the method."""
+    return {
+        f.name: getattr(resolved, f.name)
+        for f in dataclasses.fields(chosen)
+        if getattr(chosen, f.name) != getattr(resolved, f.name)
+    }
 
 
 def coerce(name: str, value: Any, *, source: str = "config") -> Any:
@@ -476,7 +506,7 @@ def flatten(data: dict, *, source: str = "config") -> dict:
         raise ConfigError(f"{source} must be a mapping of option: value, got {type(data).__name__}")
     flat: dict = {}
     for key, value in data.items():
-        if key == "facts":  # what a run recorded about itself (config.yaml), not an option
+        if key in READ_ONLY:  # what a run recorded about itself (config.yaml), not options
             continue
         if key in SECTIONS and isinstance(value, dict):
             unknown_keys(value, source=f"{source} (section {key})")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 from pathlib import Path
 
 from ict.errors import ConfigError
@@ -30,9 +31,15 @@ logger = logging.getLogger("ict.train")
 LOGGER_PACKAGES = {"tensorboard": ("tensorboard", "tensorboard"), "wandb": ("wandb", "wandb")}
 
 
-def check_report_to(kind: str) -> None:
+WANDB_ID_FILE = "wandb_run_id"  # RUN_DIR/wandb_run_id: the W&B run a resumed run continues
+_WANDB_LOCAL_MODES = ("offline", "dryrun", "disabled")  # modes that need no W&B login
+
+
+def check_report_to(kind: str, wandb_mode: str | None = None) -> None:
     """Raise ConfigError (one line: the missing package and the extra that installs it) when the
-    logger `kind` cannot be imported. Cheap (no import): call it before any task or model loads."""
+    logger `kind` cannot be imported, or, for W&B in online mode (`wandb_mode`, else $WANDB_MODE),
+    when no W&B credentials are set (ict.train.outputs.wandb_logged_in). Cheap (no import): call
+    it before any task or model loads."""
     import importlib.util
 
     if kind in (None, "none"):
@@ -41,13 +48,38 @@ def check_report_to(kind: str) -> None:
         raise ConfigError(f"report_to={kind!r} is not one of none, {', '.join(LOGGER_PACKAGES)}")
     if importlib.util.find_spec(LOGGER_PACKAGES[kind][0]) is None:
         raise _missing(kind)
+    mode = wandb_mode or os.environ.get("WANDB_MODE") or "online"
+    if kind == "wandb" and mode not in _WANDB_LOCAL_MODES and not wandb_logged_in():
+        raise ConfigError(
+            "--report-to wandb logs online but no W&B credentials are set: run `wandb login` "
+            "(or set WANDB_API_KEY), or pass --wandb-mode offline to write RUN_DIR/wandb/ for "
+            "`wandb sync`"
+        )
+
+
+def wandb_logged_in() -> bool:
+    """Whether W&B credentials are set where wandb reads them: $WANDB_API_KEY, or the netrc file
+    ($NETRC, else ~/.netrc) entry of its host ($WANDB_BASE_URL, else api.wandb.ai). Reads no
+    network and imports no wandb."""
+    import netrc
+    from urllib.parse import urlparse
+
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    host = urlparse(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai").hostname
+    path = os.environ.get("NETRC") or os.path.join(os.path.expanduser("~"), ".netrc")
+    try:
+        entry = netrc.netrc(path).authenticators(host or "")
+    except (OSError, netrc.NetrcParseError):
+        return False
+    return bool(entry and entry[2])
 
 
 def _missing(kind: str) -> ConfigError:
     module, extra = LOGGER_PACKAGES[kind]
     return ConfigError(
         f"--report-to {kind} needs the {module} package, which is not installed: "
-        f"pip install 'ict[{extra}]' (or pip install {module})"
+        f'pip install -e ".[{extra}]" in a clone of ict (or pip install {module})'
     )
 
 
@@ -62,7 +94,8 @@ class ExternalLogger:
     TensorBoard writes RUN_DIR/tensorboard/. W&B: `project` (None: $WANDB_PROJECT, else "ict"),
     `name` (None: the run directory's name), `mode` (None: $WANDB_MODE, else wandb's default,
     online; "offline" writes RUN_DIR/wandb/ for `wandb sync`; "disabled" logs nothing), files under
-    RUN_DIR; `config` becomes the W&B run's config.
+    RUN_DIR; `config` becomes the W&B run's config. The W&B run id is kept in RUN_DIR/wandb_run_id,
+    so a resumed run continues the same W&B run (`resume="allow"`) instead of starting another.
     """
 
     def __init__(
@@ -75,7 +108,7 @@ class ExternalLogger:
         name: str | None = None,
         mode: str | None = None,
     ):
-        check_report_to(kind)
+        check_report_to(kind, mode)
         self.kind, self._writer, self._wandb = kind, None, None
         run_dir = Path(run_dir)
         if kind == "tensorboard":
@@ -89,12 +122,21 @@ class ExternalLogger:
                 import wandb
             except ImportError as err:
                 raise _missing(kind) from err
+            from ict.files import write_atomic
+
+            id_file = run_dir / WANDB_ID_FILE
+            run_id = id_file.read_text().strip() if id_file.is_file() else ""
+            if not run_id:
+                run_id = secrets.token_hex(4)  # W&B ids: lower-case letters and digits
+                write_atomic(id_file, run_id + "\n")
             self._wandb = wandb.init(
                 project=project or os.environ.get("WANDB_PROJECT") or "ict",
                 name=name or run_dir.name,
                 mode=mode or os.environ.get("WANDB_MODE") or None,
                 dir=str(run_dir),
                 config=config,
+                id=run_id,
+                resume="allow",
             )
 
     def log(self, metrics: dict, step: int) -> None:

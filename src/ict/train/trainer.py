@@ -107,9 +107,10 @@ class Trainer:
         sampler_factory=None,
         data_dir=None,
     ):
-        check_report_to(config.report_to)  # a missing logger package: before any task or model
+        check_report_to(config.report_to, config.wandb_mode)  # before any task or model
         self.plan = plan = RunPlan.from_config(config)  # the run, resolved once
-        config = self.config = plan.config  # the method's settings explicit (saved in config.yaml)
+        self.chosen = config  # as given: config.yaml records it apart from what the method implied
+        config = self.config = plan.config  # the method's settings explicit
         if plan.warning:
             logger.warning("%s", plan.warning)
         self.run_dir = Path(run_dir or config.output_dir or default_run_dir(config))
@@ -205,8 +206,10 @@ class Trainer:
                 f"{self.run_dir} already holds a run (metrics.jsonl); continue it with "
                 f"`ict train --resume {self.run_dir}` or choose another --output-dir"
             )
-        cfg.save_yaml(
-            self.run_dir / "config.yaml", extra={"precision": self.plan.precision.as_dict()}
+        self.chosen.save_yaml(
+            self.run_dir / "config.yaml",
+            extra={"precision": self.plan.precision.as_dict()},
+            resolved=cfg,
         )
         self.metrics_file = JsonlWriter(metrics_path)
         self.samples_file = JsonlWriter(samples_path)

@@ -37,7 +37,7 @@ try:
     import trl
 except ImportError as e:  # pragma: no cover - exercised only without the optional install
     raise UserError(
-        'ict.integrations.trl needs TRL: install it with `pip install "ict[trl]"`.'
+        'ict.integrations.trl needs TRL: install it with `pip install -e ".[trl]"` in a clone of ict.'
     ) from e
 check_trl_version(trl.__version__)
 

@@ -202,7 +202,7 @@ def ict_policy_loss(
     if selection is None:
         raise ConfigError(
             "the ict policy loss found no token selection for this micro-batch: the batch has no "
-            f"'{SELECTED_KEY}' field. Load the plugin in every process (pip install ict in the verl "
+            f"'{SELECTED_KEY}' field. Load the plugin in every process (ict installed in the verl "
             "environment, or VERL_USE_EXTERNAL_MODULES=ict.integrations.verl) and keep "
             "algorithm.rollout_correction.bypass_mode=false"
         )
