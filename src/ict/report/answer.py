@@ -97,9 +97,27 @@ def declared_rows(judgement: Judgement, values: Values, confidence: float) -> li
     rows = []
     for v in sorted(declared, key=declared_at):
         row = _row(v, values, confidence)
+        low, high = row.low, row.high
+        if v.problem is not None and v.problem.tested:  # the interval the verdict rule faces
+            iv = adjusted_interval(v, judgement.family_size, confidence)
+            low, high = (iv.low, iv.high) if iv is not None else (low, high)
         label = f"{row.label}, {metric_title(v.key, several)}"
-        rows.append(ForestRow(label, row.method, row.mean, row.low, row.high, True, row.verdict))
+        rows.append(ForestRow(label, row.method, row.mean, low, high, True, row.verdict))
     return rows
+
+
+def declared_band(judgement: Judgement, confidence: float) -> tuple[str, float]:
+    """(what the declared figure's bars are, its margin): the Holm-adjusted interval over seeds
+    and problems and the verdicts' derived margin where the runs hold per-problem values, else
+    the paired t interval over seeds and the declared margin."""
+    declared = [v for v in judgement.verdicts.values() if v.primary and pass_key(v.key)]
+    margins = {round(v.margin, 9) for v in declared if math.isfinite(v.margin)}
+    margin = margins.pop() if len(margins) == 1 else judgement.endpoints.margin
+    if any(v.problem is not None and v.problem.tested for v in declared):
+        m = judgement.family_size
+        level = 100.0 * (1.0 - (1.0 - confidence) / max(1, m))
+        return f"{level:g}% interval over seeds and problems, Holm family of {m}", margin
+    return f"{int(round(confidence * 100))}% paired t interval over seeds", margin
 
 
 def _row(v: Verdict, values: Values, confidence: float) -> ForestRow:
@@ -141,12 +159,13 @@ def write_answer_section(
     if path is None:
         doc.para("No held-out pass@k in these runs: the verdicts are in the tables below.")
         return None
+    band, margin = declared_band(judgement, confidence)
     plot_answer(
         declared_rows(judgement, values, confidence),
         plots / f"{DECLARED_STEM}.png",
         title="Declared comparisons: difference of seed means (held-out problems)",
-        band_text=f"{pct}% paired t interval over seeds",
-        margin=judgement.endpoints.margin,
+        band_text=band,
+        margin=margin,
     )  # the README's figure (the report shows every comparison in the forest below)
     doc.image(
         path,
