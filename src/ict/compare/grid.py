@@ -184,9 +184,9 @@ def _run_grid(preset: Preset, out: Path, grid: GridOptions) -> list[Path]:
     from ict.fast import fast_path
 
     cells = plan_cells(preset, out, grid)  # validates every test cell before anything runs
+    spec = tuning_spec(preset, grid)  # and the tuning stage, before the start model is made
     with fast_path(grid.fast and preset.warm is not None):
         start = prepare_start(preset, out, grid.log)
-        spec = tuning_spec(preset, grid)
         if spec is not None:
             selected = run_tuning(preset, out, spec, start, grid)
             if selected is None or grid.tuning_only:
