@@ -252,3 +252,26 @@ def test_the_old_rule_rederives_the_committed_studys_choice():
         "grpo": 2e-5, "ict": 6.35e-6, "random_sequence": 6.35e-6, "entropy": 2e-5, "kl_cov": 2e-5,
     }  # fmt: skip
     assert [m for m, c in choices.items() if c.at_edge] == ["ict", "random_sequence"]
+
+
+def test_docs_compare_carries_each_rules_text_and_a_valid_block():
+    """docs/compare.md's tuning section: each rule's own text (Rule.text) verbatim, and its
+    example `tuning:` block builds a spec that passes final_argmax's checks."""
+    import re
+
+    import yaml
+
+    from ict.compare.presets import tuning_spec
+
+    doc = (ROOT / "docs/compare.md").read_text()
+    section = doc[doc.index("<!-- tuning rules:") : doc.index("### Verdicts")]
+    flat = " ".join(section.split())
+    for rule in RULES.values():
+        assert f"**`{rule.name}`**" in section and " ".join(rule.text.split()) in flat, rule.name
+    block = re.search(r"<!-- tuning block:.*?-->\n```yaml\n(.*?)```", section, re.S)
+    spec = tuning_spec(yaml.safe_load(block.group(1))["tuning"])
+    assert spec.rule == "final_argmax" and spec.values == (2e-5, 4e-5, 8e-5)
+    spec.validate(
+        range(20), validation_problems=spec.validation_size,
+        validation_samples=spec.validation_samples, primary_metrics=["pass@32"],
+    )  # fmt: skip

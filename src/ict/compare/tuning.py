@@ -375,9 +375,9 @@ RULES: dict[str, Rule] = {
         choose_final_argmax,
         3,
         "A cell's score is the primary endpoint, the validation pass@k of the tuning `metric`, at "
-        "the final step. A value's score is the mean over tuning seeds (at least 3; at least 128 "
-        "validation problems x 16 samples, refused before any cell runs otherwise). The grid is "
-        "geometric with ratio 2. The best value is the argmax of the seed mean; a value is tied "
+        "the final step. A value's score is the mean over tuning seeds (at least 3, with at least "
+        "128 validation problems and 16 samples per problem, and k for pass@k; refused before "
+        "any cell runs otherwise). The grid is geometric with ratio 2. The best value is the argmax of the seed mean; a value is tied "
         "with it when its mean is below the best's by less than one SE of their paired "
         "difference (the SD of the per-seed differences over sqrt(n), paired over tuning seeds). "
         "The selection is the centre of the tied plateau around the best (the contiguous tied "
