@@ -36,12 +36,12 @@ import torch
 
 from ict.compare.presets import EvalSpec, Preset
 from ict.compare.tuning import (
+    EDGES,
+    RULES,
     TUNING_DIR,
-    Choice,
     TuningSpec,
-    cell_score,
-    choose,
-    shared_per_seed,
+    add_growth,
+    decide,
     tuning_path,
     tuning_record,
     value_name,
@@ -50,6 +50,7 @@ from ict.compare.warm_start import warm_start
 from ict.errors import ConfigError
 from ict.eval import Evaluation
 from ict.eval.backends import SamplerFactory
+from ict.evidence.endpoints import parse_endpoint
 from ict.files import load_json, read_json, write_json_atomic
 from ict.models import load_model_and_tokenizer, model_label
 from ict.train import TrainConfig, train
@@ -182,9 +183,9 @@ def _run_grid(preset: Preset, out: Path, grid: GridOptions) -> list[Path]:
     from ict.fast import fast_path
 
     cells = plan_cells(preset, out, grid)  # validates every test cell before anything runs
+    spec = tuning_spec(preset, grid)  # and the tuning stage, before the start model is made
     with fast_path(grid.fast and preset.warm is not None):
         start = prepare_start(preset, out, grid.log)
-        spec = tuning_spec(preset, grid)
         if spec is not None:
             selected = run_tuning(preset, out, spec, start, grid)
             if selected is None or grid.tuning_only:
@@ -244,7 +245,9 @@ def cell_config(
 # ---------------------------------------------------------------------------------------------
 def tuning_spec(preset: Preset, grid: GridOptions) -> TuningSpec | None:
     """The tuning stage this call runs: the preset's TuningSpec with the grid's mode, or None
-    (mode "off", or a preset without one). ConfigError for a mode the preset cannot run."""
+    (mode "off", or a preset without one). ConfigError for a mode the preset cannot run, or a
+    rule whose needs (tuning seeds, validation problems and samples of the tuning cells, the
+    declared primary endpoint) the preset does not meet: before any cell runs."""
     mode = grid.tuning
     if mode == "off" or (mode is None and preset.tuning is None):
         return None
@@ -255,7 +258,18 @@ def tuning_spec(preset: Preset, grid: GridOptions) -> TuningSpec | None:
         )
     spec = preset.tuning if mode is None else TuningSpec(**{**preset.tuning.__dict__, "mode": mode})
     seeds = list(range(preset.seeds)) if grid.seeds is None else list(grid.seeds)
-    spec.validate(seeds)
+    spec.validate(seeds)  # the spec alone, before a cell's config is built from it
+    methods = list(preset.methods if grid.methods is None else grid.methods)
+    configs = [
+        tuning_cell(preset, Path("."), spec, m, spec.grid(m)[0], spec.seeds[0], grid).config
+        for m in methods
+    ]
+    spec.validate(
+        seeds,
+        validation_problems=min(c.eval_size for c in configs),
+        validation_samples=min(c.eval_num_samples for c in configs),
+        primary_metrics=[parse_endpoint(p).metric for p in preset.primary],
+    )
     return spec
 
 
@@ -294,13 +308,15 @@ def checkpoint_results(run_dir: Path) -> list[dict]:
 def run_tuning(
     preset: Preset, out: Path, spec: TuningSpec, start: StartPoint, grid: GridOptions
 ) -> dict[str, float] | None:
-    """Train every tuning cell (growing a method's grid by one point when its choice sits at an
-    edge, up to `spec.grow` times), apply the rule and write OUT/tuning/tuning.json; returns
-    {method: selected value}, or None when stopped early (`stop_after`). Resumable, and shared
-    with other processes through claims."""
+    """Train every tuning cell, score each with the rule (`spec.rule`, ict.compare.tuning.RULES)
+    and let the rule choose (`decide`); while it names points beyond a grid's edges, add them and
+    train their cells. Writes OUT/tuning/tuning.json; returns {method: selected value}, or None
+    when stopped early (`stop_after`). Resumable, and shared with other processes through
+    claims."""
     methods = list(preset.methods if grid.methods is None else grid.methods)
+    rule = RULES[spec.rule]
     grids = {m: list(spec.grid(m)) for m in methods}
-    grows = dict.fromkeys(methods, 0)
+    growths = {m: dict.fromkeys(EDGES, 0) for m in methods}
     while True:
         cells = [
             tuning_cell(preset, out, spec, m, v, s, grid)
@@ -312,32 +328,31 @@ def run_tuning(
         scores: dict[str, dict[float, dict[int, float]]] = {m: {} for m in methods}
         for c in cells:
             value = getattr(c.config, spec.param)
-            score = cell_score(checkpoint_results(c.run_dir), spec.metric)
+            score = rule.score(checkpoint_results(c.run_dir), spec.metric)
             scores[c.method].setdefault(value, {})[c.seed] = score
-        choices = _choices(spec, methods, grids, grows, scores)
-        growing = {m: c.grow_to for m, c in choices.items() if c.grow_to is not None}
+        choices = decide(spec, grids, growths, scores)
+        growing = {m: c.grow for m, c in choices.items() if c.grow}
         if not growing:
             break
-        for m, value in growing.items():
-            grids[m] = sorted({*grids[m], value})
-            grows[m] += 1
-            grid.log(f"[tuning] {m}: best at the grid's edge; adding {spec.param}={value:.3g}")
-    write_json_atomic(tuning_path(out), tuning_record(spec, choices))
+        for m, values in growing.items():
+            grids[m], growths[m] = add_growth(grids[m], growths[m], values)
+            added = ", ".join(f"{spec.param}={v:.3g}" for v in values)
+            grid.log(f"[tuning] {m}: best at the grid's edge; adding {added}")
+    write_json_atomic(tuning_path(out), tuning_record(spec, choices, scores))
     selected = {m: c.selected for m, c in choices.items()}
     grid.log(
         "[tuning] selected "
         + ", ".join(f"{m} {spec.param}={value_name(v)}" for m, v in selected.items())
         + f" ({tuning_path(out)})"
     )
+    flagged = {id(c): (m if spec.mode == "per_method" else "shared", c) for m, c in choices.items()}
+    for name, c in flagged.values():
+        if c.at_edge:
+            grid.log(
+                f"[tuning] {name}: the best region still reaches the grid's "
+                f"{' and '.join(c.at_edge)} edge after its growth: the best value may lie beyond"
+            )
     return selected
-
-
-def _choices(spec, methods, grids, grows, scores) -> dict[str, Choice]:
-    """Each method's Choice (per-method mode), or one shared Choice for every method."""
-    if spec.mode == "per_method":
-        return {m: choose(scores[m], spec, grids[m], grows[m]) for m in methods}
-    shared = choose(shared_per_seed(scores), spec, grids[methods[0]], grows[methods[0]])
-    return dict.fromkeys(methods, shared)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ict.evidence.verdict import Judgement, Verdict
 from ict.report.plots import ForestRow, plot_answer, plot_forest
-from ict.report.verdicts import IDENTICAL_RUNS, Values, pass_key, seed_interval
+from ict.report.verdicts import IDENTICAL_RUNS, Values, adjusted_interval, pass_key, seed_interval
 
 FOREST_STEM = "answer_forest"
 DECLARED_STEM = "answer_declared"

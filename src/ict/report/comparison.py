@@ -481,7 +481,7 @@ def build_report(
     _results_section(doc, runs, results, baseline, confidence, judgement, raw)
     raw["verdicts"] = judgement_json(judgement)
     raw["blocks"] = warm_start_blocks(runs, seed_key)  # a re-render blocks the seeds alike
-    if write_tuning_section(doc, tuning) is not None:
+    if write_tuning_section(doc, tuning, plots) is not None:
         raw["tuning"] = tuning
     doc.heading("Runs")
     _runs_section(doc, runs, groups, notes, baseline, confidence)
