@@ -82,6 +82,7 @@ def options() -> list[tuple[str, str]]:
 # The committed studies the README's table shows, the newest first: (report folder under
 # docs/reports, the model in words); seeds and the primary verdicts come from its report.json.
 STUDIES = (
+    ("toy-cot-explore", "3-layer toy transformer, 52-token chains, temperature 1.5, shared lr"),
     ("toy-cot-long-tuned", "3-layer toy transformer, 52-token chains, 150 steps, tuned lr"),
     ("toy-cot-long", "3-layer toy transformer, 52-token chains, 150 steps, one lr"),
     ("toy-cot", "3-layer toy transformer, 52-token chains, 40 steps"),
@@ -123,6 +124,11 @@ def studies() -> list[tuple[str, str, int, list[str]]]:
         primary = [c for c in comparisons if c["primary"]]
         seeds = max((c["seeds"] for c in comparisons), default=0)
         verdicts = [_verdict(c) for c in primary]
+        title = (path.parent / "report.md").read_text().partition("\n")[0]
+        if "PARTIAL" in title:  # the protocol draws no verdict from a partial design
+            verdicts = [
+                f"partial ({title.partition('PARTIAL, ')[2].split(' (')[0]}): no verdict yet"
+            ]
         rows.append((folder, model, seeds, verdicts or ["none declared (exploratory only)"]))
     return rows
 
@@ -174,7 +180,7 @@ def render(name: str) -> str:
         ]
     elif name == "studies":
         lines = [
-            "| study | model | seeds | primary comparisons (seed-level test, Holm) | report |",
+            "| study | model | seeds | primary comparisons (Holm; from the toy-cot-explore study on, seed-level and over-problems tests) | report |",
             "| --- | --- | --- | --- | --- |",
         ]
         lines += [
