@@ -140,6 +140,10 @@ def test_the_studies_table_reads_each_report():
     for folder, _, seeds, verdicts in rows:
         raw = json.loads((ROOT / "docs" / "reports" / folder / "report.json").read_text())
         primary = [c for c in raw["verdicts"]["comparisons"] if c["primary"]]
+        title = (ROOT / "docs" / "reports" / folder / "report.md").read_text().partition("\n")[0]
+        if "PARTIAL" in title:  # a study still running draws no verdict: the row says so
+            assert verdicts == [f"partial ({seeds} of 20 seeds): no verdict yet"]
+            continue
         assert len(verdicts) == max(1, len(primary)) and seeds >= 1
         for c, text in zip(primary, verdicts, strict=False):
             assert f"**{c['verdict']}**" in text and f"{c['difference']:+.3f}" in text
