@@ -395,14 +395,7 @@ def rerender(report_dir: str | Path, endpoints: Endpoints, *, command: str = "")
     """Rebuild REPORT_DIR's verdicts from its report.json under `endpoints` and rewrite
     report.md (and report.html when present) and report.json in place; returns report.md."""
     out = Path(report_dir)
-    raw, md_path = read_json(out / "report.json"), out / "report.md"
-    if not isinstance(raw, dict) or "metrics" not in raw or not md_path.exists():
-        raise DataError(
-            f"{out} needs report.json (with per-seed 'metrics') and report.md written by "
-            "`ict compare`; pass the report directory itself"
-        )
-    baseline = str(raw.get("baseline") or "grpo")
-    confidence = float(raw.get("confidence") or 0.95)
+    raw, md_path, baseline, confidence = stored_report(out)
     pct = int(round(confidence * 100))
     doc = parse_markdown(md_path.read_text(encoding="utf-8"), out)
     results = stored_results(raw, baseline)
@@ -430,6 +423,18 @@ def rerender(report_dir: str | Path, endpoints: Endpoints, *, command: str = "")
         write_atomic(out / "report.html", doc.html())
     write_atomic(out / "report.json", json.dumps(_json_safe(raw), indent=2))
     return md_path
+
+
+def stored_report(out: Path) -> tuple[dict, Path, str, float]:
+    """(report.json, report.md's path, baseline, confidence) of a report directory `ict compare`
+    wrote; DataError naming what is missing."""
+    raw, md_path = read_json(out / "report.json"), out / "report.md"
+    if not isinstance(raw, dict) or "metrics" not in raw or not md_path.exists():
+        raise DataError(
+            f"{out} needs report.json (with per-seed 'metrics') and report.md written by "
+            "`ict compare`; pass the report directory itself"
+        )
+    return raw, md_path, str(raw.get("baseline") or "grpo"), float(raw.get("confidence") or 0.95)
 
 
 def stored_problem_inputs(raw: dict) -> dict:
@@ -483,14 +488,7 @@ def rerender_figures(report_dir: str | Path) -> list[Path]:
     from ict.report.answer import DECLARED_STEM, FOREST_STEM
 
     out = Path(report_dir)
-    raw, md_path = read_json(out / "report.json"), out / "report.md"
-    if not isinstance(raw, dict) or "metrics" not in raw or not md_path.exists():
-        raise DataError(
-            f"{out} needs report.json (with per-seed 'metrics') and report.md written by "
-            "`ict compare`; pass the report directory itself"
-        )
-    baseline = str(raw.get("baseline") or "grpo")
-    confidence = float(raw.get("confidence") or 0.95)
+    raw, md_path, baseline, confidence = stored_report(out)
     results = stored_results(raw, baseline)
     judgement = evaluate(
         values_of(results), baseline, stored_endpoints(raw), **stored_problem_inputs(raw)
