@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import torch
 
+from ict.fast.keyed import top_p_mask
 from ict.fast.llama import LeanLlama
 
 # generation_config fields that add logits processors or stopping rules HF would apply
@@ -61,16 +62,6 @@ def eos_of(model) -> list[int]:
     return list(eos) if isinstance(eos, (list, tuple)) else [int(eos)]
 
 
-def _top_p(scores: torch.Tensor, top_p: float) -> torch.Tensor:
-    """HF's TopPLogitsWarper (min_tokens_to_keep = 1)."""
-    sorted_logits, sorted_indices = torch.sort(scores, descending=False)
-    cumulative = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
-    remove = cumulative <= (1 - top_p)
-    remove[..., -1:] = 0
-    remove = remove.scatter(1, sorted_indices, remove)
-    return scores.masked_fill(remove, -float("inf"))
-
-
 @torch.no_grad()
 def decode(
     lean: LeanLlama,
@@ -104,7 +95,7 @@ def decode(
             if temperature != 1.0:
                 logits = logits / temperature
             if top_p < 1.0:
-                logits = _top_p(logits, top_p)
+                logits = top_p_mask(logits, top_p)
             tokens = torch.multinomial(torch.softmax(logits, dim=-1), num_samples=1).squeeze(1)
         else:
             tokens = torch.argmax(logits, dim=-1)
