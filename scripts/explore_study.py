@@ -44,6 +44,9 @@ from ict.files import read_json, write_json_atomic
 
 PRESET = "toy-cot-explore"
 SEEDS_PER_BLOCK = 10
+ALPHA = 0.05
+NI_FRACTION = 0.5  # the pass@1 non-inferiority margin: this x GRPO's measured pass@1 gain
+PASS1, PASS4 = "eval/toy:cot/pass@1", "eval/toy:cot/pass@4"
 PILOT_SPEC = TuningSpec(
     values=explore.PILOT_LRS, seeds=(explore.PILOT_SEED,), metric=explore.PILOT_K, grow=0,
     validation_size=128, validation_samples=32,
@@ -231,6 +234,109 @@ def finished_test_cells(out: Path) -> dict[int, list[Path]]:
     return by_seed
 
 
+def _p(p: float) -> str:
+    return "-" if p != p else ("<0.001" if p < 0.001 else f"{p:.3f}")
+
+
+def _two_sided_word(seeds, problems, alpha: float = ALPHA) -> str:
+    """'lower' / 'higher' when both tests pass at alpha (unadjusted: a declared secondary), else
+    'no difference shown'."""
+    ps = [t.p for t in (seeds, problems) if t is not None]
+    if ps and all(p < alpha for p in ps):
+        return "lower" if seeds.mean < 0 else "higher"
+    return "no difference shown"
+
+
+def secondary_report(groups: dict, dest: Path) -> Path:
+    """DEST/secondary.md and secondary.json: the protocol's declared secondary endpoints over the
+    finished seeds (ict.compare.secondary), beside the frontier figure the report stage draws."""
+    from ict.compare.secondary import difference_tests, entropy_ratios, non_inferiority
+
+    ni = non_inferiority(groups, "ict", "grpo", PASS1, fraction=NI_FRACTION, alpha=ALPHA)
+    pass4 = {b: difference_tests(groups, "ict", b, PASS4) for b in ("grpo", "random_sequence")}
+    ratios = entropy_ratios(groups, "grpo")
+    seeds = len(groups["grpo"])
+    lines = [
+        "# toy-cot-explore stage B: the declared secondary endpoints",
+        "",
+        f"Declared in [PROTOCOL.md](PROTOCOL.md) before any cell ran; {seeds} seeds (2 warm starts), "
+        "computed by `ict.compare.secondary` from the finished cells (`scripts/explore_study.py "
+        "report`). Each is tested at alpha 0.05 without a multiplicity adjustment: a secondary "
+        "endpoint, read beside the primary verdicts in [report.md](report.md), not instead of "
+        "them. Two tests, as for a primary verdict: the seed-level paired t blocked by warm start "
+        "and the over-problems two-way variance-components t; a verdict needs both.",
+        "",
+        "## pass@1: ICT - GRPO, non-inferiority",
+        "",
+        f"Margin: {NI_FRACTION:g} x GRPO's measured pass@1 gain over its start model "
+        f"({_fmt(ni.change)}) = {ni.margin:.3f}. One-sided: non-inferior when both tests reject "
+        "difference <= -margin; inferior when both reject difference >= -margin.",
+        "",
+        "| difference | margin | p non-inferior (seeds / problems) | p inferior (seeds / problems) "
+        "| verdict |",
+        "|---|---|---|---|---|",
+        f"| {_fmt(ni.seeds.mean if ni.seeds else float('nan'))} | {ni.margin:.3f} | "
+        f"{_p(ni.p_non_inferior[0])} / {_p(ni.p_non_inferior[1])} | {_p(ni.p_inferior[0])} / "
+        f"{_p(ni.p_inferior[1])} | **{ni.verdict}** |",
+        "",
+        "## pass@4 (the paper's headline k), two-sided",
+        "",
+        "| comparison | difference | seed-level p | over-problems p | verdict |",
+        "|---|---|---|---|---|",
+    ]
+    for base, (s, pr) in pass4.items():
+        lines.append(
+            f"| ict - {base} | {_fmt(s.mean)} | {_p(s.p)} | {_p(pr.p if pr else float('nan'))} "
+            f"| {_two_sided_word(s, pr)} |"
+        )
+    lines += [
+        "",
+        "## Entropy ratio (mean valid-token entropy of the last 10 logged steps / the first 10)",
+        "",
+        "| arm | seeds | mean [95% t interval] | minus GRPO's | paired p (blocked) |",
+        "|---|---|---|---|---|",
+    ]
+    for arm, mean in ratios.mean.items():
+        low, high = ratios.interval[arm]
+        test = ratios.against_baseline.get(arm)
+        lines.append(
+            f"| {arm} | {len(ratios.per_seed[arm])} | {mean:.2f} [{low:.2f}, {high:.2f}] | "
+            + (f"{test.mean:+.2f} | {_p(test.p)} |" if test else "(baseline) | |")
+        )
+    lines += [
+        "",
+        "## The frontier figure",
+        "",
+        "![The declared frontier: validation pass@32 against pass@1 at each evaluated step, mean "
+        "over the seeds, one line per arm](plots/frontier.png)",
+        "",
+    ]
+    from ict.files import write_atomic
+
+    write_atomic(dest / "secondary.md", "\n".join(lines))
+    write_json_atomic(
+        dest / "secondary.json",
+        {
+            "pass1_non_inferiority": ni.as_dict(),
+            "pass4": {
+                f"ict-{b}": {
+                    "seed_level": s.p,
+                    "over_problems": pr.p if pr else None,
+                    "difference": s.mean,
+                    "verdict": _two_sided_word(s, pr),
+                }
+                for b, (s, pr) in pass4.items()
+            },
+            "entropy_ratio": ratios.as_dict(),
+        },  # fmt: skip
+    )
+    return dest / "secondary.md"
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None or x != x else f"{x:+.3f}"
+
+
 def stage_b_report(out: Path, dest: Path) -> Path | None:
     """DEST/report.md, report.html, report.json, plots/: the comparison report (ict.report.comparison, the preset's declared
     endpoints and relative margin) over the finished seeds, and the frontier figure (validation
@@ -260,6 +366,11 @@ def stage_b_report(out: Path, dest: Path) -> Path | None:
             "from a partial design; the verdicts below describe these seeds)"
         )
     )
+    from ict.report.runs import load_run
+
+    groups = {m: [load_run(cells[s][i]) for s in seeds] for i, m in enumerate(preset.methods)}
+    target.mkdir(parents=True, exist_ok=True)
+    secondary_report(groups, target)
     md = build_report(
         [d for s in seeds for d in cells[s]], target,
         title=f"toy-cot-explore stage B (confirmatory){status}",
@@ -267,7 +378,10 @@ def stage_b_report(out: Path, dest: Path) -> Path | None:
         notes=[
             f"Finished seeds: {', '.join(map(str, seeds))} of the declared 0-19 "
             f"({sum(s < SEEDS_PER_BLOCK for s in seeds)} with warm start 0, "
-            f"{sum(s >= SEEDS_PER_BLOCK for s in seeds)} with warm start 1)."
+            f"{sum(s >= SEEDS_PER_BLOCK for s in seeds)} with warm start 1).",
+            "The protocol's declared secondary endpoints (pass@1 non-inferiority, pass@4, the "
+            "entropy ratio, the frontier figure): [secondary.md](secondary.md). Stage A (the pilot "
+            "and its declared choice): [pilot/pilot.md](pilot/pilot.md).",
         ],
     )  # fmt: skip
     fig, ax = plt.subplots(figsize=(6, 4.5))

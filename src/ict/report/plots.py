@@ -434,7 +434,7 @@ def plot_forest(
         ax.axis("off")
     legend = f"bar: {band_text}; star: a declared primary comparison"
     if margin:
-        legend += f"; grey: equivalence margin ±{margin:g}"
+        legend += f"; grey: equivalence margin ±{margin:.2g}"
     fig.suptitle(f"{title}\n{legend}", fontsize=9)
     fig.subplots_adjust(right=0.8)
     return save_figure(fig, path)
@@ -472,7 +472,7 @@ def answer_figure(
     ax.set_yticklabels([r.label for r in rows], fontsize=font)
     ax.set_ylim(-0.6, len(rows) - 0.4)
     ax.tick_params(axis="x", labelsize=font)
-    margin_text = f"; grey: equivalence margin ±{margin:g}" if margin else ""
+    margin_text = f"; grey: equivalence margin ±{margin:.2g}" if margin else ""
     ax.set_xlabel(f"difference (bar: {band_text}{margin_text})", fontsize=font)
     ax.set_title(title, fontsize=font, loc="left")
     ax.grid(axis="x", alpha=0.3)
