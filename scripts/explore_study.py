@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import sys
 from pathlib import Path
 
@@ -436,6 +437,109 @@ def run_companion(out: Path) -> None:
     run_grid(companion_preset(), out / "companion", tuning="off")
 
 
+FORMAT_LEARNED = 0.95  # the companion's "format learned": training format rate at or above this
+
+
+def _first_step_at(run, key: str, level: float) -> int | None:
+    steps, values = run.series(key)
+    return next((s for s, v in zip(steps, values, strict=True) if v >= level), None)
+
+
+def _mean_iv(values: list[float]) -> str:
+    from ict.evidence.intervals import t_interval
+
+    values = [v for v in values if v is not None and math.isfinite(v)]
+    if not values:
+        return "-"
+    if len(values) < 2:
+        return f"{values[0]:.3f} (1 seed)"
+    iv = t_interval(values)
+    return f"{iv.mean:.3f} [{iv.low:.3f}, {iv.high:.3f}]"
+
+
+def companion_report(out: Path, dest: Path) -> Path | None:
+    """DEST/companion/: the companion's comparison report (every comparison exploratory) and
+    companion.md, the protocol's four descriptions per arm over the seeds whose three arms are
+    done: the entropy ratio (last-W / first-W training steps, W = 4 of 8), the training format
+    rate and the first step at which it reached FORMAT_LEARNED, and held-out format rate, pass@1
+    and pass@16 before (the start model) and after; ICT - GRPO by the two tests, unadjusted."""
+    from ict.compare.secondary import difference_tests, entropy_ratios
+    from ict.evidence.endpoints import declare
+    from ict.report.comparison import build_report
+    from ict.report.runs import load_run
+
+    preset = companion_preset()
+    root = out / "companion"
+    start = read_json(root / "start_eval.json") or {}
+    seeds = [
+        s for s in range(preset.seeds)
+        if all((root / "runs" / f"{m}_seed{s}" / "final_eval.json").is_file() for m in preset.methods)
+    ]  # fmt: skip
+    if not seeds:
+        return None
+    groups = {m: [load_run(root / "runs" / f"{m}_seed{s}") for s in seeds] for m in preset.methods}
+    (bench,) = start.get("benchmarks", {}) or [None]
+    before = start.get("benchmarks", {}).get(bench, {})
+    target = dest / "companion"
+    target.mkdir(parents=True, exist_ok=True)
+    ratios = entropy_ratios(groups, "grpo")
+    key = {k: f"eval/{bench}/{k}" for k in ("pass@1", "pass@16", "format_rate")}
+    status = (
+        "" if len(seeds) == preset.seeds else f" (PARTIAL: {len(seeds)} of {preset.seeds} seeds)"
+    )
+    lines = [
+        f"# toy-cot-explore companion: SmolLM2-135M-Instruct, exploratory{status}",
+        "",
+        "Declared in [../PROTOCOL.md](../PROTOCOL.md) as exploratory: a description, not a test. "
+        "`ict train`'s default model and task (reasoning-gym addition of two 1-2 digit numbers, "
+        "two-shot prompt), GRPO against the paper's ICT and `random_sequence`, each with 1 dense "
+        f"warm-up step, 8 steps of 8 prompts x 8, seeds {', '.join(map(str, seeds))}; held-out "
+        f"evaluation {before.get('problems', '?')} problems x {before.get('n', '?')} samples before "
+        "(the start model, once) and after. Question: does ICT keep entropy while learning the "
+        "answer format as fast as GRPO? Means over seeds [95% t interval].",
+        "",
+        "| arm | seeds | entropy ratio (last 4 / first 4 steps) | steps to training format rate "
+        f">= {FORMAT_LEARNED:g} | held-out format rate | held-out pass@1 | held-out pass@16 |",
+        "|---|---|---|---|---|---|---|",
+        f"| start model | - | - | - | {before.get('format_rate', float('nan')):.3f} | "
+        f"{before.get('pass@1', float('nan')):.3f} | {before.get('pass@16', float('nan')):.3f} |",
+    ]
+    for method, runs in groups.items():
+        reached = [_first_step_at(r, "format_rate", FORMAT_LEARNED) for r in runs]
+        done = [s for s in reached if s is not None]
+        cells = [
+            _mean_iv([r.final(key[k]) for r in runs]) for k in ("format_rate", "pass@1", "pass@16")
+        ]
+        lines.append(
+            f"| {method} | {len(runs)} | {_mean_iv(list(ratios.per_seed.get(method, {}).values()))} | "
+            f"{_mean_iv([float(s) for s in done])} ({len(done)} of {len(runs)} reached it) | "
+            + " | ".join(cells) + " |"
+        )  # fmt: skip
+    lines += [
+        "",
+        "ICT - GRPO (exploratory, unadjusted; seed-level paired t and over-problems t):",
+        "",
+    ]
+    lines += ["| key | difference | seed-level p | over-problems p |", "|---|---|---|---|"]
+    for k in ("pass@1", "pass@16", "format_rate"):
+        s, pr = difference_tests(groups, "ict", "grpo", key[k])
+        lines.append(f"| {k} | {_fmt(s.mean)} | {_p(s.p)} | {_p(pr.p if pr else float('nan'))} |")
+    test = ratios.against_baseline.get("ict")
+    if test is not None:
+        lines.append(f"| entropy ratio | {test.mean:+.2f} | {_p(test.p)} | - |")
+    lines += ["", "The full comparison report of these runs: [report.md](report.md).", ""]
+    build_report(
+        [d.path for runs in groups.values() for d in runs], target,
+        title=f"toy-cot-explore companion (exploratory){status}",
+        endpoints=declare([], source="none declared: the companion is exploratory"),
+        notes=["The companion's summary, as the protocol asks it: [companion.md](companion.md)."],
+    )  # fmt: skip
+    from ict.files import write_atomic
+
+    write_atomic(target / "companion.md", "\n".join(lines))
+    return target / "companion.md"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("stage", choices=("pilot", "decide", "test", "companion", "report"))
@@ -455,6 +559,7 @@ def main(argv=None) -> int:
         elif args.stage == "report":
             print(pilot_report(args.out, args.dest / "pilot"))
             print(stage_b_report(args.out, args.dest))
+            print(companion_report(args.out, args.dest))
         else:
             run_test(args.out, args.block)
     except ConfigError as err:
