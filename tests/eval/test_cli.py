@@ -9,6 +9,7 @@ import pytest
 from ict.cli import main
 from ict.cli.eval import split_benchmarks
 from ict.compare.presets import FIXTURES_DIR
+from ict.errors import ConfigError
 
 FIXTURES = FIXTURES_DIR  # the fixture files shipped with ict (package data)
 
@@ -215,3 +216,25 @@ def test_ict_eval_of_a_run_without_evaluation_files_derives_them_from_its_config
     assert (settings.temperature, settings.stop, settings.limit) == (0.7, [], 5)
     args = build_parser().parse_args(["eval", "--model", str(tmp_path), "--n", "2"])
     assert resolve(args)[1].n == 2 and resolve(args)[1].k == [1, 2]
+
+
+def test_sampler_and_eval_dtype_flags_reach_the_settings(tmp_path):
+    """--sampler / --eval-dtype set EvalSettings.sampler / dtype; without them the defaults (or a
+    run's own) stay; a value outside the choices is refused by argparse."""
+    from ict.cli import build_parser
+    from ict.cli.eval import resolve
+    from ict.eval.settings import EvalSettings
+
+    parse = build_parser().parse_args
+    default = resolve(parse(["eval"]))[1]
+    assert (default.sampler, default.dtype) == (EvalSettings().sampler, EvalSettings().dtype)
+    chunked = resolve(parse(["eval", "--sampler", "chunked"]))[1]
+    bf16 = resolve(parse(["eval", "--eval-dtype", "bf16"]))[1]
+    assert (chunked.sampler, chunked.dtype) == ("chunked", "float32")
+    assert (bf16.sampler, bf16.dtype) == ("batched", "bf16")
+    prints = {s.fingerprint("toy", "m") for s in (default, chunked, bf16)}
+    assert len(prints) == 3  # a cache never mixes them
+    with pytest.raises(ConfigError, match="needs sampler=batched"):
+        resolve(parse(["eval", "--sampler", "chunked", "--eval-dtype", "bf16"]))
+    with pytest.raises(SystemExit):
+        parse(["eval", "--sampler", "fast"])

@@ -11,7 +11,7 @@ from ict.errors import ConfigError
 from ict.eval.metrics import curve_ks
 from ict.eval.paper import check_paper_settings, expand_benchmarks, wants_paper_table
 from ict.eval.runner import load_eval_items, results_table, run_eval
-from ict.eval.settings import EvalSettings
+from ict.eval.settings import DTYPES, SAMPLERS, EvalSettings
 from ict.files import read_json, write_atomic, write_json_atomic
 from ict.models import EMBEDDED_MODEL_LABEL
 from ict.rewards import Verifier
@@ -113,6 +113,21 @@ def add_parser(subparsers, summary: str) -> None:
         help="directory with <benchmark>.jsonl/.parquet files (or env ICT_DATA_DIR)",
     )
     p.add_argument(
+        "--sampler",
+        choices=SAMPLERS,
+        default=None,
+        help="how samples are drawn: batched (each sample keyed by problem and sample number, "
+        "independent of batching; the default) or chunked (the older path, for results made "
+        "with it); the two give different samples of the same distribution",
+    )
+    p.add_argument(
+        "--eval-dtype",
+        choices=DTYPES,
+        default=None,
+        help="the batched sampler's decoding matmuls: float32 (the default) or bf16 (faster "
+        "where the CPU computes bf16 natively; a numerically different model)",
+    )
+    p.add_argument(
         "--backend",
         choices=["hf", "vllm"],
         default="hf",
@@ -148,6 +163,8 @@ FLAG_SETTINGS = {
     "seed": "seed",
     "limit": "limit",
     "split": "split",
+    "sampler": "sampler",
+    "eval_dtype": "dtype",
 }
 
 
