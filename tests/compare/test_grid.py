@@ -348,10 +348,17 @@ def test_periodic_and_final_evaluations_with_other_settings_each_evaluate_the_st
     """The cells' periodic evaluation (eval_size x eval_num_samples) differs from the final one
     (the EvalSpec): the start model is evaluated once under each, step 0 under the periodic one."""
     preset = tiny_preset()
-    preset.train.update(eval_every=2, eval_size=4, eval_num_samples=4)
+    preset.train.update(eval_every=2, eval_size=4, eval_num_samples=4, eval_split="validation")
     logs = []
     dirs = run_grid(preset, tmp_path / "g", seeds=[0], log=logs.append)
     assert len(list((tmp_path / "g" / "start_evals").glob("*.json"))) == 2
     before = json.loads((dirs[0] / "heldout_before.json").read_text())
     start = json.loads((tmp_path / "g" / "start_eval.json").read_text())
+    final = json.loads((dirs[0] / "final_eval.json").read_text())
     assert before["settings"]["n"] == 4 and start["settings"]["n"] == 2
+    # the curves on the validation split; the start point and the final result on the held-out one
+    assert before["settings"]["split"] == "validation"
+    assert start["settings"]["split"] == final["settings"]["split"] == "eval"
+    ids = {label: set(v["ids"]) for label, v in final["per_problem"].items()}
+    curve = {label: set(v["ids"]) for label, v in before["per_problem"].items()}
+    assert all(not (ids[label] & curve[label]) for label in ids)  # disjoint problems

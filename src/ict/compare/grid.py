@@ -76,13 +76,18 @@ def cell_state(run_dir: Path, max_steps: int) -> str:
     return "new"
 
 
+HELDOUT_SPLIT = "eval"  # the final evaluation's problems: never trained on, never tuned on
+
+
 def final_evaluation(config, preset: Preset, sampler_factory=None) -> Evaluation:
     """The grid's evaluation of a cell with TrainConfig `config`: the cell's own evaluation
     (ict.train.evaluation: its task, sampling and prompt rendering) with the preset's EvalSpec
     (problems, samples, k, seed; temperature and response budget when the spec sets them) on the
-    spec's benchmarks, or the task's held-out split. Every cell, and the start point, with it."""
+    spec's benchmarks, or the task's held-out split. Every cell, and the start point, with it.
+    The split is always the held-out one (`HELDOUT_SPLIT`), whatever split the cells' periodic
+    evaluations use (a preset may set `eval_split: validation` for its curves)."""
     spec: EvalSpec = preset.eval
-    changes = dict(n=spec.n, k=list(spec.ks), limit=spec.size, seed=spec.seed)
+    changes = dict(n=spec.n, k=list(spec.ks), limit=spec.size, seed=spec.seed, split=HELDOUT_SPLIT)
     if spec.temperature is not None:
         changes["temperature"] = spec.temperature
     if spec.max_new_tokens is not None:
