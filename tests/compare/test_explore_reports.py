@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from report.helpers import write_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,6 +48,8 @@ def test_secondary_report_states_the_declared_endpoints(tmp_path, monkeypatch):
     dirs = _grid(tmp_path / "w0", rates, range(0, 4), n=4, start=start, block="A")
     more = _grid(tmp_path / "w1", rates, range(4, 8), n=4, start=start, block="B")
     groups = {m: [load_run(d) for d in dirs[m] + more[m]] for m in rates}
+    for i, run in enumerate(groups["ict"]):  # the kl stage's files, on ICT's runs only
+        (run.path / "kl_to_start.json").write_text(json.dumps({"kl_mean_nats": 0.01 * (i + 1)}))
     md = explore_study.secondary_report(groups, tmp_path).read_text()
     raw = json.loads((tmp_path / "secondary.json").read_text())
     ni = raw["pass1_non_inferiority"]
@@ -54,6 +57,35 @@ def test_secondary_report_states_the_declared_endpoints(tmp_path, monkeypatch):
     assert f"{ni['margin']:.3f}" in md and "**inferior**" in md
     assert raw["pass4"]["ict-grpo"]["verdict"] == "lower"
     assert set(raw["entropy_ratio"]["mean"]) == set(rates)
+    assert raw["kl_to_start"]["mean"] == {"ict": pytest.approx(0.045)}  # 0.01..0.08
+    assert "## Mean token KL of the final policy to the start model" in md
+
+
+def test_token_kl_is_the_mean_categorical_kl_over_response_tokens():
+    import torch
+    from torch.distributions import Categorical, kl_divergence
+
+    from ict.generation import generate
+    from ict.testing import tiny_model_and_tokenizer
+
+    policy, tok = tiny_model_and_tokenizer()
+    start, _ = tiny_model_and_tokenizer()
+    with torch.no_grad():
+        for p in start.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    rollout = generate(policy, tok, ["1+1=", "2+3="], num_samples=3, temperature=1.5,
+                       max_new_tokens=5, seed=0)  # fmt: skip
+    kl, tokens = explore_study.token_kl(policy, start, rollout, 1.5)
+    same, _ = explore_study.token_kl(policy, policy, rollout, 1.5)
+    ids, attn = rollout.input_ids, rollout.attention_mask
+    pos = (attn.cumsum(-1) - 1).clamp(min=0)
+    with torch.no_grad():
+        a = policy(ids, attention_mask=attn, position_ids=pos).logits[:, :-1] / 1.5
+        b = start(ids, attention_mask=attn, position_ids=pos).logits[:, :-1] / 1.5
+    ref = kl_divergence(Categorical(logits=a), Categorical(logits=b))[rollout.response_mask[:, 1:]]
+    assert tokens == int(rollout.response_mask.sum()) and tokens == ref.numel()
+    assert kl == pytest.approx(float(ref.mean()), rel=1e-4) and kl > 0
+    assert same == pytest.approx(0.0, abs=1e-6)
 
 
 def test_companion_report_describes_each_arm_and_says_partial(tmp_path, monkeypatch):

@@ -8,6 +8,7 @@
   reject H0: difference <= -margin; "inferior" when both reject H0: difference >= -margin (the
   difference lies beyond the margin); otherwise "not shown".
 - `difference_tests`: those two tests, two-sided, for a secondary difference (e.g. pass@4).
+- `arm_values`: any one number per run (e.g. a KL to the start model) summarised per arm.
 - `entropy_ratios`: each arm's entropy ratio (the mean valid-token entropy of the last W logged
   steps over the first W, ict.report.health.run_health), its mean over seeds with a t interval,
   and each arm's blocked paired t against the baseline's ratio.
@@ -18,7 +19,7 @@ Inputs are `{method: [Run]}` groups (ict.report.runs.load_run); seeds pair runs 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ict.evidence.equivalence import inferiority_p, non_inferiority_p
@@ -128,9 +129,9 @@ def non_inferiority(
 
 
 @dataclass(frozen=True)
-class EntropyRatios:
-    """Each arm's entropy ratio (last-W / first-W mean valid-token entropy) per seed, its mean and
-    95% t interval over seeds, and its blocked paired t against the baseline's ratios."""
+class ArmValues:
+    """One number per run (e.g. the entropy ratio) by arm and seed, its mean and 95% t interval
+    over seeds, and each arm's blocked paired t against the baseline's values."""
 
     baseline: str
     per_seed: dict[str, dict]
@@ -148,14 +149,17 @@ class EntropyRatios:
         }
 
 
-def entropy_ratios(groups: Mapping[str, Sequence[Run]], baseline: str) -> EntropyRatios:
-    """The entropy ratio of every arm (module docstring); runs without a judgement are left out."""
+def arm_values(
+    groups: Mapping[str, Sequence[Run]], baseline: str, value: Callable[[Run], float | None]
+) -> ArmValues:
+    """`value(run)` of every run (None or NaN: left out), summarised per arm (ArmValues); the
+    paired tests are blocked by warm start where the runs come from several."""
     per_seed: dict[str, dict] = {}
     for method, runs in groups.items():
         for run in runs:
-            judgement = run_health(run)
-            if judgement is not None and math.isfinite(judgement.ratio):
-                per_seed.setdefault(method, {})[seed_key(run)] = judgement.ratio
+            v = value(run)
+            if v is not None and math.isfinite(v):
+                per_seed.setdefault(method, {})[seed_key(run)] = float(v)
     blocks = warm_start_blocks([r for runs in groups.values() for r in runs], seed_key)
     mean, interval, against = {}, {}, {}
     for method, values in per_seed.items():
@@ -163,4 +167,15 @@ def entropy_ratios(groups: Mapping[str, Sequence[Run]], baseline: str) -> Entrop
         mean[method], interval[method] = iv.mean, (iv.low, iv.high)
         if method != baseline and baseline in per_seed:
             against[method] = seed_test(values, per_seed[baseline], blocks)
-    return EntropyRatios(baseline, per_seed, mean, interval, against)
+    return ArmValues(baseline, per_seed, mean, interval, against)
+
+
+def entropy_ratio(run: Run) -> float | None:
+    """The run's last-W / first-W mean valid-token entropy (ict.report.health.run_health)."""
+    judgement = run_health(run)
+    return None if judgement is None else judgement.ratio
+
+
+def entropy_ratios(groups: Mapping[str, Sequence[Run]], baseline: str) -> ArmValues:
+    """The entropy ratio of every arm (module docstring); runs without a judgement are left out."""
+    return arm_values(groups, baseline, entropy_ratio)
