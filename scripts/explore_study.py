@@ -606,16 +606,16 @@ def _first_step_at(run, key: str, level: float) -> int | None:
     return next((s for s, v in zip(steps, values, strict=True) if v >= level), None)
 
 
-def _mean_iv(values: list[float]) -> str:
+def _mean_iv(values: list[float], fmt: str = "{:.3f}") -> str:
     from ict.evidence.intervals import t_interval
 
     values = [v for v in values if v is not None and math.isfinite(v)]
     if not values:
         return "-"
     if len(values) < 2:
-        return f"{values[0]:.3f} (1 seed)"
+        return f"{fmt.format(values[0])} (1 seed)"
     iv = t_interval(values)
-    return f"{iv.mean:.3f} [{iv.low:.3f}, {iv.high:.3f}]"
+    return f"{fmt.format(iv.mean)} [{fmt.format(iv.low)}, {fmt.format(iv.high)}]"
 
 
 def companion_report(out: Path, dest: Path) -> Path | None:
@@ -673,7 +673,7 @@ def companion_report(out: Path, dest: Path) -> Path | None:
         ]
         lines.append(
             f"| {method} | {len(runs)} | {_mean_iv(list(ratios.per_seed.get(method, {}).values()))} | "
-            f"{_mean_iv([float(s) for s in done])} ({len(done)} of {len(runs)} reached it) | "
+            f"{_mean_iv([float(s) for s in done], '{:.1f}')} ({len(done)} of {len(runs)} reached it) | "
             + " | ".join(cells) + " |"
         )  # fmt: skip
     lines += [

@@ -84,9 +84,12 @@ def test_committed_reports_round_trip_and_carry_seed_level_verdicts(report):
     command = (report / "COMMAND.md").read_text()
     if "rerendered" in raw:  # made before the seed-level verdicts: re-rendered, and says how
         assert f"ict compare --rerender docs/reports/{report.relative_to(REPORTS)}" in command
-    else:  # a live report of today's code: its endpoints declared before the runs, its command
+    elif raw["endpoints"]["primary"]:  # a live report: endpoints declared before the runs
         assert "**Re-rendered**" not in md and "ict compare --preset" in command
-        assert raw["endpoints"]["primary"] and (report / "PROTOCOL.md").exists()
+        assert (report / "PROTOCOL.md").exists()
+    else:  # a live exploratory report (a study's declared companion): no claim, and it says so
+        assert "**Re-rendered**" not in md and "exploratory" in command.split("\n\n")[1]
+        assert all(c["exploratory"] for c in raw["verdicts"]["comparisons"])
 
 
 def test_rerender_figures_redraws_the_answer_and_changes_no_number(live, tmp_path):
