@@ -302,3 +302,26 @@ def test_the_mechanism_curves_are_drawn_when_logged(tmp_path):
     bare = [write_run(tmp_path / "bare", m, 0) for m in ("grpo", "ict")]
     build_report(bare, tmp_path / "r2")
     assert not (tmp_path / "r2" / "plots" / "grad_norm.png").exists()  # nothing logged, no plot
+
+
+def test_a_final_result_off_the_held_out_split_is_said_in_the_report(tmp_path):
+    """Final results evaluated on the validation split (a grid that gave its final evaluation
+    the cells' curve split did) are named as such under the evaluation settings; on the held-out
+    split (or an older result without a split), nothing is added."""
+    runs = [
+        write_run(tmp_path / "runs", m, s, correct=[1, 2, 3, 0], n=4)
+        for m in ("grpo", "ict")
+        for s in (0, 1)
+    ]
+    build_report(runs, tmp_path / "held")
+    assert "Not the held-out split" not in (tmp_path / "held" / "report.md").read_text()
+    for split in ("eval", "validation"):
+        for run in runs:
+            path = run / "final_eval.json"
+            result = json.loads(path.read_text())
+            result["settings"]["split"] = split
+            path.write_text(json.dumps(result))
+        build_report(runs, tmp_path / split)
+        md = (tmp_path / split / "report.md").read_text()
+        assert ("**Not the held-out split**" in md) is (split == "validation")
+    assert "evaluated on the `validation` split" in md and "ict eval --split eval" in md

@@ -559,6 +559,9 @@ def write_results(
     return metrics
 
 
+HELDOUT = "eval"  # the split a final result must come from to speak of held-out problems
+
+
 def _results_section(doc, runs, results, baseline, confidence, judgement, raw) -> None:
     """Held-out pass@k tables (and the training reward); fills raw["metrics"]."""
     doc.heading("Final results")
@@ -566,6 +569,14 @@ def _results_section(doc, runs, results, baseline, confidence, judgement, raw) -
     if eval_settings is not None:
         doc.para("Evaluation settings (the same held-out problems and samples for every run):")
         doc.table(*eval_settings)
+    splits = sorted({str(r.final_eval.get("settings", {}).get("split", HELDOUT)) for r in runs})
+    if any(split != HELDOUT for split in splits):
+        doc.para(
+            f"**Not the held-out split**: these final results were evaluated on the "
+            f"{' / '.join(f'`{s}`' for s in splits)} split, whose problems may have chosen "
+            f"settings (a tuning stage's, a pilot's); a statement about held-out problems needs "
+            f"the `{HELDOUT}` split (`ict eval --split {HELDOUT}` of each run)."
+        )
     if not any(key.startswith("eval/") for key in results):
         doc.para(
             "No held-out evaluation (eval/<benchmark>/pass@k) in these runs; only training metrics below."
