@@ -606,7 +606,8 @@ def _first_step_at(run, key: str, level: float) -> int | None:
     return next((s for s, v in zip(steps, values, strict=True) if v >= level), None)
 
 
-def _mean_iv(values: list[float], fmt: str = "{:.3f}") -> str:
+def _mean_iv(values: list[float], fmt: str = "{:.3f}", bounds=(-math.inf, math.inf)) -> str:
+    """'mean [95% t interval]' over seeds, the interval clipped to `bounds` (a rate: [0, 1])."""
     from ict.evidence.intervals import t_interval
 
     values = [v for v in values if v is not None and math.isfinite(v)]
@@ -615,7 +616,8 @@ def _mean_iv(values: list[float], fmt: str = "{:.3f}") -> str:
     if len(values) < 2:
         return f"{fmt.format(values[0])} (1 seed)"
     iv = t_interval(values)
-    return f"{fmt.format(iv.mean)} [{fmt.format(iv.low)}, {fmt.format(iv.high)}]"
+    low, high = max(iv.low, bounds[0]), min(iv.high, bounds[1])
+    return f"{fmt.format(iv.mean)} [{fmt.format(low)}, {fmt.format(high)}]"
 
 
 def companion_report(out: Path, dest: Path) -> Path | None:
@@ -669,7 +671,8 @@ def companion_report(out: Path, dest: Path) -> Path | None:
         reached = [_first_step_at(r, "format_rate", FORMAT_LEARNED) for r in runs]
         done = [s for s in reached if s is not None]
         cells = [
-            _mean_iv([r.final(key[k]) for r in runs]) for k in ("format_rate", "pass@1", "pass@16")
+            _mean_iv([r.final(key[k]) for r in runs], bounds=(0.0, 1.0))
+            for k in ("format_rate", "pass@1", "pass@16")
         ]
         lines.append(
             f"| {method} | {len(runs)} | {_mean_iv(list(ratios.per_seed.get(method, {}).values()))} | "
