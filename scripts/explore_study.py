@@ -46,9 +46,11 @@ from ict.compare.grid import (
 )
 from ict.compare.presets import EvalSpec, get_preset
 from ict.compare.tuning import TuningSpec
+from ict.data import HELDOUT_SPLIT
 from ict.errors import ConfigError
 from ict.fast import fast_path
 from ict.files import read_json, write_json_atomic
+from ict.report.verdicts import p_text
 
 PRESET = "toy-cot-explore"
 SEEDS_PER_BLOCK = 10
@@ -146,7 +148,7 @@ def _set_aside(path: Path) -> bool:
     """Move a final result made on the validation split to <name>_validation.json; True when
     `path` must be evaluated (again)."""
     result = read_json(path)
-    if result is not None and result.get("settings", {}).get("split") == "eval":
+    if result is not None and result.get("settings", {}).get("split") == HELDOUT_SPLIT:
         return False
     if result is not None:
         os.replace(path, path.with_name(VALIDATION_COPY.format(path.stem)))
@@ -210,21 +212,21 @@ def run_kl(out: Path, block: int) -> None:
     from ict.train.problems import task_spec
 
     preset, grid, target, cells = test_grid(out, block)
+    cfg = cells[0].config  # the cells of a block differ in method and seed only
     with fast_path(True):
         start = prepare_start(preset, target, print)
+        base, tokenizer = start.start_model(cfg)
+        items = load_task(task_spec(cfg), split=HELDOUT_SPLIT, size=KL_PROBLEMS)
+        prompts = [
+            format_prompt(tokenizer, it.messages, system=cfg.system_prompt,
+                          chat_template=cfg.chat_template)
+            for it in items
+        ]  # fmt: skip
         for cell in cells:
             path = cell.run_dir / "kl_to_start.json"
             if path.is_file() or not (cell.run_dir / "summary.json").is_file():
                 continue
-            cfg = cell.config
-            base, tokenizer = start.start_model(cfg)
-            items = load_task(task_spec(cfg), split="eval", size=KL_PROBLEMS)
-            prompts = [
-                format_prompt(tokenizer, it.messages, system=cfg.system_prompt,
-                              chat_template=cfg.chat_template)
-                for it in items
-            ]  # fmt: skip
-            policy, _ = load_for(cfg, cell.run_dir)
+            policy, _ = load_for(cell.config, cell.run_dir)
             rollout = generate(
                 policy, tokenizer, prompts, num_samples=KL_SAMPLES, temperature=cfg.temperature,
                 top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, batch_size=256, seed=KL_SEED,
@@ -234,7 +236,7 @@ def run_kl(out: Path, block: int) -> None:
             write_json_atomic(
                 path,
                 {"kl_mean_nats": kl, "tokens": tokens, "problems": len(items),
-                 "samples": KL_SAMPLES, "temperature": cfg.temperature, "split": "eval",
+                 "samples": KL_SAMPLES, "temperature": cfg.temperature, "split": HELDOUT_SPLIT,
                  "seed": KL_SEED, "step": cfg.max_steps},
             )  # fmt: skip
             print(f"{cell.tag} KL to the start {kl:.4f} nats over {tokens} tokens")
@@ -348,10 +350,6 @@ def finished_test_cells(out: Path) -> dict[int, list[Path]]:
     return by_seed
 
 
-def _p(p: float) -> str:
-    return "-" if p != p else ("<0.001" if p < 0.001 else f"{p:.3f}")
-
-
 def _two_sided_word(seeds, problems, alpha: float = ALPHA) -> str:
     """'lower' / 'higher' when both tests pass at alpha (unadjusted: a declared secondary), else
     'no difference shown'."""
@@ -371,7 +369,7 @@ def _arm_rows(values, fmt: str, signed: str) -> list[str]:
         rows.append(
             f"| {arm} | {len(values.per_seed[arm])} | {fmt.format(mean)} [{fmt.format(low)}, "
             f"{fmt.format(high)}] | "
-            + (f"{signed.format(test.mean)} | {_p(test.p)} |" if test else "(baseline) | |")
+            + (f"{signed.format(test.mean)} | {p_text(test.p)} |" if test else "(baseline) | |")
         )
     return rows
 
@@ -415,8 +413,8 @@ def secondary_report(groups: dict, dest: Path) -> Path:
         "| verdict |",
         "|---|---|---|---|---|",
         f"| {_fmt(ni.seeds.mean if ni.seeds else float('nan'))} | {ni.margin:.3f} | "
-        f"{_p(ni.p_non_inferior[0])} / {_p(ni.p_non_inferior[1])} | {_p(ni.p_inferior[0])} / "
-        f"{_p(ni.p_inferior[1])} | **{ni.verdict}** |",
+        f"{p_text(ni.p_non_inferior[0])} / {p_text(ni.p_non_inferior[1])} | {p_text(ni.p_inferior[0])} / "
+        f"{p_text(ni.p_inferior[1])} | **{ni.verdict}** |",
         "",
         "## pass@4 (the paper's headline k), two-sided",
         "",
@@ -425,7 +423,7 @@ def secondary_report(groups: dict, dest: Path) -> Path:
     ]
     for base, (s, pr) in pass4.items():
         lines.append(
-            f"| ict - {base} | {_fmt(s.mean)} | {_p(s.p)} | {_p(pr.p if pr else float('nan'))} "
+            f"| ict - {base} | {_fmt(s.mean)} | {p_text(s.p)} | {p_text(pr.p if pr else None)} "
             f"| {_two_sided_word(s, pr)} |"
         )
     lines += [
@@ -606,18 +604,12 @@ def _first_step_at(run, key: str, level: float) -> int | None:
     return next((s for s, v in zip(steps, values, strict=True) if v >= level), None)
 
 
-def _mean_iv(values: list[float], fmt: str = "{:.3f}", bounds=(-math.inf, math.inf)) -> str:
-    """'mean [95% t interval]' over seeds, the interval clipped to `bounds` (a rate: [0, 1])."""
-    from ict.evidence.intervals import t_interval
+def _mean_iv(values: list, digits: int = 3, bounds=(-math.inf, math.inf)) -> str:
+    """'mean [95% t interval]' over seeds (None / NaN left out), the interval clipped to `bounds`
+    (a rate: [0, 1])."""
+    from ict.evidence.intervals import clipped, format_interval, t_interval
 
-    values = [v for v in values if v is not None and math.isfinite(v)]
-    if not values:
-        return "-"
-    if len(values) < 2:
-        return f"{fmt.format(values[0])} (1 seed)"
-    iv = t_interval(values)
-    low, high = max(iv.low, bounds[0]), min(iv.high, bounds[1])
-    return f"{fmt.format(iv.mean)} [{fmt.format(low)}, {fmt.format(high)}]"
+    return format_interval(clipped(t_interval(values), *bounds), digits)
 
 
 def companion_report(out: Path, dest: Path) -> Path | None:
@@ -676,7 +668,7 @@ def companion_report(out: Path, dest: Path) -> Path | None:
         ]
         lines.append(
             f"| {method} | {len(runs)} | {_mean_iv(list(ratios.per_seed.get(method, {}).values()))} | "
-            f"{_mean_iv([float(s) for s in done], '{:.1f}')} ({len(done)} of {len(runs)} reached it) | "
+            f"{_mean_iv(done, digits=1)} ({len(done)} of {len(runs)} reached it) | "
             + " | ".join(cells) + " |"
         )  # fmt: skip
     lines += [
@@ -687,10 +679,10 @@ def companion_report(out: Path, dest: Path) -> Path | None:
     lines += ["| key | difference | seed-level p | over-problems p |", "|---|---|---|---|"]
     for k in ("pass@1", "pass@16", "format_rate"):
         s, pr = difference_tests(groups, "ict", "grpo", key[k])
-        lines.append(f"| {k} | {_fmt(s.mean)} | {_p(s.p)} | {_p(pr.p if pr else float('nan'))} |")
+        lines.append(f"| {k} | {_fmt(s.mean)} | {p_text(s.p)} | {p_text(pr.p if pr else None)} |")
     test = ratios.against_baseline.get("ict")
     if test is not None:
-        lines.append(f"| entropy ratio | {test.mean:+.2f} | {_p(test.p)} | - |")
+        lines.append(f"| entropy ratio | {test.mean:+.2f} | {p_text(test.p)} | - |")
     lines += ["", "The full comparison report of these runs: [report.md](report.md).", ""]
     build_report(
         [d.path for runs in groups.values() for d in runs], target,

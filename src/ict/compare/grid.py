@@ -47,6 +47,7 @@ from ict.compare.tuning import (
     value_name,
 )
 from ict.compare.warm_start import warm_start
+from ict.data import HELDOUT_SPLIT
 from ict.errors import ConfigError
 from ict.eval import Evaluation
 from ict.eval.backends import SamplerFactory
@@ -74,9 +75,6 @@ def cell_state(run_dir: Path, max_steps: int) -> str:
     if (run_dir / "metrics.jsonl").exists():
         return "partial"
     return "new"
-
-
-HELDOUT_SPLIT = "eval"  # the final evaluation's problems: never trained on, never tuned on
 
 
 def final_evaluation(config, preset: Preset, sampler_factory=None) -> Evaluation:

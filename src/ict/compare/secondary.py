@@ -111,11 +111,9 @@ def non_inferiority(
                               None, nan2, nan2, "not shown", f"{why}: no margin")  # fmt: skip
     margin = fraction * abs(change)
     seeds, problems = difference_tests(groups, method, baseline, key)
-    tests = [t for t in (seeds, problems) if t is not None]
-    p_ni = tuple(non_inferiority_p(t, margin) for t in (seeds, problems) if t is not None)
-    p_inf = tuple(inferiority_p(t, margin) for t in (seeds, problems) if t is not None)
-    if len(tests) == 1:  # no per-problem values: the seed-level test alone decides
-        p_ni, p_inf = (p_ni[0], math.nan), (p_inf[0], math.nan)
+    tests = (seeds, problems)  # no per-problem values: NaN there, the seed-level test decides
+    p_ni = tuple(non_inferiority_p(t, margin) if t else math.nan for t in tests)
+    p_inf = tuple(inferiority_p(t, margin) if t else math.nan for t in tests)
     decided = [p for p in p_ni if math.isfinite(p)]
     beyond = [p for p in p_inf if math.isfinite(p)]
     if decided and all(p < alpha for p in decided):

@@ -23,6 +23,7 @@ from ict.data.sources import find_local_file, read_rows
 from ict.data.specs import file_stem, parse_spec, task_label
 from ict.data.tasks import (
     DEFAULT_TASK,
+    HELDOUT_SPLIT,
     SPLITS,
     TASK_FAMILIES,
     TaskFamily,
@@ -35,6 +36,7 @@ __all__ = [
     "BENCHMARKS",
     "DEFAULT_TASK",
     "EVAL_SEED_OFFSET",
+    "HELDOUT_SPLIT",
     "PAPER_BENCHMARKS",
     "PROMPT_TEMPLATES",
     "SPLITS",

@@ -43,6 +43,7 @@ from ict.rewards.extract import extract_boxed, extract_gsm8k_gold
 
 DEFAULT_TASK = "rg:chain_sum?min_terms=2&max_terms=2&min_digits=1&max_digits=2"
 SPLITS = ("train", "validation", "eval")  # the problems a spec yields: see load_task
+HELDOUT_SPLIT = "eval"  # never trained on, never tuned on: the split a final result speaks of
 DEFAULT_SIZES = {"train": 10_000, "validation": 100, "eval": 100}
 QUESTION_COLUMNS = ("question", "problem", "prompt", "query", "input")
 ANSWER_COLUMNS = ("answer", "final_answer", "solution", "target", "output")

@@ -32,7 +32,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
-from ict.data import SPLITS
+from ict.data import HELDOUT_SPLIT, SPLITS
 from ict.errors import ConfigError
 from ict.eval.metrics import DEFAULT_KS
 
@@ -67,7 +67,7 @@ class EvalSettings:
     batch_size: int = 32
     seed: int = 0
     limit: int | None = None
-    split: str = "eval"
+    split: str = HELDOUT_SPLIT
     stop: list[str] = field(default_factory=lambda: ["</answer>"])
     chat_template: bool = True
     system_prompt: str | None = None

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ict.data import HELDOUT_SPLIT
 from ict.errors import DataError
 from ict.eval.metrics import pass_at_k_per_problem
 from ict.evidence.endpoints import Endpoints, declare
@@ -559,9 +560,6 @@ def write_results(
     return metrics
 
 
-HELDOUT = "eval"  # the split a final result must come from to speak of held-out problems
-
-
 def _results_section(doc, runs, results, baseline, confidence, judgement, raw) -> None:
     """Held-out pass@k tables (and the training reward); fills raw["metrics"]."""
     doc.heading("Final results")
@@ -569,13 +567,15 @@ def _results_section(doc, runs, results, baseline, confidence, judgement, raw) -
     if eval_settings is not None:
         doc.para("Evaluation settings (the same held-out problems and samples for every run):")
         doc.table(*eval_settings)
-    splits = sorted({str(r.final_eval.get("settings", {}).get("split", HELDOUT)) for r in runs})
-    if any(split != HELDOUT for split in splits):
+    splits = sorted(
+        {str(r.final_eval.get("settings", {}).get("split", HELDOUT_SPLIT)) for r in runs}
+    )
+    if any(split != HELDOUT_SPLIT for split in splits):
         doc.para(
             f"**Not the held-out split**: these final results were evaluated on the "
             f"{' / '.join(f'`{s}`' for s in splits)} split, whose problems may have chosen "
             f"settings (a tuning stage's, a pilot's); a statement about held-out problems needs "
-            f"the `{HELDOUT}` split (`ict eval --split {HELDOUT}` of each run)."
+            f"the `{HELDOUT_SPLIT}` split (`ict eval --split {HELDOUT_SPLIT}` of each run)."
         )
     if not any(key.startswith("eval/") for key in results):
         doc.para(
