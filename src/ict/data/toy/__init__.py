@@ -5,6 +5,8 @@ evaluation and mixtures load the toy tasks as they load any other task:
 
     toy:add?max_a=99&max_b=99&seed=0           a + b, response "a+b=sum" (ict.data.toy.add)
     toy:cot?digits=4&seed=0&test_pool=2000     the per-digit chain with carries (ict.data.toy.cot)
+    toy:paths?digits=3&carry_pct=20&long_pct=15  two paths: a short one right without carries,
+                                               the chain right on all (ict.data.toy.paths)
 
 The options are the task dataclass's fields (the defaults above). split "train" gives training
 pairs, "eval" the held-out ones and "validation" pairs for tuning (the three disjoint); size:
@@ -23,12 +25,16 @@ import dataclasses
 from ict.data.categories import Categorize
 from ict.data.items import RuleItem
 from ict.data.specs import parse_spec
-from ict.data.toy import cot
+from ict.data.toy import cot, paths
 from ict.data.toy.add import ToyAddTask
 from ict.data.toy.cot import ToyCotTask
 from ict.errors import DataError
 
-TOY_TASKS: dict[str, type] = {"toy:add": ToyAddTask, "toy:cot": ToyCotTask}
+TOY_TASKS: dict[str, type] = {
+    "toy:add": ToyAddTask,
+    "toy:cot": ToyCotTask,
+    "toy:paths": paths.ToyPathsTask,
+}
 DEFAULT_TRAIN_SIZE = 10_000
 
 
@@ -89,4 +95,4 @@ def load_toy_task(
 def toy_categorizer(name: str) -> Categorize | None:
     """The token labelling of a toy task's responses: toy:cot's chain categories (None: the
     generic labelling)."""
-    return cot.token_categories if name == "toy:cot" else None
+    return {"toy:cot": cot.token_categories, "toy:paths": paths.token_categories}.get(name)
