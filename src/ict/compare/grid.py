@@ -152,7 +152,8 @@ class StartPoint:
     def start_model(self, config: TrainConfig) -> tuple[Any, Any]:
         """(model, tokenizer) of the start point for an evaluation: the warm start itself (not
         copied: evaluation does not change it) or `config.model` loaded as the trainer loads it."""
-        if self.model is not None:
+        if self.model is not None:  # on the cells' device (a GPU grid evaluates there)
+            self.model.to(resolve_device(config.device))
             return self.model, self.tokenizer
         return load_for(config, config.model)
 

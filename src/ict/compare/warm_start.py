@@ -118,12 +118,14 @@ def new_warm_model(warm: WarmStart, max_positions: int):
     return model, tokenizer
 
 
-def warm_start(task, warm: WarmStart | None = None, *, refresh: bool = False):
+def warm_start(task, warm: WarmStart | None = None, *, refresh: bool = False, device=None):
     """(model, tokenizer, info): the model after supervised warm start on `task`, from cache if
     present. `task`: a `SupervisedTask` or its ict.data spec ("toy:add", "toy:cot?digits=2").
 
-    info: {"path", "steps", "accuracy", "seconds", "task", "warm_start", "cached"}; `warm`:
-    default WarmStart()."""
+    info: {"path", "steps", "accuracy", "seconds", "task", "warm_start", "cached", "device"};
+    `warm`: default WarmStart(). `device`: where a new warm start trains (default the CPU); the
+    cache key leaves it out (a GPU's sums differ from a CPU's in the last bits: info.json records
+    where a cached start was made)."""
     warm = warm or WarmStart()
     task = supervised_task(task)
     path = cache_dir(task, warm)
@@ -133,6 +135,7 @@ def warm_start(task, warm: WarmStart | None = None, *, refresh: bool = False):
 
     t0 = time.perf_counter()
     model, tokenizer = new_warm_model(warm, max_positions=task.max_positions)
+    model.to(device or "cpu")
     check = task_items(task, "train", 200)  # held-out pairs stay unseen until the final evaluation
     next_examples = task.sft_examples(warm.seed, warm.batch_size)
     torch.manual_seed(warm.seed)
@@ -198,6 +201,7 @@ def save_warm_start(path: Path, model, tokenizer, *, task, warm, steps, accuracy
         "seconds": round(time.perf_counter() - t0, 1),
         "task": asdict(task),
         "warm_start": asdict(warm),
+        "device": str(model.device),
     }
     tmp = path.with_name(path.name + ".tmp")
     model.save_pretrained(tmp)
