@@ -1,0 +1,168 @@
+"""Issue 46's narrowing testbed, stage by stage (docs/reports/toy-paths-screen/PROTOCOL.md); resumable.
+
+    python scripts/testbed.py warm    --block B                 # warm start B of the preset
+    python scripts/testbed.py screen  --lr LR                   # GRPO, warm start 0, seeds 0-2
+    python scripts/testbed.py control --lr LR --block B         # GRPO and W-REINFORCE, warm start B
+    python scripts/testbed.py decide                            # the screen's rule -> screen.json
+    python scripts/testbed.py report  --dest docs/reports/toy-paths-screen
+
+Every stage is a grid of `ict compare` (ict.compare.grid) from the preset `toy-paths-screen`: cells
+are claimed, so several processes can run one command on one directory. `--device cuda` runs the
+cells and their evaluations on a GPU (evaluations sample EVAL_BATCH sequences at once there).
+Screen grid: OUT/screen-lr<LR>/runs/grpo_seed<s>. Control grid (the positive control's cells, run
+beside the screen for every screened lr; only the lr the screen chooses is read):
+OUT/control-lr<LR>/warm<B>/runs/<method>_seed<B>, final evaluation on 512 test problems x 256.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+
+from ict.compare.grid import (
+    GridOptions,
+    checkpoint_results,
+    evaluate_start,
+    plan_cells,
+    prepare_start,
+    run_all,
+    write_grid_record,
+)
+from ict.compare.presets import EvalSpec, get_preset
+from ict.compare.screen import NarrowingCriterion, screen_configuration
+from ict.compare.warm_start import warm_start
+from ict.files import read_json, write_json_atomic
+
+PRESET = "toy-paths-screen"
+SCREEN_LRS = (1e-4, 3e-4)  # declared in PROTOCOL.md, lowest first
+SCREEN_SEEDS = (0, 1, 2)  # on warm start 0
+CONTROL_BLOCKS = (1, 2, 3, 4)  # warm starts of the positive control, one seed each (= block)
+CONTROL_METHODS = ("grpo", "w_reinforce")
+KS = tuple(2**i for i in range(9))  # 1 .. 256
+CONTROL_EVAL = EvalSpec(size=512, n=256, ks=KS, seed=1234)
+EVAL_BATCH = 8192  # sequences sampled at once by a GPU evaluation
+
+
+def preset_for(block: int):
+    preset = get_preset(PRESET)
+    return dataclasses.replace(preset, warm=dataclasses.replace(preset.warm, seed=block))
+
+
+def device_overrides(device: str) -> dict:
+    out = {"device": device}
+    if device != "cpu":
+        out["generation_batch_size"] = EVAL_BATCH
+    return out
+
+
+def lr_name(lr: float) -> str:
+    return f"{lr:.0e}".replace("e-0", "e-")
+
+
+def run_grid_dir(preset, target: Path, grid: GridOptions) -> None:
+    from ict.fast import fast_path
+
+    cells = plan_cells(preset, target, grid)
+    with fast_path(True):  # CPU only; a GPU grid samples with Hugging Face generate
+        start = prepare_start(preset, target, print)
+        write_grid_record(target, preset, cells, grid)
+        evaluate_start(cells[0], start, preset, grid)
+        run_all(cells, start, preset, grid)
+
+
+def screen_dir(out: Path, lr: float) -> Path:
+    return out / f"screen-lr{lr_name(lr)}"
+
+
+def control_dir(out: Path, lr: float, block: int) -> Path:
+    return out / f"control-lr{lr_name(lr)}" / f"warm{block}"
+
+
+def run_screen(out: Path, lr: float, device: str) -> None:
+    grid = GridOptions(
+        seeds=list(SCREEN_SEEDS), overrides={"learning_rate": lr, **device_overrides(device)}
+    )
+    run_grid_dir(preset_for(0), screen_dir(out, lr), grid)
+
+
+def run_control(out: Path, lr: float, block: int, device: str) -> None:
+    preset = dataclasses.replace(preset_for(block), eval=CONTROL_EVAL, methods=list(CONTROL_METHODS))
+    grid = GridOptions(
+        seeds=[block], overrides={"learning_rate": lr, **device_overrides(device)}
+    )
+    run_grid_dir(preset, control_dir(out, lr, block), grid)
+
+
+def start_of(cell_dir: Path) -> dict:
+    """The start model's periodic evaluation (the curves' step 0) of a cell."""
+    result = read_json(cell_dir / "heldout_before.json")
+    if result is None:
+        raise SystemExit(f"{cell_dir} has no heldout_before.json (not started?)")
+    return result
+
+
+def decide(out: Path) -> dict:
+    """screen.json: the declared rule on every screened lr (lowest first); the testbed is the
+    lowest lr whose configuration passes."""
+    table, chosen = {}, None
+    for lr in SCREEN_LRS:
+        runs = screen_dir(out, lr) / "runs"
+        seeds = {s: checkpoint_results(runs / f"grpo_seed{s}") for s in SCREEN_SEEDS}
+        seeds = {s: [r for r in rs if r["settings"]["split"] == "validation"] for s, rs in seeds.items()}
+        if not all(seeds.values()):
+            table[lr_name(lr)] = {"passes": None, "why": "not every seed has checkpoints"}
+            continue
+        start = start_of(runs / f"grpo_seed{SCREEN_SEEDS[0]}")
+        result = screen_configuration(start, seeds, KS, NarrowingCriterion())
+        table[lr_name(lr)] = result
+        if result["passes"] and chosen is None:
+            chosen = lr
+    record = {"chosen_lr": chosen, "configurations": table}
+    write_json_atomic(out / "screen.json", record)
+    for name, result in table.items():
+        if result.get("passes") is None:
+            print(f"lr {name}: {result['why']}")
+            continue
+        for seed, s in result["seeds"].items():
+            line = "  ".join(
+                f"{c['step']}:{c['pass1']:.3f}/{c['changes'].get(256, float('nan')):+.3f}"
+                f"{'*' if c['narrows'] else ''} L{c['lost']}G{c['gained']}"
+                for c in s["checkpoints"]
+            )
+            print(f"lr {name} seed {seed} narrows={s['narrows']}  step:pass@1/dpass@256 {line}")
+        print(f"lr {name}: passes={result['passes']}")
+    print(f"testbed lr: {chosen}")
+    return record
+
+
+def warm(block: int, device: str) -> None:
+    preset = preset_for(block)
+    _, _, info = warm_start(preset.task, preset.warm, device=None if device == "cpu" else device)
+    print(json.dumps({k: info[k] for k in ("path", "steps", "accuracy", "seconds", "cached")}))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("stage", choices=["warm", "screen", "control", "decide"])
+    parser.add_argument("--out", type=Path, default=Path("runs/toy-paths"))
+    parser.add_argument("--lr", type=float)
+    parser.add_argument("--block", type=int, default=0)
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args(argv)
+    if args.stage in ("screen", "control") and args.lr not in SCREEN_LRS:
+        parser.error(f"--lr must be one of the declared {SCREEN_LRS}")
+    if args.stage == "warm":
+        warm(args.block, args.device)
+    elif args.stage == "screen":
+        run_screen(args.out, args.lr, args.device)
+    elif args.stage == "control":
+        run_control(args.out, args.lr, args.block, args.device)
+    else:
+        decide(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
