@@ -88,6 +88,10 @@ def test_a_start_model_without_warm_start_is_named(tmp_path):
         "1 start model (HuggingFaceTB/SmolLM2-135M-Instruct): every verdict is about this"
     )
     assert rows["learning rate"] == "2e-05 for every method"
+    (run / "config.yaml").write_text(yaml.safe_dump({"model": {"model": None}}))
+    assert dict(scope_rows([load_run(run)]))["initialisations"].startswith(
+        "1 start model (`ict train`'s default model (config model: null))"
+    )
 
 
 def test_the_check_fails_a_verdict_without_its_scope(two_warm_starts):

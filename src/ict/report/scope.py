@@ -90,6 +90,8 @@ def _initialisations(runs: Sequence[Run]) -> str:
             f"about {what}, not about the method over initialisations"
         )
     models = sorted({str(flat_config(r.config).get("model") or "") for r in runs} - {""})
+    if not models and runs and all(flat_config(r.config).get("model", "") is None for r in runs):
+        models = ["`ict train`'s default model (config model: null)"]
     if not models:
         return "not recorded"
     n = len(models)
