@@ -9,8 +9,8 @@ Holm adjustment over the declared primary comparisons, TOST, the MDE and the ver
 replaced: the intervals paragraph, the declared endpoints (inserted first, before any number), the
 final results' tables, the entropy-health section (the runs' metrics are not in report.json: the
 old per-step flags are withdrawn as verdicts and the stored window ratios are shown), a loss-mode
-note, and the exploration section's differences and change sentences. Everything else (plots,
-overlap, positions, settings) is kept as it was. report.html is rewritten from the same blocks
+note, and the exploration section's differences and change sentences. Everything else (the scope,
+kept first; plots, overlap, positions, settings) is kept as it was. report.html is rewritten from the same blocks
 when it exists; report.json gains "endpoints", "verdicts", "health" and "rerendered".
 """
 
