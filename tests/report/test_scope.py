@@ -109,7 +109,9 @@ def test_the_check_fails_a_verdict_without_its_scope(two_warm_starts):
     (problem,) = scope_problems(late)
     assert "comes after the first verdict" in problem
     wordy = "\n".join(
-        "**Scope - initialisations**: the warm starts" if line.startswith("**Scope - init") else line
+        "**Scope - initialisations**: the warm starts"
+        if line.startswith("**Scope - init")
+        else line
         for line in md.split("\n")
     )
     (problem,) = scope_problems(wordy)

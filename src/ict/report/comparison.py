@@ -477,9 +477,7 @@ def build_report(
         "metrics": {},
     }
     # the scope first: what every verdict is about (initialisations, learning rates, their choice)
-    raw["scope"] = write_scope_section(
-        doc, scope_rows(runs, tuning=tuning, lr_choice=lr_choice)
-    )
+    raw["scope"] = write_scope_section(doc, scope_rows(runs, tuning=tuning, lr_choice=lr_choice))
     # figures first: the declaration, the answer (forest plot), pass@k against k and the curves
     # against step; then the tables behind them
     write_endpoints_section(doc, judgement)  # first: declared before any number

@@ -53,7 +53,7 @@ RULE_LINES = ("**Verdict rule**",)  # the rule's own text names the verdicts wit
 
 
 def _seeds_text(seeds) -> str:
-    """"0-9, 12" from {0, ..., 9, 12}: consecutive integers as ranges."""
+    """Seeds as text, consecutive integers as ranges: {0, ..., 9, 12} -> "0-9, 12"."""
     ints = sorted(s for s in seeds if isinstance(s, int))
     parts, start = [], None
     for i, s in enumerate(ints):
@@ -69,7 +69,8 @@ def _lr_text(value: float) -> str:
 
 
 def _initialisations(runs: Sequence[Run]) -> str:
-    """"2 supervised warm starts (toy-cot/<key> for seeds 0-9, ...)" or "1 start model (NAME)"."""
+    """The initialisations in words: "2 supervised warm starts (toy-cot/<key> for seeds 0-9;
+    ...): ..." or "1 start model (NAME): ..."."""
     warm: dict[str, set] = {}
     for run in runs:
         info = grid_file(run, "warm_start.json")
@@ -81,8 +82,7 @@ def _initialisations(runs: Sequence[Run]) -> str:
     if warm:
         n = len(warm)
         parts = [
-            f"{label} for seed{'s' * (len(s) != 1)} {_seeds_text(s)}"
-            for label, s in warm.items()
+            f"{label} for seed{'s' * (len(s) != 1)} {_seeds_text(s)}" for label, s in warm.items()
         ]
         what = "this initialisation" if n == 1 else f"these {n} initialisations"
         return (
@@ -103,7 +103,7 @@ def _initialisations(runs: Sequence[Run]) -> str:
 
 
 def _learning_rates(runs: Sequence[Run]) -> str:
-    """"6.3e-05 for every method" or "grpo 2e-05; ict 6.35e-06" (a method with several: all)."""
+    """Each method's rate: "6.3e-05 for every method" or "grpo 2e-05; ict 6.35e-06"."""
     by_method: dict[str, set] = {}
     for run in runs:
         lr = flat_config(run.config).get("learning_rate")
