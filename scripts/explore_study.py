@@ -484,6 +484,22 @@ def _fmt(x: float | None) -> str:
     return "-" if x is None or x != x else f"{x:+.3f}"
 
 
+def stage_b_lr_choice(record: dict | None) -> str | None:
+    """How stage B's learning rate was chosen, for the report's scope (ict.report.scope): the
+    pilot's declared rule and what it read; None without a pilot record."""
+    if not record:
+        return None
+    choice = record["choice"]
+    return (
+        "stage A's declared rule (PROTOCOL.md), one rate shared by every arm: the largest of "
+        f"{', '.join(f'{lr:.2g}' for lr in explore.PILOT_LRS)} at which ICT's validation pass@1 "
+        "(one seed, 128 problems) stayed at or above its start at every evaluation "
+        f"({choice['lr']:.2g} on the {choice['pool']} pool; then GRPO's narrowing chose the pool "
+        "and horizon). ICT's pass@k at large k and the other arms' stability were not part of "
+        "the choice"
+    )
+
+
 def stage_b_report(out: Path, dest: Path) -> Path | None:
     """DEST/report.md, report.html, report.json, plots/: the comparison report (ict.report.comparison, the preset's declared
     endpoints and relative margin) over the finished seeds, and the frontier figure (validation
@@ -522,6 +538,7 @@ def stage_b_report(out: Path, dest: Path) -> Path | None:
         [d for s in seeds for d in cells[s]], target,
         title=f"toy-cot-explore stage B (confirmatory){status}",
         endpoints=endpoints_from(args, preset),
+        lr_choice=stage_b_lr_choice(read_json(out / "pilot_choice.json")),
         notes=[
             f"Finished seeds: {', '.join(map(str, seeds))} of the declared 0-19 "
             f"({sum(s < SEEDS_PER_BLOCK for s in seeds)} with warm start 0, "

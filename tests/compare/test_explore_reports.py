@@ -105,3 +105,21 @@ def test_companion_report_describes_each_arm_and_says_partial(tmp_path, monkeypa
     assert "0 of 2 reached it" in rows["ict"] and "2 of 2 reached it" in rows["grpo"]
     assert (tmp_path / "dest" / "companion" / "report.md").is_file()
     assert explore_study.companion_report(tmp_path / "nothing", tmp_path / "d2") is None
+
+
+def test_stage_b_scope_names_the_pilot_rule_that_chose_the_rate():
+    from ict.report.scope import scope_line, scope_problems
+
+    record = {"choice": {"pool": "full", "lr": 6.3e-05, "horizon": 200}}
+    text = explore_study.stage_b_lr_choice(record)
+    assert text.startswith("stage A's declared rule (PROTOCOL.md), one rate shared by every arm")
+    assert "the largest of 2e-05, 4e-05, 6.3e-05 at which ICT's validation pass@1" in text
+    assert "(6.3e-05 on the full pool;" in text and "were not part of the choice" in text
+    assert explore_study.stage_b_lr_choice(None) is None
+    lines = [
+        scope_line("initialisations", "2 supervised warm starts"),
+        scope_line("learning rate", "6.3e-05 for every method"),
+        scope_line("learning rate chosen by", text),
+        "| 32 | -0.066; **lower (primary)** |",
+    ]
+    assert scope_problems("\n".join(lines)) == []

@@ -44,6 +44,7 @@ from ict.report.plots import SMOOTHING_TEXT, plot_methods
 from ict.report.positions import write_section
 from ict.report.problems import derived_margins, problem_values, warm_start_blocks
 from ict.report.runs import Run, flat_config, load_run
+from ict.report.scope import scope_rows, write_scope_section
 from ict.report.selection_overlap import POSITION_BINS, overlap_study, plot_overlap
 from ict.report.tuning import write_tuning_section
 from ict.report.verdicts import (
@@ -425,10 +426,12 @@ def build_report(
     notes: Sequence[str] = (),
     endpoints: Endpoints | None = None,
     tuning: dict | None = None,
+    lr_choice: str | None = None,
 ) -> Path:
     """Write OUT_DIR/report.md, report.html (self-contained), report.json and plots/*.png.
 
-    The sections, in order, figures first: the declared endpoints (before any number), the answer
+    The sections, in order, figures first: the scope (initialisations, learning rates and what
+    chose them: ict.report.scope), the declared endpoints (before any number), the answer
     (the declared question and a forest plot of the verdicts: ict.report.answer), exploration
     (pass@k against k, pass@1 / pass@n / H / H2 against step: ict.report.exploration), final
     results with their verdicts, the tuning record, the runs and how intervals are made, entropy
@@ -436,8 +439,9 @@ def build_report(
     settings.
     `endpoints`: the declared primary comparisons, alpha and margin (None: none declared, every
     comparison exploratory); `tuning`: the grid's tuning record (OUT/tuning/tuning.json), shown
-    after the endpoints. Returns the path of report.md. Raises DataError when no run
-    directory can be read."""
+    after the endpoints; `lr_choice`: how the learning rate was chosen, in words, when no tuning
+    record says it (default: fixed before the runs). Returns the path of report.md. Raises
+    DataError when no run directory can be read."""
     if not run_dirs:
         raise DataError("no run directories given; pass --runs DIR [DIR ...] or run a grid first")
     endpoints = endpoints if endpoints is not None else declare()
@@ -472,6 +476,8 @@ def build_report(
         "endpoints": endpoints.as_dict(),
         "metrics": {},
     }
+    # the scope first: what every verdict is about (initialisations, learning rates, their choice)
+    raw["scope"] = write_scope_section(doc, scope_rows(runs, tuning=tuning, lr_choice=lr_choice))
     # figures first: the declaration, the answer (forest plot), pass@k against k and the curves
     # against step; then the tables behind them
     write_endpoints_section(doc, judgement)  # first: declared before any number

@@ -9,8 +9,8 @@ Holm adjustment over the declared primary comparisons, TOST, the MDE and the ver
 replaced: the intervals paragraph, the declared endpoints (inserted first, before any number), the
 final results' tables, the entropy-health section (the runs' metrics are not in report.json: the
 old per-step flags are withdrawn as verdicts and the stored window ratios are shown), a loss-mode
-note, and the exploration section's differences and change sentences. Everything else (plots,
-overlap, positions, settings) is kept as it was. report.html is rewritten from the same blocks
+note, and the exploration section's differences and change sentences. Everything else (the scope,
+kept first; plots, overlap, positions, settings) is kept as it was. report.html is rewritten from the same blocks
 when it exists; report.json gains "endpoints", "verdicts", "health" and "rerendered".
 """
 
@@ -47,6 +47,7 @@ from ict.report.exploration import (
     k_verdicts,
 )
 from ict.report.health import write_loss_mode_section
+from ict.report.scope import HEADING as SCOPE
 from ict.report.verdicts import evaluate, judgement_json, values_of
 
 RERENDER_NOTE = (
@@ -214,7 +215,9 @@ def _endpoints(doc: Document, judgement: Judgement) -> None:
         del doc.blocks[old[0] : old[1]]
     if ("h", 2, "Runs") not in doc.blocks:
         doc.blocks.insert(0, ("h", 2, "Runs"))
-    doc.blocks[0:0] = blocks  # first, before the runs and any number, as a live report has it
+    scope = _section(doc, SCOPE)  # the scope stays first, as a live report has it
+    at = scope[1] if scope is not None and scope[0] == 0 else 0
+    doc.blocks[at:at] = blocks  # before the runs and any number, as a live report has it
 
 
 def _answer(doc: Document, judgement: Judgement, results, confidence, baseline, plots) -> None:
