@@ -4,6 +4,7 @@
     python scripts/testbed.py screen  --lr LR                   # GRPO, warm start 0, seeds 0-2
     python scripts/testbed.py control --lr LR --block B         # GRPO and W-REINFORCE, warm start B
     python scripts/testbed.py decide                            # the screen's rule -> screen.json
+    python scripts/testbed.py paths                             # path shares of final policies
     python scripts/testbed.py report  --dest docs/reports/toy-paths-screen
 
 Every stage is a grid of `ict compare` (ict.compare.grid) from the preset `toy-paths-screen`: cells
@@ -137,6 +138,69 @@ def decide(out: Path) -> dict:
     return record
 
 
+PATH_PROBLEMS, PATH_SAMPLES, PATH_SEED = 512, 16, 1234  # the paths stage: test problems x samples
+
+
+def path_shares(model, tokenizer, task, pairs, temperature: float, max_new_tokens: int) -> dict:
+    """{"carry" / "no_carry": {"short", "long", "other": share of samples, "correct": accuracy}}
+    of `model`'s samples (PATH_SAMPLES per pair) on `pairs` (ict.data.toy.paths.strategy)."""
+    import numpy as np
+
+    from ict.data.toy.paths import has_carry, reward, strategy
+    from ict.generation import generate
+
+    rollout = generate(
+        model, tokenizer, [task.prompt(a, b) for a, b in pairs], num_samples=PATH_SAMPLES,
+        temperature=temperature, max_new_tokens=max_new_tokens, batch_size=8192, seed=PATH_SEED,
+    )  # fmt: skip
+    rows: dict = {"carry": [], "no_carry": []}
+    for i, text in enumerate(rollout.texts):
+        a, b = pairs[i // PATH_SAMPLES]
+        kind = "carry" if has_carry(a, b, task.digits) else "no_carry"
+        rows[kind].append((strategy(text), reward(text, a, b, task.digits)))
+    out = {}
+    for kind, got in rows.items():
+        names = [g[0] for g in got]
+        out[kind] = {
+            **{s: names.count(s) / max(len(names), 1) for s in ("short", "long", "other")},
+            "correct": float(np.mean([g[1] for g in got])) if got else float("nan"),
+            "samples": len(got),
+        }
+    return out
+
+
+def paths(out: Path, device: str) -> None:
+    """RUN/paths.json for every finished control cell and OUT/control-lr*/warm<B>/start_paths.json
+    for its start model: the share of samples on each path, by carry class (the protocol's
+    descriptive secondary)."""
+    from ict.compare.grid import load_for
+    from ict.data.toy import toy_task
+    from ict.train.plan import resolve_device
+
+    for lr in SCREEN_LRS:
+        for block in CONTROL_BLOCKS:
+            target = control_dir(out, lr, block)
+            if not (target / "grid.json").is_file():
+                continue
+            preset = preset_for(block)
+            cfg = plan_cells(preset, target, GridOptions(seeds=[block]))[0].config
+            task = toy_task(preset.task)
+            pairs = task.split("test", PATH_PROBLEMS)
+            start = target / "start_paths.json"
+            if not start.is_file():
+                model, tok, _ = warm_start(preset.task, preset.warm)
+                model.to(resolve_device(device))
+                write_json_atomic(start, path_shares(model, tok, task, pairs, cfg.temperature, cfg.max_new_tokens))
+            for run in sorted((target / "runs").glob("*_seed*")):
+                dest = run / "paths.json"
+                if dest.is_file() or not (run / "final_eval.json").is_file():
+                    continue
+                cfg_dev = dataclasses.replace(cfg, device=device)
+                model, tok = load_for(cfg_dev, run)
+                write_json_atomic(dest, path_shares(model, tok, task, pairs, cfg.temperature, cfg.max_new_tokens))
+                print(run, read_json(dest))
+
+
 def warm(block: int, device: str) -> None:
     preset = preset_for(block)
     _, _, info = warm_start(preset.task, preset.warm, device=None if device == "cpu" else device)
@@ -145,7 +209,7 @@ def warm(block: int, device: str) -> None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("stage", choices=["warm", "screen", "control", "decide"])
+    parser.add_argument("stage", choices=["warm", "screen", "control", "decide", "paths"])
     parser.add_argument("--out", type=Path, default=Path("runs/toy-paths"))
     parser.add_argument("--lr", type=float)
     parser.add_argument("--block", type=int, default=0)
@@ -159,6 +223,8 @@ def main(argv=None) -> int:
         run_screen(args.out, args.lr, args.device)
     elif args.stage == "control":
         run_control(args.out, args.lr, args.block, args.device)
+    elif args.stage == "paths":
+        paths(args.out, args.device)
     else:
         decide(args.out)
     return 0
