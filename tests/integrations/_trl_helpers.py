@@ -10,6 +10,12 @@ def toy_reward(completions, **kwargs):
     return [(sum(map(ord, c)) % 7) / 7 for c in completions]
 
 
+def binary_reward(completions, **kwargs):
+    """A deterministic 0/1 reward (the parity of the completion's characters), for the
+    estimators defined on correct / incorrect (psr, nsr, w_reinforce)."""
+    return [float(sum(map(ord, c)) % 2) for c in completions]
+
+
 def toy_dataset(n: int = 16, seed: int = 0):
     """`n` prompts of one fixed length (no left padding), e.g. '3+4='."""
     from datasets import Dataset
@@ -65,14 +71,14 @@ def recording_trainer_class(base=None):
     return type(f"Recording{base.__name__}", (Recorder, base), {})
 
 
-def run_tiny(output_dir, trainer_class=None, seed=0, **config):
+def run_tiny(output_dir, trainer_class=None, seed=0, reward_funcs=toy_reward, **config):
     """Train a tiny offline model for `max_steps` steps; returns the trainer."""
     from ict.testing import tiny_model_and_tokenizer
 
     model, tokenizer = tiny_model_and_tokenizer(seed=seed)
     cls = trainer_class or recording_trainer_class()
     trainer = cls(
-        model=model, reward_funcs=toy_reward, args=tiny_config(output_dir, **config),
+        model=model, reward_funcs=reward_funcs, args=tiny_config(output_dir, **config),
         train_dataset=toy_dataset(), processing_class=tokenizer,
     )  # fmt: skip
     trainer.train()

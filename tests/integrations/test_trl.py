@@ -75,6 +75,10 @@ def test_check_trl_version():
             "steps_per_generation=3 is not a multiple",
         ),
         (dict(method="kl_cov", loss_mode="cov"), "loss_mode='cov' is unknown"),
+        (dict(method="w_reinforce", scale_rewards="batch"), "leave them at 'group'"),
+        (dict(method="grpo", advantage="psr", multi_objective_aggregation="normalize_then_sum"),
+         "advantage='psr'.*leave them at"),
+        (dict(method="grpo", advantage="gae"), "advantage='gae' is unknown"),
         (dict(method="kl_cov", kl_cov_ratio=0.0), r"kl_cov_ratio must be in \(0, 1\]"),
     ],
 )
@@ -217,6 +221,29 @@ def test_trl_runs_icts_loss_for_loss_modes_and_the_entropy_bonus(tmp_path, metho
                               entropy_coef=0.0, denominator=denominator)  # fmt: skip
         policy += float(part)
     assert logged["policy_loss"] == pytest.approx(policy, abs=1e-5)
+
+
+@pytest.mark.parametrize("method", ["w_reinforce", "nsr"])
+def test_trl_runs_the_methods_advantages(tmp_path, method):
+    """A real TRL run with a 0/1 reward: every micro-batch's advantages are the method's
+    estimator's (W-REINFORCE 0.1 / -1, NSR 0 / -1; TRL's own would be group-normalised), and NSR
+    trains only on the incorrect responses."""
+    from _trl_helpers import binary_reward
+
+    trainer = run_tiny(tmp_path, method=method, reward_funcs=binary_reward)
+    decode = trainer.processing_class.decode
+    seen = set()
+    for rec in trainer.records:
+        inp = rec["inputs"]
+        mask = inp["completion_mask"].bool()
+        for row, ids in enumerate(inp["completion_ids"]):
+            reward = binary_reward([decode(ids[mask[row]], skip_special_tokens=True)])[0]
+            want = {"w_reinforce": (-1.0, 0.1), "nsr": (-1.0, 0.0)}[method][int(reward)]
+            assert float(inp["advantages"][row]) == pytest.approx(want)
+            kept = bool(inp["ict_selected"][row].any())
+            assert kept == (method == "w_reinforce" or reward == 0.0)
+            seen.add(reward)
+    assert seen == {0.0, 1.0}  # both kinds of response occurred
 
 
 def test_trl_loss_mode_with_trls_kl_term(tmp_path):

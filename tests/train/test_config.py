@@ -75,7 +75,7 @@ def test_defaults_follow_method_md():
     )
     e = resolved(TrainConfig(method="entropy"))
     assert (e.scope, e.ratio, e.dense_warmup_steps) == ("global", 0.2, 0)
-    assert (c.stapo_prob_below, c.stapo_entropy_quantile, c.kl_coef, c.advantage) == (
+    assert (c.stapo_prob_below, c.stapo_entropy_quantile, c.kl_coef, resolved(c).advantage) == (
         0.01,
         0.05,
         0.0,

@@ -14,6 +14,9 @@ METHODS: tuple[tuple[str, str, str], ...] = (
     ('clip_cov', 'every', 'Clip-Cov (Cui et al. 2025): GRPO, with the gradient cut on a random few tokens of high advantage-log-prob covariance; token mean, clip range 1 / 1.'),
     ('kl_cov', 'every', 'KL-Cov (Cui et al. 2025): GRPO without the ratio clip, a |log-ratio| penalty on the tokens of highest advantage-log-prob covariance; token mean.'),
     ('entropy_bonus', 'every', "GRPO minus 0.01 x the policy's entropy (an entropy bonus)."),
+    ('w_reinforce', 'every', 'W-REINFORCE (Zhu et al. 2025, arXiv 2506.01347; code TianHongZXY/RLVR-Decomposed): no baseline, advantage lambda = 0.1 on correct responses, -1 on incorrect ones; token mean, clip 0.2 / 0.2, entropy bonus 0.001.'),
+    ('nsr', 'nonzero_advantage', 'NSR (Zhu et al. 2025, arXiv 2506.01347; code TianHongZXY/RLVR-Decomposed): no baseline, advantage -1 on incorrect responses only (correct ones dropped); token mean, clip 0.2 / 0.2, entropy bonus 0.001.'),
+    ('psr', 'nonzero_advantage', 'PSR (Zhu et al. 2025, arXiv 2506.01347; code TianHongZXY/RLVR-Decomposed): no baseline, advantage +1 on correct responses only (incorrect ones dropped); token mean, clip 0.2 / 0.2, entropy bonus 0.001.'),
     ('random_sequence', 'uniform', "Control: a random 10% of each response, with ICT's warm-up and loss."),
     ('ict', 'js_top', 'ICT as the paper defines it: JS to the position-aligned group mean, top 10% of each response, Sparse-GRPO, dense warm-up.'),
     ('ict_batch_mean', 'js_top', "Batch-mean ICT (this project's guess before the paper's method was known): JS to the batch-mean distribution, global top 10%, token mean, no warm-up."),
@@ -32,5 +35,6 @@ SELECTORS: tuple[tuple[str, float | None, str, str], ...] = (
     ('entropy_top', 0.2, 'global', '20-Entropy (arXiv 2506.01939): score = Shannon entropy of the position (stats.entropy).'),
     ('uniform', 0.1, 'global', 'Control: i.i.d. uniform scores from a generator seeded by (seed, rank), so the top `ratio` is a uniform random subset of exactly k valid positions, reproducible for a given seed.'),
     ('not_spurious', None, 'global', "STAPO (arXiv 2602.15620): keep every valid token except the spurious ones, those with advantage > 0, sampled probability exp(stats.logprob) < prob_below and stats.entropy strictly below the `entropy_quantile` quantile (linear interpolation) of the batch's valid entropies (over all ranks under torch.distributed, whatever the scope)."),
+    ('nonzero_advantage', None, 'global', "Every valid token whose advantage is not 0: the responses PSR and NSR train on (arXiv 2506.01347; their trainer drops the others from the batch, so a loss normalised by the selected tokens has the authors' denominator)."),
 )
 # fmt: on

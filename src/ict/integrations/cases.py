@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ict.loss.advantages import compute_advantages
+
 
 def _method_cases() -> list[tuple[str, dict]]:
     """One case per registered method, with nothing but its name: each engine must resolve the
@@ -133,6 +135,13 @@ METHOD_OPTION_KEYS = ("method", "ratio", "reference", "scope", "loss_agg", "norm
 LOSS_SEED = 2026
 
 
+def _estimator(options: dict) -> str:
+    """The advantage estimator a case's method runs (ict.methods: grpo unless it fixes one)."""
+    from ict.methods import get_method
+
+    return get_method(options["method"]).resolved().advantage
+
+
 def equivalence_cases(
     B: int = 8, G: int = 4, T: int = 7, D: int = 8, V: int = 16
 ) -> list[EquivalenceCase]:
@@ -151,6 +160,9 @@ def equivalence_cases(
         group_ids = torch.arange(B) // G
         mean = torch.zeros(B).index_add_(0, group_ids, rewards)[group_ids] / G
         advantages = rewards - mean + 0.1 * torch.randn(B, generator=g)
+        estimator = _estimator(options)
+        if estimator != "grpo":  # the method's own (w_reinforce, nsr, psr: 0 on some rows)
+            advantages = compute_advantages(rewards, group_ids, mode=estimator)[0]
         logp = torch.log_softmax(hidden @ weight.T / options["temperature"], dim=-1)
         old_logprob = logp.gather(-1, tokens[..., None]).squeeze(-1) * mask
         delta = (torch.rand(B, T, generator=g) - 0.5) * mask

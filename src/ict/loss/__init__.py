@@ -12,8 +12,9 @@ from ict.lazy import lazy_exports
 
 _LAZY = {
     **dict.fromkeys(
-        ("ADVANTAGE_ESTIMATORS", "GroupStats", "compute_advantages", "group_stats",
-         "register_advantage_estimator", "zero_variance_rows", "zero_variance_share"),
+        ("ADVANTAGE_ESTIMATORS", "DEFAULT_ADVANTAGE", "GroupStats", "W_REINFORCE_LAMBDA",
+         "compute_advantages", "group_stats", "register_advantage_estimator",
+         "zero_variance_rows", "zero_variance_share"),
         "ict.loss.advantages",
     ),
     **dict.fromkeys(("LOSS_MODES", "CovarianceOptions"), "ict.loss.options"),

@@ -1,8 +1,16 @@
-"""Group-relative advantages (METHOD.md, "Advantages"), verl core_algos style.
+"""Outcome advantages (METHOD.md, "Advantages"), verl core_algos style.
 
 Every response i has an outcome reward R_i and the id of its prompt (its group). An estimator is a
 pure function `fn(rewards[N], groups: GroupStats, *, eps) -> advantages[N]` in
 `ADVANTAGE_ESTIMATORS`; `compute_advantages` is the entry point.
+
+    grpo, dr_grpo          group-relative: (R - mean) / (std + eps), and R - mean
+    psr, nsr, w_reinforce  Zhu et al., "The Surprising Effectiveness of Negative Reinforcement in
+                           LLM Reasoning" (arXiv 2506.01347; code TianHongZXY/RLVR-Decomposed,
+                           `compute_psr_nsr_outcome_advantage`): no baseline, rewards 0/1.
+                           PSR: A = R (+1 on correct, 0 on incorrect); NSR: A = R - 1 (-1 on
+                           incorrect, 0 on correct); W-REINFORCE: lambda on correct, -1 on
+                           incorrect, lambda = W_REINFORCE_LAMBDA = 0.1 (their README's value).
 """
 
 from __future__ import annotations
@@ -47,6 +55,10 @@ def group_stats(rewards: Tensor, group_ids: Tensor, *, std_unbiased: bool = True
 
 
 ADVANTAGE_ESTIMATORS: dict[str, Callable[..., Tensor]] = {}
+DEFAULT_ADVANTAGE = "grpo"  # what a method that fixes none runs
+# W-REINFORCE's weight of the positive samples: the lambda of arXiv 2506.01347, "recommended value
+# is 0.1" (TianHongZXY/RLVR-Decomposed README, `algorithm.positive_advantage_weight`)
+W_REINFORCE_LAMBDA = 0.1
 
 
 def register_advantage_estimator(name: str):
@@ -71,10 +83,44 @@ def dr_grpo_advantages(rewards: Tensor, groups: GroupStats, *, eps: float) -> Te
     return torch.where(groups.zero_variance, torch.zeros_like(adv), adv)
 
 
+def _binary(rewards: Tensor, name: str) -> None:
+    """The PSR / NSR / W-REINFORCE estimators are defined on 0/1 rewards (their authors' trainer
+    asserts it): DataError naming the first other value."""
+    other = rewards[(rewards != 0) & (rewards != 1)]
+    if other.numel():
+        raise DataError(
+            f"advantage {name!r} needs 0/1 rewards (correct / incorrect, as arXiv 2506.01347 "
+            f"defines it), got {float(other[0])!r}: use a 0/1 reward function or advantage grpo"
+        )
+
+
+@register_advantage_estimator("psr")
+def psr_advantages(rewards: Tensor, groups: GroupStats, *, eps: float) -> Tensor:
+    """Positive-sample reinforcement: A_i = R_i (1 on correct responses, 0 on incorrect ones)."""
+    _binary(rewards, "psr")
+    return rewards.clone()
+
+
+@register_advantage_estimator("nsr")
+def nsr_advantages(rewards: Tensor, groups: GroupStats, *, eps: float) -> Tensor:
+    """Negative-sample reinforcement: A_i = R_i - 1 (-1 on incorrect responses, 0 on correct)."""
+    _binary(rewards, "nsr")
+    return rewards - 1
+
+
+@register_advantage_estimator("w_reinforce")
+def w_reinforce_advantages(
+    rewards: Tensor, groups: GroupStats, *, eps: float, weight: float = W_REINFORCE_LAMBDA
+) -> Tensor:
+    """Weighted REINFORCE: A_i = weight (lambda) on correct responses, -1 on incorrect ones."""
+    _binary(rewards, "w_reinforce")
+    return torch.where(rewards == 1, weight * rewards, rewards - 1)
+
+
 def compute_advantages(
     rewards: Tensor,
     group_ids: Tensor,
-    mode: str = "grpo",
+    mode: str = DEFAULT_ADVANTAGE,
     eps: float = 1e-6,
     *,
     std_unbiased: bool = True,
@@ -82,11 +128,12 @@ def compute_advantages(
     """Advantages of N responses from their rewards and prompt groups.
 
     rewards: [N] (any real dtype; computed in float32, or float64 if given). group_ids: [N] ints.
-    mode: a key of ADVANTAGE_ESTIMATORS ("grpo" default, "dr_grpo"). std_unbiased: sample std
+    mode: a key of ADVANTAGE_ESTIMATORS ("grpo" default; module docstring). std_unbiased: sample std
     (n - 1, TRL's behaviour, default) or population std (n).
     Returns (advantages float[N], info) with info["zero_variance_groups"] (groups whose rewards
     are all equal; their advantages are 0) and info["num_groups"], both ints, and
-    info["zero_variance_share"] (their ratio, the `zero_variance_share` step metric).
+    info["zero_variance_share"] (their ratio, the `zero_variance_share` step metric). Only grpo
+    and dr_grpo give such groups advantage 0; psr, nsr and w_reinforce have no baseline.
     """
     if mode not in ADVANTAGE_ESTIMATORS:
         raise ConfigError(

@@ -6,7 +6,7 @@ and one check everywhere. Each field's metadata holds `help` (read by `ict train
 Hugging Face's argument parser) and `section` (the native config's grouping).
 
     method, ratio, scope, reference, loss_agg, normalize_by, dense_warmup_steps, loss_mode,
-    entropy_coef: what runs
+    entropy_coef, advantage: what runs
     granularity, stapo_prob_below, stapo_entropy_quantile, selector_options: selector settings
     clip_cov_ratio, clip_cov_lb, clip_cov_ub, kl_cov_ratio, kl_cov_coef: the loss modes' settings
 
@@ -24,7 +24,7 @@ from ict.loss.options import COVARIANCE_FIELDS, LOSS_MODES, CovarianceOptions
 # the fields a Method fixes; an explicit (non-None) value overrides the method's
 METHOD_FIELDS = (
     "ratio", "scope", "reference", "loss_agg", "normalize_by", "dense_warmup_steps", "loss_mode",
-    "entropy_coef",
+    "entropy_coef", "advantage",
 )  # fmt: skip
 # the clip range, which a Method may also fix; each engine spells it its own way (native eps_low /
 # eps_high, TRL epsilon / epsilon_high, verl clip_ratio_low / clip_ratio_high), so it is not a
@@ -102,6 +102,12 @@ class MethodOptions:
         "loss",
         "entropy bonus coefficient (none = the method's: 0.01 for entropy_bonus, else 0)",
     )
+    advantage: str | None = _opt(
+        None,
+        "loss",
+        "advantage estimator (ict.loss.ADVANTAGE_ESTIMATORS): grpo | dr_grpo | w_reinforce | nsr "
+        "| psr (none = the method's: its authors' for w_reinforce, nsr, psr, else grpo)",
+    )
     clip_cov_ratio: float = _opt(
         CovarianceOptions.clip_cov_ratio,
         "loss",
@@ -148,6 +154,7 @@ def selector_kwargs(options: MethodOptions, selector: str) -> dict:
 def validate_method_options(options: MethodOptions, *, prefix: str = "") -> None:
     """Raise ConfigError (one line: the option, the problem, the fix) for the first bad method
     option. `prefix` is how the engine spells the keys (verl: "ict.")."""
+    from ict.loss.advantages import ADVANTAGE_ESTIMATORS
     from ict.loss.policy import LOSS_AGGREGATIONS, NORMALIZE_BY, LossConfig
     from ict.methods.registry import get_method
     from ict.select import GRANULARITIES, SCOPES
@@ -166,6 +173,7 @@ def validate_method_options(options: MethodOptions, *, prefix: str = "") -> None
         ("normalize_by", NORMALIZE_BY),
         ("loss_agg", LOSS_AGGREGATIONS),
         ("loss_mode", LOSS_MODES),
+        ("advantage", tuple(ADVANTAGE_ESTIMATORS)),
     ):
         value = getattr(options, name)
         if value is not None and value not in allowed:

@@ -25,6 +25,12 @@ the selector's fact (ratio, scope) or the common default.
                      lower clip, upper 2); KL-Cov has no ratio clip (its authors' 0.2 / 0.2 moves
                      only the clip-fraction metric, so it keeps the common range).
     entropy_bonus    GRPO on every token minus ENTROPY_BONUS x the policy's entropy.
+    w_reinforce, nsr, psr  Zhu et al., arXiv 2506.01347 (code TianHongZXY/RLVR-Decomposed) as
+                     their scripts run them: no baseline (advantage w_reinforce: lambda 0.1 on
+                     correct, -1 on incorrect; nsr: -1 on incorrect only; psr: +1 on correct
+                     only; ict.loss.advantages), PPO's clip 0.2 / 0.2, the token mean over the
+                     responses trained on (nsr / psr: their trainer drops the others), their
+                     verl's entropy_coeff 0.001, no KL.
 
 A method name says which paper's recipe runs, a selector name what it keeps: the method `ict` runs
 the selector `js_top`. A name may be both only where it means the same thing (the method of that
@@ -47,6 +53,11 @@ PAPER_DENSE_WARMUP = 10  # Theta: the paper's 10, 20 and 40 converged alike
 # invisible next to |A| ~ 1 on the small models ict trains on a CPU; 0.01 is the largest of the
 # coefficients Cui et al. (arXiv 2505.22617, sec. 4) compare against
 ENTROPY_BONUS = 0.01
+# arXiv 2506.01347's runs (TianHongZXY/RLVR-Decomposed, run_*_psr_nsr.sh on their verl fork): the
+# actor's clip_ratio 0.2 and entropy_coeff 0.001 (their ppo_trainer.yaml defaults, which the
+# scripts keep), kl_coef 0 and no KL loss; the advantages' lambda is ict.loss.W_REINFORCE_LAMBDA
+NEGATIVE_REINFORCEMENT_CLIP = 0.2
+NEGATIVE_REINFORCEMENT_ENTROPY = 0.001
 
 
 @dataclass(frozen=True)
@@ -60,6 +71,7 @@ class Method:
     loss_mode: the per-token policy loss (ict.loss.modes: vanilla, clip_cov, kl_cov).
     entropy_coef: the entropy bonus's coefficient (ict.loss.policy_loss).
     eps_low / eps_high: the clip range the method's authors run (None: ict.loss's 0.2 / 0.28).
+    advantage: the advantage estimator (ict.loss.ADVANTAGE_ESTIMATORS; None: grpo).
     """
 
     name: str
@@ -75,10 +87,11 @@ class Method:
     entropy_coef: float | None = None
     eps_low: float | None = None
     eps_high: float | None = None
+    advantage: str | None = None
 
     def resolved(self) -> Method:
         """A copy with every None field filled from the selector's facts and the defaults."""
-        from ict.loss import LossConfig
+        from ict.loss import DEFAULT_ADVANTAGE, LossConfig
         from ict.select.core import selector_facts
 
         facts = selector_facts(self.selector)
@@ -95,6 +108,7 @@ class Method:
             entropy_coef=self.entropy_coef if self.entropy_coef is not None else 0.0,
             eps_low=self.eps_low if self.eps_low is not None else LossConfig.eps_low,
             eps_high=self.eps_high if self.eps_high is not None else LossConfig.eps_high,
+            advantage=self.advantage or DEFAULT_ADVANTAGE,
         )
 
     def fixes_clip_range(self) -> bool:
@@ -226,6 +240,27 @@ def _builtin() -> None:
             entropy_coef=ENTROPY_BONUS,
         )
     )
+    for name, selector, what in (
+        ("w_reinforce", "every", "lambda = 0.1 on correct responses, -1 on incorrect ones"),
+        ("nsr", "nonzero_advantage", "-1 on incorrect responses only (correct ones dropped)"),
+        ("psr", "nonzero_advantage", "+1 on correct responses only (incorrect ones dropped)"),
+    ):
+        register_method(
+            Method(
+                name,
+                selector,
+                f"{name.upper().replace('_', '-')} (Zhu et al. 2025, arXiv 2506.01347; code "
+                f"TianHongZXY/RLVR-Decomposed): no baseline, advantage {what}; token mean, clip "
+                f"{NEGATIVE_REINFORCEMENT_CLIP} / {NEGATIVE_REINFORCEMENT_CLIP}, entropy bonus "
+                f"{NEGATIVE_REINFORCEMENT_ENTROPY}.",
+                loss_agg="token_mean",
+                normalize_by="selected",
+                entropy_coef=NEGATIVE_REINFORCEMENT_ENTROPY,
+                eps_low=NEGATIVE_REINFORCEMENT_CLIP,
+                eps_high=NEGATIVE_REINFORCEMENT_CLIP,
+                advantage=name,
+            )
+        )
     register_method(
         Method(
             "random_sequence",

@@ -103,6 +103,14 @@ def not_spurious(
     return ~stapo_spurious(ctx, stats, advantages, prob_below, entropy_quantile)
 
 
+@register_selector("nonzero_advantage", needs=("advantages",))
+def nonzero_advantage(ctx: SelectionContext) -> Tensor:
+    """Every valid token whose advantage is not 0: the responses PSR and NSR train on (arXiv
+    2506.01347; their trainer drops the others from the batch, so a loss normalised by the
+    selected tokens has the authors' denominator)."""
+    return ctx.mask & (ctx.require_advantages("nonzero_advantage") != 0)
+
+
 def stapo_spurious(ctx, stats, advantages, prob_below, entropy_quantile) -> Tensor:
     """bool[B, T]: the valid positions STAPO silences."""
     entropies = ctx.valid_values(stats.entropy)

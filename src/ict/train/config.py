@@ -25,7 +25,7 @@ from ict.data.tasks import SPLITS
 from ict.errors import ConfigError
 from ict.evidence.health import HealthCriterion
 from ict.files import write_atomic
-from ict.methods.options import MethodOptions, validate_method_options
+from ict.methods.options import MethodOptions, resolve_method, validate_method_options
 from ict.precision import CHOICES as PRECISION_CHOICES
 
 SECTIONS = {
@@ -42,7 +42,7 @@ SECTIONS = {
 SCHEDULERS = ("constant", "linear", "cosine")
 # registry choices checked by validate_method_options (None there means "the method's")
 METHOD_CHOICE_FIELDS = (
-    "reference", "scope", "granularity", "loss_agg", "normalize_by", "loss_mode",
+    "reference", "scope", "granularity", "loss_agg", "normalize_by", "loss_mode", "advantage",
 )  # fmt: skip
 REPORT_TO = ("none", "tensorboard", "wandb")
 # config.yaml's read-only sections: the method's settings as the run resolved them, and what the
@@ -164,7 +164,6 @@ class TrainConfig(MethodOptions):
         1024, "method", "rows of the vocabulary-wide tensors processed at once (memory bound)"
     )
     # loss
-    advantage: str = _f("grpo", "loss", "advantage estimator: grpo | dr_grpo")
     drop_zero_variance_groups: bool = _f(
         False,
         "loss",
@@ -344,7 +343,7 @@ class TrainConfig(MethodOptions):
             raise ConfigError(
                 "dynamic_sampling needs num_generations >= 2 (one response has no rewards to differ)"
             )
-        if self.num_generations < 2 and self.advantage == "grpo":
+        if self.num_generations < 2 and resolve_method(self).advantage == "grpo":
             raise ConfigError("num_generations must be >= 2 for group-relative advantages (grpo)")
         if not self.temperature > 0:
             raise ConfigError(f"temperature must be > 0, got {self.temperature}")

@@ -210,3 +210,55 @@ def test_a_methods_clip_range_and_verls_kl_term_are_checked():
         from_verl_config(cfg("ict", use_kl_loss=True))  # ICT's Sparse-GRPO vs verl's token-mean
     from_verl_config(cfg("ict", use_kl_loss=True, loss_agg_mode="seq-mean-token-mean"))
     from_verl_config(cfg("ict_kl_cov", use_kl_loss=True))  # KL-Cov: token mean, as verl's default
+
+
+def test_icts_advantage_estimators_run_through_verls_compute_advantage():
+    """verl's driver step (`compute_advantage`) with `adv_estimator=w_reinforce` / nsr / psr /
+    dr_grpo runs ict's estimator (ict.loss.compute_advantages) on the summed token rewards, per
+    prompt uid, on the response tokens; verl's own grpo stays verl's."""
+    import numpy as np
+    import torch
+    from verl import DataProto
+    from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
+    from verl.trainer.ppo.ray_trainer import compute_advantage
+
+    from ict.integrations.verl.advantages import register_advantages, verl_advantages
+    from ict.loss import compute_advantages
+
+    assert register_advantages() == ["dr_grpo", "psr", "nsr", "w_reinforce"]  # idempotent
+    assert ADV_ESTIMATOR_REGISTRY["grpo"] is not verl_advantages
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0], [1, 1, 1], [1, 1, 0]] * 2, dtype=torch.float32)
+    correct = torch.tensor([1.0, 0, 0, 1, 0, 0, 0, 0])  # the second prompt: all wrong
+    rewards = torch.zeros(8, 3)
+    rewards[torch.arange(8), mask.sum(-1).long() - 1] = correct  # on the last response token
+    uids = np.array(["a"] * 4 + ["b"] * 4, dtype=object)
+    for name in ("w_reinforce", "nsr", "psr", "dr_grpo"):
+        data = DataProto.from_dict(
+            tensors={"token_level_rewards": rewards, "response_mask": mask},
+            non_tensors={"uid": uids},
+        )
+        out = compute_advantage(data, adv_estimator=name, num_repeat=4)
+        want, _ = compute_advantages(correct, torch.arange(8) // 4, mode=name)
+        torch.testing.assert_close(out.batch["advantages"], want[:, None] * mask)
+    by_hand = {"w_reinforce": [0.1, -1, -1, 0.1], "nsr": [0, -1, -1, 0], "psr": [1, 0, 0, 1]}
+    for name, first in by_hand.items():
+        got, _ = ADV_ESTIMATOR_REGISTRY[name](
+            token_level_rewards=rewards, response_mask=mask, index=uids, config=None
+        )
+        assert got[:4, 0].tolist() == pytest.approx(first)
+
+
+def test_a_methods_advantage_must_be_verls_adv_estimator():
+    from omegaconf import OmegaConf
+
+    def cfg(loss_mode, estimator, **ict):
+        actor = {"policy_loss": {"loss_mode": loss_mode}, "strategy": "fsdp"}
+        return OmegaConf.create({"actor_rollout_ref": {"actor": actor}, "ict": ict,
+                                 "algorithm": {"adv_estimator": estimator}})  # fmt: skip
+
+    with pytest.raises(ConfigError, match="set algorithm.adv_estimator=w_reinforce"):
+        from_verl_config(cfg("ict_w_reinforce", "grpo"))
+    assert from_verl_config(cfg("ict_nsr", "nsr")).resolved().advantage == "nsr"
+    with pytest.raises(ConfigError, match="set algorithm.adv_estimator=psr"):
+        from_verl_config(cfg("ict_grpo", "grpo", advantage="psr"))
+    from_verl_config(cfg("ict", "grpo_passk"))  # a grpo method leaves verl's estimator free

@@ -247,6 +247,16 @@ def step_batch(prompt_lens, tokens, mask, *, vocab, group_size, temperature, see
     return batch
 
 
+def _estimator(loss_mode, ict) -> str:
+    """verl's adv_estimator for the run's method: its own (ict.methods), which the plugin checks."""
+    from ict.integrations.verl.config import LOSS_MODES
+    from ict.methods import get_method
+
+    ict = dict(ict or {})
+    name = ict.get("method") or LOSS_MODES[loss_mode]
+    return ict.get("advantage") or get_method(name).resolved().advantage
+
+
 def step_config(loss_mode, ict=None, *, n, mini_batch, temperature=1.0, clip=(0.2, 0.28),
                 dual_clip=3.0, epochs=1):  # fmt: skip
     """(the trainer's OmegaConf config, verl's ActorConfig) of a one-node GRPO run: `loss_mode`,
@@ -265,6 +275,7 @@ def step_config(loss_mode, ict=None, *, n, mini_batch, temperature=1.0, clip=(0.
             "rollout": {"n": n, "temperature": temperature, "multi_turn": {"enable": False}},
         },
         "trainer": {"use_v1": False, "balance_batch": False},
+        "algorithm": {"adv_estimator": _estimator(loss_mode, ict)},
         **({"ict": ict} if ict is not None else {}),
     })  # fmt: skip
     verl_actor = actor_config(

@@ -144,6 +144,15 @@ class ICTGRPOConfig(MethodOptions, GRPOConfig):
         validate_method_options(self)
         self._cpu_precision()
         method = resolve_method(self)
+        if method.advantage != "grpo" and (
+            self.multi_objective_aggregation != "sum_then_normalize" or self.scale_rewards != "group"
+        ):
+            raise ConfigError(
+                f"advantage={method.advantage!r} (method={self.method!r}'s unless set) is ict's "
+                "estimator of the summed rewards, and TRL's scale_rewards / "
+                "multi_objective_aggregation shape only TRL's grpo advantages: leave them at "
+                "'group' / 'sum_then_normalize', or use advantage='grpo'."
+            )
         # the clip range: TRL's epsilon / epsilon_high, None = the method's (ict.methods)
         self.epsilon = method.eps_low if self.epsilon is None else self.epsilon
         self.epsilon_high = method.eps_high if self.epsilon_high is None else self.epsilon_high

@@ -1,6 +1,7 @@
 """`ICTGRPOTrainer`: TRL's GRPOTrainer running ict's step (ict.methods.StepPlan) in TRL's hooks.
 
-Per generation batch: `_generate_and_score_completions` numbers the rows in generation order and,
+Per generation batch: `_generate_and_score_completions` replaces TRL's advantages by ict's
+estimator's when the method's is not grpo (`ict_advantages`), numbers the rows in generation order and,
 on the two-pass path, adds the old policy's statistics (a filter of generation batches, dynamic
 sampling, belongs there, before the numbering); `_prepare_inputs` runs the plan's step on the
 micro-batches TRL split (or prepares the single forward); `_compute_loss` is `loss`'s."""
@@ -159,10 +160,41 @@ class ICTGRPOTrainer(LossSteps, OneForwardSteps, StatsSteps, GRPOTrainer):
         restored `state.global_step`, so it survives a resume."""
         return int(self.state.global_step // self._ict_batches_per_generation()) + 1
 
+    # ---- 0. the method's advantages ------------------------------------------------------------
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        """TRL's, its gathered rewards [N_all, F] (every process, generation order) kept for
+        `ict_advantages`."""
+        rewards_per_func = super()._calculate_rewards(
+            inputs, prompts, completions, completion_ids_list
+        )
+        self._ict_rewards_per_func = rewards_per_func
+        return rewards_per_func
+
+    def ict_advantages(self, rewards_per_func, group_size: int, n_local: int):
+        """This process's advantages float[n_local] by the method's estimator (ict.loss
+        .compute_advantages) from TRL's gathered rewards [N_all, F]: summed with TRL's
+        `reward_weights`, one group per `group_size` consecutive rows; a row every reward
+        function left unscored (NaN) gets 0, as TRL gives it."""
+        from ict.loss import compute_advantages
+
+        weights = self.reward_weights.to(rewards_per_func.device)
+        unscorable = torch.isnan(rewards_per_func).all(dim=1)
+        rewards = (rewards_per_func * weights.unsqueeze(0)).nansum(dim=1)
+        groups = torch.arange(rewards.numel(), device=rewards.device) // group_size
+        advantages, _ = compute_advantages(rewards, groups, mode=self.ict_method().advantage)
+        advantages = torch.where(unscorable, torch.zeros_like(advantages), advantages)
+        start = self.accelerator.process_index * n_local
+        return advantages[start : start + n_local]
+
     # ---- 1. statistics of the old policy, once per generation batch -------------------------------
     def _generate_and_score_completions(self, inputs):
         out = super()._generate_and_score_completions(inputs)
         mode = "train" if self.model.training else "eval"
+        if self.ict_method().advantage != "grpo":  # TRL computed grpo's; the method's instead
+            size = self.num_generations if mode == "train" else self.num_generations_eval
+            out["advantages"] = self.ict_advantages(
+                self._ict_rewards_per_func, size, out["completion_ids"].size(0)
+            ).to(out["advantages"].dtype)
         self._ict_log_zero_variance(mode)
         n_local = out["completion_ids"].size(0)
         group_size = self.num_generations if mode == "train" else self.num_generations_eval

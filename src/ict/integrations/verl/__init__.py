@@ -9,7 +9,9 @@ the verl environment), or `VERL_USE_EXTERNAL_MODULES=ict.integrations.verl`. Imp
 2. registers the policy losses `ict`, `ict_entropy`, `ict_stapo`, `ict_random`, `ict_grpo`,
    `ict_clip_cov`, `ict_kl_cov`, `ict_entropy_bonus` (config.LOSS_MODES: each a method's name;
    every one runs the method's selection, loss mode and entropy bonus),
-3. wraps five verl methods so the old policy's per-token statistics reach the loss and the step's
+3. registers ict's advantage estimators verl lacks (w_reinforce, nsr, psr, dr_grpo) for
+   `algorithm.adv_estimator` (advantages.py),
+4. wraps five verl methods so the old policy's per-token statistics reach the loss and the step's
    metrics reach verl's log (hooks.py, metrics.py), and verl's start-up `validate_config` so a bad
    `ict:` setting or verl's v1 trainer stops the run before Ray starts (hooks.py).
 
@@ -63,10 +65,12 @@ def check_verl_version(version: str | None = None) -> str:
 def install() -> list[str]:
     """Version check, loss registration and patches (idempotent). Returns the registered names."""
     check_verl_version()
+    from .advantages import register_advantages
     from .hooks import apply_patches
     from .loss import register_losses
 
     names = register_losses()
+    register_advantages()
     apply_patches()
     return names
 

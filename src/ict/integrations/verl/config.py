@@ -22,6 +22,8 @@ names in LOSS_MODES). Everything else is optional; a setting left null is the me
       selector_options: {}    # e.g. {prob_below: 0.01, entropy_quantile: 0.05} for stapo
       loss_mode: null         # vanilla, clip_cov or kl_cov (Cui et al.); null: the method's
       entropy_coef: null      # ict's entropy bonus; null: the method's (entropy_bonus: 0.01)
+      advantage: null         # the method's estimator (w_reinforce, nsr, psr fix theirs), which
+                              # algorithm.adv_estimator must then name (advantages.py)
       clip_cov_ratio: 2e-4    # the loss modes' settings (the paper's recipe); these, not verl's
       clip_cov_lb: 1.0        #   actor.policy_loss.clip_cov_* / kl_cov_ratio / ppo_kl_coef,
       clip_cov_ub: 5.0        #   reach the ict losses
@@ -64,6 +66,9 @@ LOSS_MODES: dict[str, str] = {
     "ict_clip_cov": "clip_cov",
     "ict_kl_cov": "kl_cov",
     "ict_entropy_bonus": "entropy_bonus",
+    "ict_w_reinforce": "w_reinforce",
+    "ict_nsr": "nsr",
+    "ict_psr": "psr",
 }
 # What the verl old-policy pass computes (a subset of ict.stats.REFERENCES / ict.select SCOPES):
 VERL_REFERENCES = ("group_position", "batch_mean")  # others need more than verl gives the hook
@@ -240,6 +245,14 @@ def validate(spec: IctVerlConfig, cfg: Any = None) -> None:
             "aggregation)"
         )
     _check_clip_range_and_kl(spec, method, actor)
+    estimator = _get(cfg, "algorithm.adv_estimator", "gae")
+    estimator = getattr(estimator, "value", estimator)
+    if method.advantage != "grpo" and estimator != method.advantage:
+        raise ConfigError(
+            f"ict.method={spec.method!r} runs the advantage {method.advantage!r} (ict.advantage), "
+            f"but algorithm.adv_estimator={estimator!r}: set "
+            f"algorithm.adv_estimator={method.advantage} (the plugin registers ict's estimator)"
+        )
     strategy = _get(actor, "strategy", "fsdp")
     if strategy not in ("fsdp", "fsdp2"):
         raise ConfigError(
