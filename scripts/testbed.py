@@ -8,8 +8,11 @@
     python scripts/testbed.py report  --dest docs/reports/toy-paths-screen
 
 Every stage is a grid of `ict compare` (ict.compare.grid) from the preset `toy-paths-screen`: cells
-are claimed, so several processes can run one command on one directory. `--device cuda` runs the
-cells and their evaluations on a GPU (evaluations sample EVAL_BATCH sequences at once there).
+are claimed, so several processes can run one command on one directory. `--device` is where the
+cells train (default the CPU: a 470k-parameter model is launch-bound on a GPU shared by many
+processes) and `--eval-device` where every evaluation samples (ict.eval.backends.on_device: a copy
+of the model there; `cuda` decodes thousands of rows at once); `warm --device cuda` trains a warm
+start on a GPU.
 Screen grid: OUT/screen-lr<LR>/runs/grpo_seed<s>. Control grid (the positive control's cells, run
 beside the screen for every screened lr; only the lr the screen chooses is read):
 OUT/control-lr<LR>/warm<B>/runs/<method>_seed<B>, final evaluation on 512 test problems x 256.
@@ -43,7 +46,6 @@ CONTROL_BLOCKS = (1, 2, 3, 4)  # warm starts of the positive control, one seed e
 CONTROL_METHODS = ("grpo", "w_reinforce")
 KS = tuple(2**i for i in range(9))  # 1 .. 256
 CONTROL_EVAL = EvalSpec(size=512, n=256, ks=KS, seed=1234)
-EVAL_BATCH = 8192  # sequences sampled at once by a GPU evaluation
 
 
 def preset_for(block: int):
@@ -51,11 +53,17 @@ def preset_for(block: int):
     return dataclasses.replace(preset, warm=dataclasses.replace(preset.warm, seed=block))
 
 
-def device_overrides(device: str) -> dict:
-    out = {"device": device}
-    if device != "cpu":
-        out["generation_batch_size"] = EVAL_BATCH
-    return out
+def grid_options(seeds, lr: float, device: str, eval_device: str | None) -> GridOptions:
+    """The grid of one stage: `seeds`, the learning rate, the cells' device, and the evaluations'
+    (a copy of the model there) when it differs."""
+    from ict.eval.backends import on_device
+
+    factory = on_device(eval_device) if eval_device and eval_device != device else None
+    return GridOptions(
+        seeds=list(seeds),
+        overrides={"learning_rate": lr, "device": device},
+        sampler_factory=factory,
+    )
 
 
 def lr_name(lr: float) -> str:
@@ -81,18 +89,14 @@ def control_dir(out: Path, lr: float, block: int) -> Path:
     return out / f"control-lr{lr_name(lr)}" / f"warm{block}"
 
 
-def run_screen(out: Path, lr: float, device: str) -> None:
-    grid = GridOptions(
-        seeds=list(SCREEN_SEEDS), overrides={"learning_rate": lr, **device_overrides(device)}
-    )
+def run_screen(out: Path, lr: float, device: str, eval_device: str | None) -> None:
+    grid = grid_options(SCREEN_SEEDS, lr, device, eval_device)
     run_grid_dir(preset_for(0), screen_dir(out, lr), grid)
 
 
-def run_control(out: Path, lr: float, block: int, device: str) -> None:
+def run_control(out: Path, lr: float, block: int, device: str, eval_device: str | None) -> None:
     preset = dataclasses.replace(preset_for(block), eval=CONTROL_EVAL, methods=list(CONTROL_METHODS))
-    grid = GridOptions(
-        seeds=[block], overrides={"learning_rate": lr, **device_overrides(device)}
-    )
+    grid = grid_options([block], lr, device, eval_device)
     run_grid_dir(preset, control_dir(out, lr, block), grid)
 
 
@@ -184,6 +188,7 @@ def paths(out: Path, device: str) -> None:
                 continue
             preset = preset_for(block)
             cfg = plan_cells(preset, target, GridOptions(seeds=[block]))[0].config
+            cfg = dataclasses.replace(cfg, device=device)
             task = toy_task(preset.task)
             pairs = task.split("test", PATH_PROBLEMS)
             start = target / "start_paths.json"
@@ -195,8 +200,7 @@ def paths(out: Path, device: str) -> None:
                 dest = run / "paths.json"
                 if dest.is_file() or not (run / "final_eval.json").is_file():
                     continue
-                cfg_dev = dataclasses.replace(cfg, device=device)
-                model, tok = load_for(cfg_dev, run)
+                model, tok = load_for(cfg, run)
                 write_json_atomic(dest, path_shares(model, tok, task, pairs, cfg.temperature, cfg.max_new_tokens))
                 print(run, read_json(dest))
 
@@ -214,17 +218,18 @@ def main(argv=None) -> int:
     parser.add_argument("--lr", type=float)
     parser.add_argument("--block", type=int, default=0)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--eval-device", default=None)
     args = parser.parse_args(argv)
     if args.stage in ("screen", "control") and args.lr not in SCREEN_LRS:
         parser.error(f"--lr must be one of the declared {SCREEN_LRS}")
     if args.stage == "warm":
         warm(args.block, args.device)
     elif args.stage == "screen":
-        run_screen(args.out, args.lr, args.device)
+        run_screen(args.out, args.lr, args.device, args.eval_device)
     elif args.stage == "control":
-        run_control(args.out, args.lr, args.block, args.device)
+        run_control(args.out, args.lr, args.block, args.device, args.eval_device)
     elif args.stage == "paths":
-        paths(args.out, args.device)
+        paths(args.out, args.eval_device or args.device)
     else:
         decide(args.out)
     return 0

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The testbed's stages in one run on a GPU machine (docs/reports/toy-paths-screen/PROTOCOL.md):
-# warm starts 0-4, then every cell at once, one process a cell (the screen: 2 lrs x 3 GRPO seeds on
+# warm starts 0-4 on the GPU, then every cell at once, one process a cell, training on the CPU
+# cores and evaluating on the GPU (the screen: 2 lrs x 3 GRPO seeds on
 # warm start 0; the positive control: 2 lrs x warm starts 1-4 x grpo and w_reinforce), then the
 # screen's declared rule. Results (no checkpoints) are packed into $DEST/results.tgz every 40 s and
 # at the end, so a run stopped by its time limit still leaves what it finished.
@@ -37,12 +38,12 @@ stamp "cells"
 pids=()
 for lr in 1e-4 3e-4; do
   for w in 0 1 2; do
-    $PY scripts/testbed.py screen --lr "$lr" --device cuda >"$RUNS/logs/screen-$lr-$w.log" 2>&1 &
+    $PY scripts/testbed.py screen --lr "$lr" --eval-device cuda >"$RUNS/logs/screen-$lr-$w.log" 2>&1 &
     pids+=($!)
   done
   for b in 1 2 3 4; do
     for w in 0 1; do
-      $PY scripts/testbed.py control --lr "$lr" --block "$b" --device cuda \
+      $PY scripts/testbed.py control --lr "$lr" --block "$b" --eval-device cuda \
         >"$RUNS/logs/control-$lr-$b-$w.log" 2>&1 &
       pids+=($!)
     done
@@ -52,7 +53,7 @@ wait "${pids[@]}"
 stamp "decide"
 $PY scripts/testbed.py decide 2>&1 | tee "$RUNS/logs/decide.log"
 stamp "paths"
-$PY scripts/testbed.py paths --device cuda >"$RUNS/logs/paths.log" 2>&1
+$PY scripts/testbed.py paths --eval-device cuda >"$RUNS/logs/paths.log" 2>&1
 kill "$packer" 2>/dev/null
 pack
 stamp "done"

@@ -68,6 +68,27 @@ def hf_sampler(model, tokenizer, settings: EvalSettings):
     return HFSampler(model, tokenizer, settings.sampling())
 
 
+def on_device(device: str, factory: SamplerFactory | None = None) -> SamplerFactory:
+    """A SamplerFactory that samples with a copy of the model moved to `device` (`factory`'s
+    sampler, default `hf_sampler`): e.g. CPU-trained cells of a grid evaluated on a GPU, where
+    the batched path decodes many thousands of rows at once. The model itself stays where it is;
+    a model already on `device` is used as it is."""
+    import copy
+
+    import torch
+
+    inner = factory or hf_sampler
+    target = torch.device(device)
+
+    def make(model, tokenizer, settings: EvalSettings):
+        here = next(model.parameters()).device
+        if here.type == target.type and (target.index is None or here.index == target.index):
+            return inner(model, tokenizer, settings)
+        return inner(copy.deepcopy(model).to(target), tokenizer, settings)
+
+    return make
+
+
 class BatchedSampler:
     """The batched path (`EvalSettings.sampler` "batched"): `sample_keyed` decodes many problems'
     samples at once (ict.fast.batched: as many rows as `settings.memory_mb` holds, finished rows
