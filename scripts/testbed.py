@@ -1,21 +1,19 @@
 """Issue 46's narrowing testbed, stage by stage (docs/reports/toy-paths-screen/PROTOCOL.md); resumable.
 
-    python scripts/testbed.py warm    --block B                 # warm start B of the preset
-    python scripts/testbed.py screen  --lr LR                   # GRPO, warm start 0, seeds 0-2
-    python scripts/testbed.py control --lr LR --block B         # GRPO and W-REINFORCE, warm start B
-    python scripts/testbed.py decide                            # the screen's rule -> screen.json
-    python scripts/testbed.py paths                             # path shares of final policies
-    python scripts/testbed.py report  --dest docs/reports/toy-paths-screen
+    python scripts/testbed.py warm    --variant V --block B        # warm start B of variant V
+    python scripts/testbed.py screen  --variant V --lr LR          # GRPO, warm start 0, seeds 0-2
+    python scripts/testbed.py control --variant V --lr LR --block B  # GRPO, W-REINFORCE, warm start B
+    python scripts/testbed.py decide                               # the rule -> OUT/screen.json
+    python scripts/testbed.py paths                                # path shares of final policies
 
-Every stage is a grid of `ict compare` (ict.compare.grid) from the preset `toy-paths-screen`: cells
-are claimed, so several processes can run one command on one directory. `--device` is where the
-cells train (default the CPU: a 470k-parameter model is launch-bound on a GPU shared by many
-processes) and `--eval-device` where every evaluation samples (ict.eval.backends.on_device: a copy
-of the model there; `cuda` decodes thousands of rows at once); `warm --device cuda` trains a warm
-start on a GPU.
-Screen grid: OUT/screen-lr<LR>/runs/grpo_seed<s>. Control grid (the positive control's cells, run
-beside the screen for every screened lr; only the lr the screen chooses is read):
-OUT/control-lr<LR>/warm<B>/runs/<method>_seed<B>, final evaluation on 512 test problems x 256.
+Every stage is a grid of `ict compare` (ict.compare.grid) from the preset `toy-paths-screen` with
+the task options and warm-start settings of a declared variant (VARIANTS): cells are claimed, so
+several processes can run one command on one directory. `--device` is where the cells train
+(default the CPU: a 470k-parameter model is launch-bound on a GPU shared by many processes) and
+`--eval-device` where every evaluation samples (ict.eval.backends.on_device: a copy of the model
+there; `cuda` decodes thousands of rows at once); `warm --device cuda` trains a warm start on a GPU.
+Screen grid: OUT/screen-<V>-lr<LR>/runs/grpo_seed<s>. Control grid: OUT/control-<V>-lr<LR>/warm<B>/
+runs/<method>_seed<B>, final evaluation on 512 test problems x 256.
 """
 
 from __future__ import annotations
@@ -41,6 +39,16 @@ from ict.files import read_json, write_json_atomic
 
 PRESET = "toy-paths-screen"
 SCREEN_LRS = (1e-4, 3e-4)  # declared in PROTOCOL.md, lowest first
+# the task variants, in the declared order (PROTOCOL.md): A is the preset itself (round 1); round 2
+# teaches the long path's carries on half of the warm start's examples and shows it on 4, 8 or 16
+# percent, with a fixed 2000-step warm start
+ROUND2_WARM = {"max_steps": 2000, "target_accuracy": 1.0, "check_every": 500}
+VARIANTS = {
+    "A": ({}, {}),
+    "B4": ({"long_pct": 4, "sft_carry_pct": 50}, ROUND2_WARM),
+    "B8": ({"long_pct": 8, "sft_carry_pct": 50}, ROUND2_WARM),
+    "B16": ({"long_pct": 16, "sft_carry_pct": 50}, ROUND2_WARM),
+}
 SCREEN_SEEDS = (0, 1, 2)  # on warm start 0
 CONTROL_BLOCKS = (1, 2, 3, 4)  # warm starts of the positive control, one seed each (= block)
 CONTROL_METHODS = ("grpo", "w_reinforce")
@@ -48,9 +56,15 @@ KS = tuple(2**i for i in range(9))  # 1 .. 256
 CONTROL_EVAL = EvalSpec(size=512, n=256, ks=KS, seed=1234)
 
 
-def preset_for(block: int):
+def preset_for(block: int, variant: str = "A"):
+    """The preset of `variant` (VARIANTS: task options and warm-start settings) with warm start
+    seed `block`."""
     preset = get_preset(PRESET)
-    return dataclasses.replace(preset, warm=dataclasses.replace(preset.warm, seed=block))
+    task, warm = VARIANTS[variant]
+    train = {**preset.train, "task_config": {**preset.train["task_config"], **task}}
+    return dataclasses.replace(
+        preset, train=train, warm=dataclasses.replace(preset.warm, seed=block, **warm)
+    )
 
 
 def grid_options(seeds, lr: float, device: str, eval_device: str | None) -> GridOptions:
@@ -81,23 +95,27 @@ def run_grid_dir(preset, target: Path, grid: GridOptions) -> None:
         run_all(cells, start, preset, grid)
 
 
-def screen_dir(out: Path, lr: float) -> Path:
-    return out / f"screen-lr{lr_name(lr)}"
+def screen_dir(out: Path, lr: float, variant: str = "A") -> Path:
+    return out / f"screen-{variant}-lr{lr_name(lr)}"
 
 
-def control_dir(out: Path, lr: float, block: int) -> Path:
-    return out / f"control-lr{lr_name(lr)}" / f"warm{block}"
+def control_dir(out: Path, lr: float, block: int, variant: str = "A") -> Path:
+    return out / f"control-{variant}-lr{lr_name(lr)}" / f"warm{block}"
 
 
-def run_screen(out: Path, lr: float, device: str, eval_device: str | None) -> None:
+def run_screen(out: Path, lr: float, variant: str, device: str, eval_device: str | None) -> None:
     grid = grid_options(SCREEN_SEEDS, lr, device, eval_device)
-    run_grid_dir(preset_for(0), screen_dir(out, lr), grid)
+    run_grid_dir(preset_for(0, variant), screen_dir(out, lr, variant), grid)
 
 
-def run_control(out: Path, lr: float, block: int, device: str, eval_device: str | None) -> None:
-    preset = dataclasses.replace(preset_for(block), eval=CONTROL_EVAL, methods=list(CONTROL_METHODS))
+def run_control(
+    out: Path, lr: float, block: int, variant: str, device: str, eval_device: str | None
+) -> None:
+    preset = dataclasses.replace(
+        preset_for(block, variant), eval=CONTROL_EVAL, methods=list(CONTROL_METHODS)
+    )
     grid = grid_options([block], lr, device, eval_device)
-    run_grid_dir(preset, control_dir(out, lr, block), grid)
+    run_grid_dir(preset, control_dir(out, lr, block, variant), grid)
 
 
 def start_of(cell_dir: Path) -> dict:
@@ -109,26 +127,29 @@ def start_of(cell_dir: Path) -> dict:
 
 
 def decide(out: Path) -> dict:
-    """screen.json: the declared rule on every screened lr (lowest first); the testbed is the
-    lowest lr whose configuration passes."""
+    """screen.json: the declared rule on every screened (variant, lr), in the declared order
+    (VARIANTS, then lowest lr first); the testbed is the first configuration that passes."""
     table, chosen = {}, None
-    for lr in SCREEN_LRS:
-        runs = screen_dir(out, lr) / "runs"
+    for variant, lr in [(v, lr) for v in VARIANTS for lr in SCREEN_LRS]:
+        runs = screen_dir(out, lr, variant) / "runs"
+        if not runs.is_dir():
+            continue
         seeds = {s: checkpoint_results(runs / f"grpo_seed{s}") for s in SCREEN_SEEDS}
         seeds = {s: [r for r in rs if r["settings"]["split"] == "validation"] for s, rs in seeds.items()}
+        name = f"{variant} lr {lr_name(lr)}"
         if not all(seeds.values()):
-            table[lr_name(lr)] = {"passes": None, "why": "not every seed has checkpoints"}
+            table[name] = {"passes": None, "why": "not every seed has checkpoints"}
             continue
         start = start_of(runs / f"grpo_seed{SCREEN_SEEDS[0]}")
         result = screen_configuration(start, seeds, KS, NarrowingCriterion())
-        table[lr_name(lr)] = result
+        table[name] = {"variant": variant, "lr": lr, **result}
         if result["passes"] and chosen is None:
-            chosen = lr
-    record = {"chosen_lr": chosen, "configurations": table}
+            chosen = {"variant": variant, "lr": lr}
+    record = {"chosen": chosen, "configurations": table}
     write_json_atomic(out / "screen.json", record)
     for name, result in table.items():
         if result.get("passes") is None:
-            print(f"lr {name}: {result['why']}")
+            print(f"{name}: {result['why']}")
             continue
         for seed, s in result["seeds"].items():
             line = "  ".join(
@@ -136,9 +157,9 @@ def decide(out: Path) -> dict:
                 f"{'*' if c['narrows'] else ''} L{c['lost']}G{c['gained']}"
                 for c in s["checkpoints"]
             )
-            print(f"lr {name} seed {seed} narrows={s['narrows']}  step:pass@1/dpass@256 {line}")
-        print(f"lr {name}: passes={result['passes']}")
-    print(f"testbed lr: {chosen}")
+            print(f"{name} seed {seed} narrows={s['narrows']}  step:pass@1/dpass@256 {line}")
+        print(f"{name}: passes={result['passes']}")
+    print(f"testbed: {chosen}")
     return record
 
 
@@ -181,12 +202,14 @@ def paths(out: Path, device: str) -> None:
     from ict.data.toy import toy_task
     from ict.train.plan import resolve_device
 
-    for lr in SCREEN_LRS:
-        for block in CONTROL_BLOCKS:
-            target = control_dir(out, lr, block)
+    for variant, lr, block in [
+        (v, lr, b) for v in VARIANTS for lr in SCREEN_LRS for b in CONTROL_BLOCKS
+    ]:
+        if True:
+            target = control_dir(out, lr, block, variant)
             if not (target / "grid.json").is_file():
                 continue
-            preset = preset_for(block)
+            preset = preset_for(block, variant)
             cfg = plan_cells(preset, target, GridOptions(seeds=[block]))[0].config
             cfg = dataclasses.replace(cfg, device=device)
             task = toy_task(preset.task)
@@ -205,8 +228,8 @@ def paths(out: Path, device: str) -> None:
                 print(run, read_json(dest))
 
 
-def warm(block: int, device: str) -> None:
-    preset = preset_for(block)
+def warm(block: int, variant: str, device: str) -> None:
+    preset = preset_for(block, variant)
     _, _, info = warm_start(preset.task, preset.warm, device=None if device == "cpu" else device)
     print(json.dumps({k: info[k] for k in ("path", "steps", "accuracy", "seconds", "cached")}))
 
@@ -219,15 +242,16 @@ def main(argv=None) -> int:
     parser.add_argument("--block", type=int, default=0)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--eval-device", default=None)
+    parser.add_argument("--variant", default="A", choices=list(VARIANTS))
     args = parser.parse_args(argv)
     if args.stage in ("screen", "control") and args.lr not in SCREEN_LRS:
         parser.error(f"--lr must be one of the declared {SCREEN_LRS}")
     if args.stage == "warm":
-        warm(args.block, args.device)
+        warm(args.block, args.variant, args.device)
     elif args.stage == "screen":
-        run_screen(args.out, args.lr, args.device, args.eval_device)
+        run_screen(args.out, args.lr, args.variant, args.device, args.eval_device)
     elif args.stage == "control":
-        run_control(args.out, args.lr, args.block, args.device, args.eval_device)
+        run_control(args.out, args.lr, args.block, args.variant, args.device, args.eval_device)
     elif args.stage == "paths":
         paths(args.out, args.eval_device or args.device)
     else:

@@ -87,3 +87,17 @@ def test_bad_options_fail_in_one_line():
         toy_task("toy:paths?carry_pct=150")
     with pytest.raises(DataError, match="unknown options"):
         toy_task("toy:paths?carries=3")
+
+
+def test_the_warm_starts_carry_share_is_its_own_option_and_leaves_the_splits_alone():
+    base, more = ToyPathsTask(), ToyPathsTask(sft_carry_pct=50)
+    assert base.split("test", 300) == more.split("test", 300)
+    assert base.split("train", 300) == more.split("train", 300)
+
+    def share(task):
+        batch = task.sft_examples(seed=0, batch_size=3000)()
+        return np.mean([has_carry(int(p[2:5]), int(p[6:9]), 3) for p, _ in batch])
+
+    assert abs(share(base) - 0.20) < 0.03 and abs(share(more) - 0.50) < 0.04
+    with pytest.raises(DataError, match="sft_carry_pct=101"):
+        ToyPathsTask(sft_carry_pct=101)

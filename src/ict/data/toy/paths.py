@@ -45,6 +45,9 @@ class ToyPathsTask:
     digits: int = 3
     carry_pct: int = 20  # percent of problems with at least one carry (short path wrong)
     long_pct: int = 15  # percent of warm-start examples that show the long path
+    # percent of carry problems among the warm start's examples (None: carry_pct, as the splits);
+    # more carries teach the long path's carry steps without changing how often it is shown
+    sft_carry_pct: int | None = None
     seed: int = 0
     test_pool: int = 2000  # held-out pairs drawn first; validation and train never repeat them
 
@@ -55,10 +58,13 @@ class ToyPathsTask:
     def __post_init__(self):
         from ict.errors import DataError
 
-        if not 0 <= self.carry_pct <= 100 or not 0 <= self.long_pct <= 100:
+        pcts = {"carry_pct": self.carry_pct, "long_pct": self.long_pct}
+        if self.sft_carry_pct is not None:
+            pcts["sft_carry_pct"] = self.sft_carry_pct
+        if any(not 0 <= v <= 100 for v in pcts.values()):
             raise DataError(
-                f"toy:paths: carry_pct and long_pct are percents in [0, 100], got "
-                f"carry_pct={self.carry_pct}, long_pct={self.long_pct}"
+                "toy:paths: carry_pct, long_pct and sft_carry_pct are percents in [0, 100], got "
+                + ", ".join(f"{k}={v}" for k, v in pcts.items())
             )
         if self.digits < 1:
             raise DataError(f"toy:paths: digits must be at least 1, got {self.digits}")
@@ -82,13 +88,17 @@ class ToyPathsTask:
     def _validation(self) -> list[tuple[int, int]]:
         return self._draws([self.seed, 3], self.test_pool, set(self._test()), distinct=True)
 
-    def _draws(self, seed, size: int, held: set, distinct: bool = False) -> list[tuple[int, int]]:
+    def _draws(
+        self, seed, size: int, held: set, distinct: bool = False, carry_pct: int | None = None
+    ) -> list[tuple[int, int]]:
         """`size` pairs from the stream seeded by `seed`, each a carry problem with probability
-        carry_pct / 100 (drawn by rejection), leaving out `held` (and repeats when distinct)."""
+        carry_pct / 100 (default the task's; drawn by rejection), leaving out `held` (and repeats
+        when distinct)."""
         rng, out, seen = np.random.default_rng(seed), [], set()
         high = 10**self.digits
+        share = (self.carry_pct if carry_pct is None else carry_pct) / 100
         while len(out) < size:
-            want_carry = rng.random() < self.carry_pct / 100
+            want_carry = rng.random() < share
             while True:
                 a, b = (int(x) for x in rng.integers(0, high, 2))
                 if has_carry(a, b, self.digits) == want_carry:
@@ -128,12 +138,13 @@ class ToyPathsTask:
         return partial(reward, a=a, b=b, digits=self.digits)
 
     def sft_examples(self, seed: int, batch_size: int):
-        """next() -> (prompt, target) texts of `batch_size` training pairs (the task's carry mix),
-        each shown with the long path with probability long_pct / 100, else the short path, from
-        a stream seeded by [seed, 2]: the supervised warm start's batches."""
+        """next() -> (prompt, target) texts of `batch_size` training pairs (sft_carry_pct percent
+        carry problems, default the task's mix), each shown with the long path with probability
+        long_pct / 100, else the short path, from a stream seeded by [seed, 2]: the supervised
+        warm start's batches."""
         held = set(self._test())
         rng = np.random.default_rng([seed, 2])
-        pool = self._draws([self.seed, 5, seed], 20_000, held)
+        pool = self._draws([self.seed, 5, seed], 20_000, held, carry_pct=self.sft_carry_pct)
 
         def next_examples() -> list[tuple[str, str]]:
             idx = rng.integers(0, len(pool), batch_size)
