@@ -67,17 +67,20 @@ def preset_for(block: int, variant: str = "A"):
     )
 
 
-def grid_options(seeds, lr: float, device: str, eval_device: str | None) -> GridOptions:
+def grid_options(
+    seeds, lr: float, device: str, eval_device: str | None, curves: bool = True
+) -> GridOptions:
     """The grid of one stage: `seeds`, the learning rate, the cells' device, and the evaluations'
-    (a copy of the model there) when it differs."""
+    (a copy of the model there) when it differs. `curves` False drops the periodic validation
+    evaluations and the trainer's own before/after ones (a CPU-only control: the grid's final
+    evaluation, the primary endpoint, stays)."""
     from ict.eval.backends import on_device
 
     factory = on_device(eval_device) if eval_device and eval_device != device else None
-    return GridOptions(
-        seeds=list(seeds),
-        overrides={"learning_rate": lr, "device": device},
-        sampler_factory=factory,
-    )
+    overrides = {"learning_rate": lr, "device": device}
+    if not curves:
+        overrides.update(eval_every=0, heldout_eval=False)
+    return GridOptions(seeds=list(seeds), overrides=overrides, sampler_factory=factory)
 
 
 def lr_name(lr: float) -> str:
@@ -109,12 +112,13 @@ def run_screen(out: Path, lr: float, variant: str, device: str, eval_device: str
 
 
 def run_control(
-    out: Path, lr: float, block: int, variant: str, device: str, eval_device: str | None
+    out: Path, lr: float, block: int, variant: str, device: str, eval_device: str | None,
+    curves: bool = True,
 ) -> None:
     preset = dataclasses.replace(
         preset_for(block, variant), eval=CONTROL_EVAL, methods=list(CONTROL_METHODS)
     )
-    grid = grid_options([block], lr, device, eval_device)
+    grid = grid_options([block], lr, device, eval_device, curves)
     run_grid_dir(preset, control_dir(out, lr, block, variant), grid)
 
 
@@ -243,6 +247,10 @@ def main(argv=None) -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--eval-device", default=None)
     parser.add_argument("--variant", default="A", choices=list(VARIANTS))
+    parser.add_argument(
+        "--no-curves", action="store_true",
+        help="control: no periodic validation evaluations (CPU time); the final one stays",
+    )
     args = parser.parse_args(argv)
     if args.stage in ("screen", "control") and args.lr not in SCREEN_LRS:
         parser.error(f"--lr must be one of the declared {SCREEN_LRS}")
@@ -251,7 +259,10 @@ def main(argv=None) -> int:
     elif args.stage == "screen":
         run_screen(args.out, args.lr, args.variant, args.device, args.eval_device)
     elif args.stage == "control":
-        run_control(args.out, args.lr, args.block, args.variant, args.device, args.eval_device)
+        run_control(
+            args.out, args.lr, args.block, args.variant, args.device, args.eval_device,
+            curves=not args.no_curves,
+        )
     elif args.stage == "paths":
         paths(args.out, args.eval_device or args.device)
     else:
