@@ -183,25 +183,39 @@ def difference(values: dict, base: dict, confidence: float) -> Interval:
 
 
 def method_interval(
-    units: dict, values: dict, bounds: tuple[float, float], confidence: float
-) -> Interval:
-    """Hierarchical bootstrap when every run has per-unit values, else a t interval clipped to
-    the metric's range (older run directories)."""
+    units: dict, values: dict, bounds: tuple[float, float], confidence: float,
+    strata: dict | None = None,
+) -> Interval:  # fmt: skip
+    """Hierarchical bootstrap when every run has per-unit values (seeds drawn within the blocks
+    of `strata` {seed: block} when given), else a t interval clipped to the metric's range (older
+    run directories)."""
     if units and all(u is not None for u in units.values()):
-        return bootstrap_mean(list(units.values()), confidence)
+        s = [strata[k] for k in units] if strata and all(k in strata for k in units) else None
+        return bootstrap_mean(list(units.values()), confidence, strata=s)
     return clipped(t_interval(list(values.values()), confidence), *bounds)
 
 
 def difference_interval(
-    units: dict, base_units: dict, values: dict, base: dict, bounds, confidence: float
-) -> Interval:
-    """Bootstrap difference when both methods' runs have per-unit values, else paired t / Welch t
-    clipped to the possible range of a difference."""
+    units: dict, base_units: dict, values: dict, base: dict, bounds, confidence: float,
+    strata: dict | None = None,
+) -> Interval:  # fmt: skip
+    """Bootstrap difference when both methods' runs have per-unit values (stratified by the
+    blocks of `strata` {seed: block} when given), else paired t / Welch t clipped to the possible
+    range of a difference."""
     every = [*units.values(), *base_units.values()]
     if every and all(u is not None for u in every):
-        return bootstrap_difference(units, base_units, confidence)
+        return bootstrap_difference(
+            units, base_units, confidence, strata=_covering(strata, units, base_units)
+        )
     width = bounds[1] - bounds[0]
     return clipped(difference(values, base, confidence), -width, width)
+
+
+def _covering(strata: dict | None, *unit_maps: dict) -> dict | None:
+    """`strata` when it names the block of every seed in `unit_maps`, else None (no strata)."""
+    if not strata or any(k not in strata for m in unit_maps for k in m):
+        return None
+    return strata
 
 
 def stored_interval(run: Run, key: str) -> tuple[float, float] | None:
@@ -247,9 +261,11 @@ class MethodResult:
 
 
 def metric_results(
-    groups: dict[str, list[Run]], key: str, baseline: str, confidence: float
-) -> dict[str, MethodResult]:
-    """MethodResult of every method with values at `key`, from the run directories."""
+    groups: dict[str, list[Run]], key: str, baseline: str, confidence: float,
+    strata: dict | None = None,
+) -> dict[str, MethodResult]:  # fmt: skip
+    """MethodResult of every method with values at `key`, from the run directories; `strata`
+    {seed: block} (the warm starts, when several) stratifies the bootstrap's seed draws."""
     values_by = {m: final_values(runs, key) for m, runs in groups.items()}
     units_by = {
         m: {seed_key(r): unit_values(r, key) for r in runs if seed_key(r) in values_by[m]}
@@ -265,10 +281,10 @@ def metric_results(
         stored = {seed_key(r): stored_interval(r, key) for r in groups[method]}
         diff = None
         if method != baseline and base:
-            diff = difference_interval(units, base_units, values, base, bounds, confidence)
+            diff = difference_interval(units, base_units, values, base, bounds, confidence, strata)
         out[method] = MethodResult(
             values,
-            method_interval(units, values, bounds, confidence),
+            method_interval(units, values, bounds, confidence, strata),
             per_seed_text(units, values, stored, confidence),
             {
                 str(s): _triple(bootstrap_mean([u], confidence))
@@ -448,7 +464,8 @@ def build_report(
     plots.mkdir(parents=True, exist_ok=True)
     doc = Document(title)
     keys = [*final_eval_keys(runs), "reward/mean"]
-    results = {key: metric_results(groups, key, baseline, confidence) for key in keys}
+    blocks = warm_start_blocks(runs, seed_key)
+    results = {key: metric_results(groups, key, baseline, confidence, blocks) for key in keys}
     results = {key: r for key, r in results.items() if r}
     values = values_of(results)  # {key: {method: {seed: value}}}: what every verdict tests
     units = {
@@ -459,7 +476,7 @@ def build_report(
     judgement = evaluate(
         values, baseline, endpoints,
         units=units,
-        blocks=warm_start_blocks(runs, seed_key),
+        blocks=blocks,
         margins=derived_margins(
             comparison_keys(values, baseline, endpoints), endpoints, baseline,
             groups.get(baseline, []),
@@ -477,11 +494,11 @@ def build_report(
     write_endpoints_section(doc, judgement)  # first: declared before any number
     write_answer_section(doc, judgement, values, confidence, baseline, plots)
     raw["exploration"] = write_exploration(
-        doc, runs, groups, baseline, confidence, plots, judgement
+        doc, runs, groups, baseline, confidence, plots, judgement, blocks
     )
     _results_section(doc, runs, results, baseline, confidence, judgement, raw)
     raw["verdicts"] = judgement_json(judgement)
-    raw["blocks"] = warm_start_blocks(runs, seed_key)  # a re-render blocks the seeds alike
+    raw["blocks"] = blocks  # a re-render blocks the seeds alike
     if write_tuning_section(doc, tuning, plots) is not None:
         raw["tuning"] = tuning
     doc.heading("Runs")
