@@ -502,7 +502,7 @@ def build_report(
     if write_tuning_section(doc, tuning, plots) is not None:
         raw["tuning"] = tuning
     doc.heading("Runs")
-    _runs_section(doc, runs, groups, notes, baseline, confidence)
+    _runs_section(doc, runs, groups, notes, baseline, confidence, blocks)
     raw["health"] = write_health_section(doc, runs, groups)
     loss_modes = write_loss_mode_section(doc, groups)
     if loss_modes is not None:
@@ -526,7 +526,7 @@ def build_report(
     return md_path
 
 
-def _runs_section(doc, runs, groups, notes, baseline, confidence) -> None:
+def _runs_section(doc, runs, groups, notes, baseline, confidence, blocks=None) -> None:
     """The runs by method and seed, the caller's notes, and how the intervals are made."""
     seeds = {m: [r.seed for r in rs] for m, rs in groups.items()}
     doc.para(
@@ -541,6 +541,20 @@ def _runs_section(doc, runs, groups, notes, baseline, confidence) -> None:
         doc.para(note)
     for paragraph in interval_method_text(baseline, int(round(confidence * 100))):
         doc.para(paragraph)
+    if blocks:
+        doc.para(warm_start_text(blocks))
+
+
+def warm_start_text(blocks: dict) -> str:
+    """How a blocked design's bootstrap intervals treat its warm starts ({seed: warm start})."""
+    n = len(set(blocks.values()))
+    return (
+        f"**Warm starts**: the seeds come from {n} warm starts. The bootstrap draws the seeds "
+        "within each warm start (stratified: every resample keeps each warm start's seeds and "
+        f"their number), so its intervals are about these {n} warm starts: the difference "
+        "between warm starts is not resampled, and they do not say how the methods compare "
+        "from other initialisations (the verdict rule above says which unit its test uses)."
+    )
 
 
 def write_endpoints_section(doc, judgement: Judgement) -> None:
