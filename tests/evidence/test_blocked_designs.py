@@ -127,9 +127,7 @@ def test_unit_test_is_scipys_t_over_the_warm_start_means():
     ref = stats.ttest_1samp(means, 0.0)
     assert (t.design, t.n, t.df) == ("t over 8 warm starts", 8, 7.0)
     assert t.p == pytest.approx(ref.pvalue, rel=1e-8) and t.sd == pytest.approx(means.std(ddof=1))
-    flip = stats.permutation_test(
-        (means,), np.mean, permutation_type="samples", n_resamples=np.inf
-    )
+    flip = stats.permutation_test((means,), np.mean, permutation_type="samples", n_resamples=np.inf)
     assert t.p_sign_flip == pytest.approx(flip.pvalue)
 
 
@@ -184,3 +182,23 @@ def test_unit_design_power_by_simulation():
         d = mde + rng.normal(0, sb, n_inits)[blocks] + rng.normal(0, sw, n_inits * k)
         hits += unit_test(d, np.zeros(d.size), blocks).p < 0.05
     assert abs(hits / reps - 0.8) < 4 * math.sqrt(0.16 / reps)
+
+
+def test_with_random_warm_starts_only_the_unit_test_holds_alpha():
+    """Warm-start effects drawn at random (SD 0.065, toy-cot-explore's between-warm-start SD of
+    ICT - GRPO at pass@32) and no effect on average, 8 warm starts x 3 seeds: the blocked test
+    (about these warm starts) says "different" far more often than alpha; the unit test holds
+    it."""
+    rng = np.random.default_rng(21)
+    reps, n_inits, k = 4000, 8, 3
+    blocks = list(np.repeat(np.arange(n_inits), k))
+    sds = np.where(np.arange(n_inits) % 2 == 0, *SD_BLOCKS)[blocks]
+    d = (
+        rng.normal(0, 0.065, (reps, n_inits))[:, blocks]
+        + rng.normal(size=(reps, n_inits * k)) * sds
+    )
+    unit = np.mean([unit_test(x, 0 * x, blocks).p < 0.05 for x in d])
+    se_df = np.array([blocked_t(x, blocks)[1:3] for x in d])  # the blocked test's SE and df
+    blocked = np.mean(2 * stats.t.sf(np.abs(d.mean(1)) / se_df[:, 0], se_df[:, 1]) < 0.05)
+    assert abs(unit - 0.05) < 4 * math.sqrt(0.05 * 0.95 / reps)
+    assert blocked > 0.12

@@ -15,7 +15,7 @@ number).
   of the same mean with the block means removed from the error. The mean is the weighted sum of
   the block means, mean(d) = sum_b w_b dbar_b with w_b = n_b / n, so
   SE^2 = sum_b w_b^2 s_b^2 / n_b (s_b: SD of block b's differences) and the degrees of freedom are
-  Welch-Satterthwaite's, df = SE^4 / sum_b (w_b^2 s_b^2 / n_b)^2 / (n_b - 1): the blocks' SDs are
+  Welch-Satterthwaite's, df = SE^4 / sum_b [(w_b^2 s_b^2 / n_b)^2 / (n_b - 1)]: the blocks' SDs are
   not assumed equal (toy-cot-explore's two warm starts differed 5.6x: pooling gave df 18 where
   this gives about 10). With equal block sizes the SE is the pooled one (sum of squared
   within-block residuals / (n - B) / n); only df differs. `pooled=True`, or a block with one
@@ -23,7 +23,8 @@ number).
   One block is the plain paired t.
 - Warm starts as the unit (`unit_test`): each block's mean difference is one unit, the t test
   of their mean with B - 1 df (and the exact sign flip over the B units): the verdict is about
-  warm starts drawn like these, not about these B warm starts (ict.evidence.power.unit_design).
+  warm starts drawn like these, not about these B warm starts (its power: ict.evidence.power.
+  unit_design_power / unit_design_mde).
 
 Degenerate cases: d all 0 (the arms are identical on every seed): p = 1, `identical`; d constant
 and non-zero (sd 0): t is infinite, p = 0.
