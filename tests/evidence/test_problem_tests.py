@@ -21,17 +21,18 @@ def test_one_block_is_scipys_paired_t():
 def test_blocked_paired_t_removes_block_means():
     d = np.array([0.10, 0.12, 0.08, 0.11, -0.02, 0.00, -0.01, 0.01])
     blocks = [0, 0, 0, 0, 1, 1, 1, 1]
-    t = paired_t_test(d, np.zeros(8), blocks=blocks)
+    t = paired_t_test(d, np.zeros(8), blocks=blocks, pooled=True)
     resid = np.r_[d[:4] - d[:4].mean(), d[4:] - d[4:].mean()]
     sd = math.sqrt(np.sum(resid**2) / 6)
-    assert (t.design, t.df, t.sd) == ("paired t, 2 blocks", 6.0, pytest.approx(sd))
+    assert (t.design, t.df, t.sd) == ("paired t, 2 blocks, pooled", 6.0, pytest.approx(sd))
     assert t.se == pytest.approx(sd / math.sqrt(8))
     assert t.p == pytest.approx(2 * stats.t.sf(abs(d.mean()) / (sd / math.sqrt(8)), 6))
     # the block difference is not error: the blocked test is sharper than the plain one here
     assert t.p < paired_t_test(d, np.zeros(8)).p
     # seed_test passes the blocks through by seed
     st = seed_test(dict(enumerate(d)), dict.fromkeys(range(8), 0.0), dict(enumerate(blocks)))
-    assert st.p == pytest.approx(t.p)
+    welch = paired_t_test(d, np.zeros(8), blocks=blocks)  # the default: Welch df
+    assert st.p == pytest.approx(welch.p) and welch.se == pytest.approx(t.se)
 
 
 def test_one_seed_per_block_has_no_test():

@@ -54,3 +54,14 @@ def test_flags_replace_the_preset_and_none_declares_none():
     assert bare.primary == () and bare.margin == 0.05 and "exploratory" in bare.source
     with pytest.raises(ConfigError, match="METHOD-BASELINE@METRIC"):
         endpoints_from(parse(["--primary", "ict"]))
+
+
+def test_a_preset_declares_the_warm_start_as_its_unit():
+    import dataclasses
+
+    preset = get_preset("toy-cot")
+    assert preset.unit == "seed" and endpoints_from(parse([]), preset).unit == "seed"
+    unit = dataclasses.replace(preset, unit="warm start")
+    assert endpoints_from(parse([]), unit).unit == "warm start"
+    with pytest.raises(ConfigError, match="unknown unit 'prompt'"):
+        endpoints_from(parse([]), dataclasses.replace(preset, unit="prompt"))

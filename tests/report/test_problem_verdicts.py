@@ -49,7 +49,11 @@ def test_blocks_problems_and_derived_margin(two_warm_starts):
     report, finals = two_warm_starts
     raw = json.loads((report / "report.json").read_text())
     c = _primary(raw)
-    assert c["test"] == "paired t, 2 blocks" and c["df"] == 4.0
+    assert c["test"] == "paired t, 2 blocks, Welch df"
+    d = [finals[("ict", s)] - finals[("grpo", s)] for s in range(6)]
+    v = [np.var(d[:3], ddof=1) / 4 / 3, np.var(d[3:], ddof=1) / 4 / 3]  # w_b^2 s_b^2 / n_b
+    assert c["se"] == pytest.approx(np.sqrt(sum(v)))
+    assert c["df"] == pytest.approx(sum(v) ** 2 / (v[0] ** 2 / 2 + v[1] ** 2 / 2))
     assert set(raw["blocks"].values()) == {"toy/A", "toy/B"}  # no machine path
     assert c["problem_test"]["problems"] == PROBLEMS and c["problem_test"]["seeds"] == 6
     change = np.mean([finals[("grpo", s)] - 0.30 for s in range(6)])
@@ -59,6 +63,11 @@ def test_blocks_problems_and_derived_margin(two_warm_starts):
     md = (report / "report.md").read_text()
     assert "over-problems p" in md and "Holm p (problems)" in md and "decided by" in md
     assert "0.5 x the baseline's measured change" in md
+    assert "Welch-Satterthwaite degrees of freedom" in md  # the verdict rule names the test
+    assert "**Warm starts**: the seeds come from 2 warm starts" in md
+    assert "(paired hierarchical bootstrap, stratified by 2 blocks)" in md
+    diff = raw["metrics"]["eval/toy/pass@1"]["ict"]["difference"]
+    assert diff["method"] == "paired hierarchical bootstrap, stratified by 2 blocks"
 
 
 def test_rerender_keeps_the_problem_tests_blocks_and_margins(two_warm_starts, tmp_path):
@@ -71,3 +80,24 @@ def test_rerender_keeps_the_problem_tests_blocks_and_margins(two_warm_starts, tm
     rerender(copy, declare(["ict-grpo@pass@1"], relative_margin=0.5, source="test"))
     after = json.loads((copy / "report.json").read_text())
     assert _primary(after) == _primary(before)
+
+
+def test_rerender_with_warm_starts_as_the_unit(two_warm_starts, tmp_path):
+    """A declaration with the warm start as the unit: the primary test is the t over the two
+    warm starts' mean differences (1 df), as scipy computes it."""
+    import shutil
+
+    from scipy import stats
+
+    report, finals = two_warm_starts
+    copy = tmp_path / "report"
+    shutil.copytree(report, copy)
+    endpoints = declare(["ict-grpo@pass@1"], relative_margin=0.5, source="t", unit="warm start")
+    rerender(copy, endpoints)
+    c = _primary(json.loads((copy / "report.json").read_text()))
+    d = [finals[("ict", s)] - finals[("grpo", s)] for s in range(6)]
+    ref = stats.ttest_1samp([np.mean(d[:3]), np.mean(d[3:])], 0.0)
+    assert c["test"] == "t over 2 warm starts" and c["df"] == 1.0
+    assert c["p"] == pytest.approx(ref.pvalue)
+    md = (copy / "report.md").read_text()
+    assert "warm starts as the unit" in md

@@ -213,7 +213,10 @@ def endpoints_from(args, preset=None) -> Endpoints:
     if not primary and not source:
         source = "none declared: every comparison is exploratory"
     relative = preset.relative_margin if preset is not None and args.margin is None else None
-    return declare(primary, alpha=alpha, margin=margin, source=source, relative_margin=relative)
+    unit = preset.unit if preset is not None else "seed"
+    return declare(
+        primary, alpha=alpha, margin=margin, source=source, relative_margin=relative, unit=unit
+    )
 
 
 def _named_preset(args):

@@ -101,6 +101,10 @@ class Preset:
     # when set: the margin is this fraction of the baseline's measured change from the start on
     # the compared key (ict.evidence.endpoints.Endpoints.relative_margin)
     relative_margin: float | None = None
+    # what the seed-level test replicates: "seed" (paired t over seeds, blocked by warm start
+    # when there are several) or "warm start" (the warm starts' mean differences are the units;
+    # ict.evidence.seed_tests.unit_test); a study with the warm start as its unit needs several
+    unit: str = "seed"
     # the tuning stage (ict.compare.tuning): each method's learning rate chosen on validation
     # problems with tuning seeds before the test cells run; None: every method at train's lr
     tuning: TuningSpec | None = None
@@ -209,6 +213,7 @@ def preset_from_values(
         alpha=float(data.get("alpha", ALPHA)),
         equivalence_margin=float(data.get("equivalence_margin", MARGIN)),
         relative_margin=data.get("relative_margin"),
+        unit=str(data.get("unit", "seed")),
         tuning=None if tuning is None else tuning_spec(tuning),
     )  # fmt: skip
     preset.description = describe(preset, model=model_label)

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 
 from ict.errors import ConfigError
+from ict.evidence.seed_tests import UNITS
 
 ALPHA = 0.05
 MARGIN = 0.03  # absolute pass@k; docs/compare.md ("Declared endpoints") says why
@@ -67,7 +68,10 @@ class Endpoints:
     in the metric's units), `relative_margin` (when set, the margin of a comparison on a key is
     this fraction of the baseline method's measured change from the start model on that key,
     measured in the same study; `margin` is the fallback where that change cannot be measured)
-    and `source` (where the declaration comes from, for the report)."""
+    and `source` (where the declaration comes from, for the report). `unit`: what the
+    seed-level test replicates, "seed" (the paired t over seeds, blocked by warm start when
+    there are several) or "warm start" (the warm starts' mean differences are the units:
+    ict.evidence.seed_tests.unit_test; a verdict about warm starts drawn like these)."""
 
     primary: tuple[Endpoint, ...] = ()
     alpha: float = ALPHA
@@ -75,8 +79,11 @@ class Endpoints:
     source: str = "none declared: every comparison is exploratory"
     notes: tuple[str, ...] = field(default=())
     relative_margin: float | None = None
+    unit: str = "seed"
 
     def __post_init__(self) -> None:
+        if self.unit not in UNITS:
+            raise ConfigError(f"unknown unit {self.unit!r}; use one of {', '.join(UNITS)}")
         if not 0.0 < self.alpha < 0.5:
             raise ConfigError(f"alpha must be in (0, 0.5), got {self.alpha}")
         if not self.margin > 0.0:
@@ -97,7 +104,7 @@ class Endpoints:
             "relative_margin": self.relative_margin,
             "source": self.source,
             "notes": list(self.notes),
-        }
+        } | ({"unit": self.unit} if self.unit != "seed" else {})  # older reports: no key
 
 
 def declare(
@@ -108,6 +115,7 @@ def declare(
     source: str = "",
     notes=(),
     relative_margin: float | None = None,
+    unit: str = "seed",
 ) -> Endpoints:
     """Endpoints from specs (`A-B@METRIC` strings or Endpoint objects), deduplicated in order."""
     parsed: list[Endpoint] = []
@@ -116,4 +124,6 @@ def declare(
         if e not in parsed:
             parsed.append(e)
     default = Endpoints().source
-    return Endpoints(tuple(parsed), alpha, margin, source or default, tuple(notes), relative_margin)
+    return Endpoints(
+        tuple(parsed), alpha, margin, source or default, tuple(notes), relative_margin, unit
+    )

@@ -13,6 +13,12 @@ design of `ict compare` (all cells of a grid see the same held-out problems). Ot
 draws its own units. Differences to a baseline pair the seeds when both methods have the same seed
 set (one seed draw for both), else draw each method's seeds on their own.
 
+Strata (`strata` {seed: block}, e.g. the warm start each seed trained from, when a study uses
+several): the seeds are drawn with replacement within each block, as many as the block holds, so
+every replicate keeps the design's blocks and their sizes (the block-to-block difference is fixed
+by the design, not resampled); the method then says "stratified by N blocks". One block, or none,
+is the plain draw.
+
 Caveat stated in the report: with 1 seed the interval covers evaluation noise only (problems), and
 with few seeds the seed level has few distinct resamples and understates seed-to-seed spread (the
 null simulation in tests/evidence measures its coverage; docs/compare.md quotes it). The report
@@ -78,11 +84,33 @@ def _unit_means(runs: Sequence[RunUnits], rng: np.random.Generator, r: int) -> n
     return np.stack(cols, axis=1)
 
 
-def _seed_mean(means: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """[R]: mean over seeds drawn with replacement of the per-run replicate means [R, S]."""
+def _seed_mean(means: np.ndarray, rng: np.random.Generator, strata=None) -> np.ndarray:
+    """[R]: mean over seeds drawn with replacement of the per-run replicate means [R, S];
+    `strata` [S] (optional): each column's block, the seeds then drawn within each block."""
     r, s = means.shape
-    weights = rng.multinomial(s, np.full(s, 1.0 / s), size=r)  # [R, S]
+    groups = _strata_groups(strata, s)
+    if len(groups) <= 1:
+        weights = rng.multinomial(s, np.full(s, 1.0 / s), size=r)  # [R, S]
+    else:
+        weights = np.zeros((r, s))
+        for idx in groups:
+            weights[:, idx] = rng.multinomial(idx.size, np.full(idx.size, 1.0 / idx.size), size=r)
     return (weights * means).sum(axis=1) / s
+
+
+def _strata_groups(strata, s: int) -> list[np.ndarray]:
+    """[column indices of each block] in order of first appearance; [] without strata."""
+    if strata is None:
+        return []
+    labels = list(strata)
+    if len(labels) != s:
+        raise ConfigError(f"{len(labels)} block labels for {s} seeds; give one per seed")
+    return [np.array([i for i, x in enumerate(labels) if x == b]) for b in dict.fromkeys(labels)]
+
+
+def _stratified(method: str, strata, s: int) -> str:
+    n = len(_strata_groups(strata, s))
+    return f"{method}, stratified by {n} blocks" if n > 1 else method
 
 
 def _method(n_seeds: int) -> str:
@@ -106,19 +134,22 @@ def bootstrap_mean(
     *,
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
+    strata: Sequence | None = None,
 ) -> Interval:
     """Mean over runs (seeds) of each run's mean over units, with its hierarchical bootstrap
     interval (`method` "hierarchical bootstrap", or "bootstrap over problems" for one run).
 
-    `runs`: one RunUnits per seed. Bounds lie within [min, max] of all unit values."""
+    `runs`: one RunUnits per seed; `strata` (optional): each run's block, seeds drawn within
+    blocks (module docstring). Bounds lie within [min, max] of all unit values."""
     _check_confidence(confidence)
     if not runs:
         return Interval(math.nan, math.nan, math.nan, 0, "hierarchical bootstrap", confidence)
     rng = np.random.default_rng(seed)
     means = _unit_means(runs, rng, n_resamples)
-    stats = _seed_mean(means, rng) if len(runs) > 1 else means[:, 0]
+    stats = _seed_mean(means, rng, strata) if len(runs) > 1 else means[:, 0]
     point = float(np.mean([r.mean for r in runs]))
-    return _interval(point, stats, len(runs), confidence, _method(len(runs)))
+    method = _stratified(_method(len(runs)), strata, len(runs))
+    return _interval(point, stats, len(runs), confidence, method)
 
 
 def bootstrap_difference(
@@ -128,12 +159,14 @@ def bootstrap_difference(
     *,
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
+    strata: Mapping | None = None,
 ) -> Interval:
     """mean(values) - mean(baseline) over seeds, each a mean over units, with a bootstrap interval.
 
     `values`, `baseline`: {seed: RunUnits}. Same seed sets: seeds are paired (one draw for both,
     method "paired hierarchical bootstrap"); else each side draws its own seeds. Units are drawn
-    jointly for all runs when they share them (see the module docstring)."""
+    jointly for all runs when they share them (see the module docstring). `strata` {seed: block}
+    (optional, covering every seed): seeds are drawn within blocks."""
     _check_confidence(confidence)
     if not values or not baseline:
         return Interval(
@@ -149,13 +182,17 @@ def bootstrap_difference(
         np.mean([r.mean for r in runs[len(a_keys) :]])
     )
     n = min(len(a_keys), len(b_keys))
+    sa_strata = [strata[k] for k in a_keys] if strata else None
+    sb_strata = [strata[k] for k in b_keys] if strata else None
     if paired:
         diffs = ma - mb
-        stats = _seed_mean(diffs, rng) if n > 1 else diffs[:, 0]
-        method = "paired " + _method(n)
+        stats = _seed_mean(diffs, rng, sa_strata) if n > 1 else diffs[:, 0]
+        method = _stratified("paired " + _method(n), sa_strata, n)
     else:
-        sa = _seed_mean(ma, rng) if ma.shape[1] > 1 else ma[:, 0]
-        sb = _seed_mean(mb, rng) if mb.shape[1] > 1 else mb[:, 0]
+        sa = _seed_mean(ma, rng, sa_strata) if ma.shape[1] > 1 else ma[:, 0]
+        sb = _seed_mean(mb, rng, sb_strata) if mb.shape[1] > 1 else mb[:, 0]
         stats = sa - sb
         method = "unpaired " + _method(max(len(a_keys), len(b_keys)))
+        if len(_strata_groups(sa_strata, len(a_keys))) > 1:
+            method = _stratified(method, sa_strata, len(a_keys))
     return _interval(point, stats, n, confidence, method)

@@ -5,6 +5,11 @@ gives the noncentral t statistic with noncentrality ncp = delta / se, and
 power(ncp) = P(T' > c) + P(T' < -c). The MDE at a given power is the delta whose ncp reaches that
 power, times the standard error: mde = ncp* x se (for the paired test se = sd(d) / sqrt(n), so
 the MDE follows the observed SD of the per-seed differences and the number of seeds).
+
+A design with the warm start (initialisation) as the unit, n_inits warm starts x n_seeds seeds:
+se = sqrt((sd_between^2 + sd_within^2 / n_seeds) / n_inits), df = n_inits - 1 (`unit_design_*`):
+more seeds per warm start shrink only the within part, so the between-warm-start SD sets a floor
+that only more warm starts lower.
 """
 
 from __future__ import annotations
@@ -60,3 +65,43 @@ def minimum_detectable_effect(se: float, df: float, alpha: float, power: float =
     if se == 0.0:
         return 0.0
     return detectable_ncp(df, alpha, power) * se
+
+
+# ---- warm starts as the unit -------------------------------------------------------------------
+def unit_design_se(n_inits: int, n_seeds: int, sd_between: float, sd_within: float) -> float:
+    """Standard error of the mean difference when the warm start (initialisation) is the unit:
+    `n_inits` warm starts with `n_seeds` seeds each; a warm start's mean of the per-seed
+    differences has variance sd_between^2 + sd_within^2 / n_seeds (`sd_between`: SD of the true
+    difference across warm starts; `sd_within`: SD of a seed's difference around its warm
+    start's), so SE = sqrt((sd_between^2 + sd_within^2 / n_seeds) / n_inits)."""
+    if int(n_inits) != n_inits or int(n_seeds) != n_seeds or n_inits < 2 or n_seeds < 1:
+        raise ConfigError(
+            f"a warm-start design needs >= 2 warm starts and >= 1 seed each, got {n_inits} x "
+            f"{n_seeds}"
+        )
+    if not (sd_between >= 0.0 and sd_within >= 0.0):
+        raise ConfigError(f"SDs must be >= 0, got between {sd_between}, within {sd_within}")
+    return math.sqrt((sd_between**2 + sd_within**2 / n_seeds) / n_inits)
+
+
+def unit_design_power(
+    delta: float, n_inits: int, n_seeds: int, sd_between: float, sd_within: float,
+    alpha: float = 0.05,
+) -> float:  # fmt: skip
+    """Power of the test with warm starts as the unit (ict.evidence.seed_tests.unit_test: the
+    t test of the warm-start means, n_inits - 1 df) to detect a true mean difference `delta` at
+    level `alpha` (two-sided)."""
+    se = unit_design_se(n_inits, n_seeds, sd_between, sd_within)
+    if se == 0.0:
+        return 1.0 if delta != 0.0 else alpha
+    return t_test_power(delta / se, n_inits - 1, alpha)
+
+
+def unit_design_mde(
+    n_inits: int, n_seeds: int, sd_between: float, sd_within: float,
+    alpha: float = 0.05, power: float = POWER,
+) -> float:  # fmt: skip
+    """The minimum detectable effect of the warm-start-as-unit design `n_inits` x `n_seeds` at
+    `power` and level `alpha`, given the between- and within-warm-start SDs of the difference."""
+    se = unit_design_se(n_inits, n_seeds, sd_between, sd_within)
+    return minimum_detectable_effect(se, n_inits - 1, alpha, power)

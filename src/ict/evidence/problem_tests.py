@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ict.evidence.distributions import t_two_sided_p
-from ict.evidence.seed_tests import SeedTest, paired_t_test
+from ict.evidence.seed_tests import SeedTest, paired_t_test, satterthwaite_df
 
 
 @dataclass(frozen=True)
@@ -70,13 +70,6 @@ class ProblemTest:
 def _none(reason: str, seeds: int = 0, problems: int = 0) -> ProblemTest:
     nan = math.nan
     return ProblemTest("none", seeds, problems, nan, nan, nan, nan, nan, nan, reason)
-
-
-def satterthwaite_df(parts: list[tuple[float, float]]) -> float:
-    """Satterthwaite's df of a sum of variance estimates [(variance, its df), ...]."""
-    total = sum(v for v, _ in parts)
-    denom = sum(v * v / df for v, df in parts if v > 0.0)
-    return total * total / denom if denom > 0.0 else math.inf
 
 
 def over_problems_test(

@@ -16,7 +16,14 @@ from pathlib import Path
 
 from ict.evidence.verdict import Judgement, Verdict
 from ict.report.plots import ForestRow, plot_answer, plot_forest
-from ict.report.verdicts import IDENTICAL_RUNS, Values, adjusted_interval, pass_key, seed_interval
+from ict.report.verdicts import (
+    IDENTICAL_RUNS,
+    Values,
+    adjusted_interval,
+    pass_key,
+    seed_interval,
+    test_interval,
+)
 
 FOREST_STEM = "answer_forest"
 DECLARED_STEM = "answer_declared"
@@ -127,8 +134,10 @@ def _row(v: Verdict, values: Values, confidence: float) -> ForestRow:
         verdict = "identical arms" if v.note == IDENTICAL_RUNS else "equal on every seed"
     else:
         verdict = v.word
-        if t.design.startswith("paired t") and t.n >= 2:
+        if t.design == "paired t" and t.n >= 2:
             iv = seed_interval(values[v.key][v.a], values[v.key][v.b], confidence)
+            low, high = iv.low, iv.high
+        elif (iv := test_interval(t, confidence)) is not None:  # blocked, or warm starts as units
             low, high = iv.low, iv.high
     mean = t.mean if math.isfinite(t.mean) else 0.0
     return ForestRow(f"{v.a} - {v.b}", v.a, mean, low, high, v.primary, verdict)

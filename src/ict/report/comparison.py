@@ -184,25 +184,39 @@ def difference(values: dict, base: dict, confidence: float) -> Interval:
 
 
 def method_interval(
-    units: dict, values: dict, bounds: tuple[float, float], confidence: float
-) -> Interval:
-    """Hierarchical bootstrap when every run has per-unit values, else a t interval clipped to
-    the metric's range (older run directories)."""
+    units: dict, values: dict, bounds: tuple[float, float], confidence: float,
+    strata: dict | None = None,
+) -> Interval:  # fmt: skip
+    """Hierarchical bootstrap when every run has per-unit values (seeds drawn within the blocks
+    of `strata` {seed: block} when given), else a t interval clipped to the metric's range (older
+    run directories)."""
     if units and all(u is not None for u in units.values()):
-        return bootstrap_mean(list(units.values()), confidence)
+        s = [strata[k] for k in units] if strata and all(k in strata for k in units) else None
+        return bootstrap_mean(list(units.values()), confidence, strata=s)
     return clipped(t_interval(list(values.values()), confidence), *bounds)
 
 
 def difference_interval(
-    units: dict, base_units: dict, values: dict, base: dict, bounds, confidence: float
-) -> Interval:
-    """Bootstrap difference when both methods' runs have per-unit values, else paired t / Welch t
-    clipped to the possible range of a difference."""
+    units: dict, base_units: dict, values: dict, base: dict, bounds, confidence: float,
+    strata: dict | None = None,
+) -> Interval:  # fmt: skip
+    """Bootstrap difference when both methods' runs have per-unit values (stratified by the
+    blocks of `strata` {seed: block} when given), else paired t / Welch t clipped to the possible
+    range of a difference."""
     every = [*units.values(), *base_units.values()]
     if every and all(u is not None for u in every):
-        return bootstrap_difference(units, base_units, confidence)
+        return bootstrap_difference(
+            units, base_units, confidence, strata=_covering(strata, units, base_units)
+        )
     width = bounds[1] - bounds[0]
     return clipped(difference(values, base, confidence), -width, width)
+
+
+def _covering(strata: dict | None, *unit_maps: dict) -> dict | None:
+    """`strata` when it names the block of every seed in `unit_maps`, else None (no strata)."""
+    if not strata or any(k not in strata for m in unit_maps for k in m):
+        return None
+    return strata
 
 
 def stored_interval(run: Run, key: str) -> tuple[float, float] | None:
@@ -248,9 +262,11 @@ class MethodResult:
 
 
 def metric_results(
-    groups: dict[str, list[Run]], key: str, baseline: str, confidence: float
-) -> dict[str, MethodResult]:
-    """MethodResult of every method with values at `key`, from the run directories."""
+    groups: dict[str, list[Run]], key: str, baseline: str, confidence: float,
+    strata: dict | None = None,
+) -> dict[str, MethodResult]:  # fmt: skip
+    """MethodResult of every method with values at `key`, from the run directories; `strata`
+    {seed: block} (the warm starts, when several) stratifies the bootstrap's seed draws."""
     values_by = {m: final_values(runs, key) for m, runs in groups.items()}
     units_by = {
         m: {seed_key(r): unit_values(r, key) for r in runs if seed_key(r) in values_by[m]}
@@ -266,10 +282,10 @@ def metric_results(
         stored = {seed_key(r): stored_interval(r, key) for r in groups[method]}
         diff = None
         if method != baseline and base:
-            diff = difference_interval(units, base_units, values, base, bounds, confidence)
+            diff = difference_interval(units, base_units, values, base, bounds, confidence, strata)
         out[method] = MethodResult(
             values,
-            method_interval(units, values, bounds, confidence),
+            method_interval(units, values, bounds, confidence, strata),
             per_seed_text(units, values, stored, confidence),
             {
                 str(s): _triple(bootstrap_mean([u], confidence))
@@ -452,7 +468,8 @@ def build_report(
     plots.mkdir(parents=True, exist_ok=True)
     doc = Document(title)
     keys = [*final_eval_keys(runs), "reward/mean"]
-    results = {key: metric_results(groups, key, baseline, confidence) for key in keys}
+    blocks = warm_start_blocks(runs, seed_key)
+    results = {key: metric_results(groups, key, baseline, confidence, blocks) for key in keys}
     results = {key: r for key, r in results.items() if r}
     values = values_of(results)  # {key: {method: {seed: value}}}: what every verdict tests
     units = {
@@ -463,7 +480,7 @@ def build_report(
     judgement = evaluate(
         values, baseline, endpoints,
         units=units,
-        blocks=warm_start_blocks(runs, seed_key),
+        blocks=blocks,
         margins=derived_margins(
             comparison_keys(values, baseline, endpoints), endpoints, baseline,
             groups.get(baseline, []),
@@ -483,15 +500,15 @@ def build_report(
     write_endpoints_section(doc, judgement)  # first: declared before any number
     write_answer_section(doc, judgement, values, confidence, baseline, plots)
     raw["exploration"] = write_exploration(
-        doc, runs, groups, baseline, confidence, plots, judgement
+        doc, runs, groups, baseline, confidence, plots, judgement, blocks
     )
     _results_section(doc, runs, results, baseline, confidence, judgement, raw)
     raw["verdicts"] = judgement_json(judgement)
-    raw["blocks"] = warm_start_blocks(runs, seed_key)  # a re-render blocks the seeds alike
+    raw["blocks"] = blocks  # a re-render blocks the seeds alike
     if write_tuning_section(doc, tuning, plots) is not None:
         raw["tuning"] = tuning
     doc.heading("Runs")
-    _runs_section(doc, runs, groups, notes, baseline, confidence)
+    _runs_section(doc, runs, groups, notes, baseline, confidence, blocks)
     raw["health"] = write_health_section(doc, runs, groups)
     loss_modes = write_loss_mode_section(doc, groups)
     if loss_modes is not None:
@@ -515,7 +532,7 @@ def build_report(
     return md_path
 
 
-def _runs_section(doc, runs, groups, notes, baseline, confidence) -> None:
+def _runs_section(doc, runs, groups, notes, baseline, confidence, blocks=None) -> None:
     """The runs by method and seed, the caller's notes, and how the intervals are made."""
     seeds = {m: [r.seed for r in rs] for m, rs in groups.items()}
     doc.para(
@@ -530,6 +547,20 @@ def _runs_section(doc, runs, groups, notes, baseline, confidence) -> None:
         doc.para(note)
     for paragraph in interval_method_text(baseline, int(round(confidence * 100))):
         doc.para(paragraph)
+    if blocks:
+        doc.para(warm_start_text(blocks))
+
+
+def warm_start_text(blocks: dict) -> str:
+    """How a blocked design's bootstrap intervals treat its warm starts ({seed: warm start})."""
+    n = len(set(blocks.values()))
+    return (
+        f"**Warm starts**: the seeds come from {n} warm starts. The bootstrap draws the seeds "
+        "within each warm start (stratified: every resample keeps each warm start's seeds and "
+        f"their number), so its intervals are about these {n} warm starts: the difference "
+        "between warm starts is not resampled, and they do not say how the methods compare "
+        "from other initialisations (the verdict rule above says which unit its test uses)."
+    )
 
 
 def write_endpoints_section(doc, judgement: Judgement) -> None:

@@ -88,6 +88,7 @@ class KCurves:
     differences: dict[str, dict[int, Interval]]
     reference: dict[int, Interval] | None
     values: dict[str, dict[int, dict]] = field(default_factory=dict)
+    strata: dict | None = None  # {seed: warm start} when several: the bootstrap's and tests' blocks
 
     def key(self, k: int) -> str:
         """The report key of pass@k on this benchmark."""
@@ -108,9 +109,11 @@ def k_curves(
     baseline: str,
     confidence: float,
     reference: dict | None = None,
+    strata: dict | None = None,
 ) -> KCurves | None:
     """pass@k for k in curve_ks(n) (n: the fewest samples of any problem) per method, with
-    hierarchical bootstrap intervals and paired differences to `baseline`; None without data."""
+    hierarchical bootstrap intervals and paired differences to `baseline` (seeds drawn within the
+    blocks of `strata` {seed: block} when it names every seed); None without data."""
     blocks = {
         m: {r.seed if r.seed is not None else r.path.name: _block(r, benchmark) for r in runs}
         for m, runs in groups.items()
@@ -122,9 +125,12 @@ def k_curves(
     if not sizes:
         return None
     ks = curve_ks(min(sizes))
+    if strata and any(s not in strata for bs in blocks.values() for s in bs):
+        strata = None
     methods, differences, values = {}, {}, {}
     for method, bs in blocks.items():
-        methods[method] = {k: bootstrap_mean(_units(bs, k), confidence) for k in ks}
+        order = [strata[s] for s in bs] if strata else None
+        methods[method] = {k: bootstrap_mean(_units(bs, k), confidence, strata=order) for k in ks}
         values[method] = {
             k: {s: u.mean for s, u in zip(bs, _units(bs, k), strict=True)} for k in ks
         }
@@ -134,13 +140,14 @@ def k_curves(
                     dict(zip(bs, _units(bs, k), strict=True)),
                     dict(zip(blocks[baseline], _units(blocks[baseline], k), strict=True)),
                     confidence,
+                    strata=strata,
                 )
                 for k in ks
             }
     ref = None
     if ref_block and ref_block.get("n") and min(ref_block["n"]) >= ks[-1]:
         ref = {k: bootstrap_mean([units_at_k(ref_block, k)], confidence) for k in ks}
-    return KCurves(benchmark, ks, methods, differences, ref, values)
+    return KCurves(benchmark, ks, methods, differences, ref, values, strata or None)
 
 
 def _block(run: Run, benchmark: str) -> dict | None:
@@ -406,10 +413,12 @@ EXPLORATION_TEXT = (
 
 
 def write_section(
-    doc, runs, groups, baseline: str, confidence: float, plots: Path, judgement: Judgement
-) -> dict:
+    doc, runs, groups, baseline: str, confidence: float, plots: Path, judgement: Judgement,
+    blocks: dict | None = None,
+) -> dict:  # fmt: skip
     """Add the "Exploration" section to `doc` (ict.report.document.Document); plots into `plots`.
-    `judgement`: the report's verdicts (ict.report.verdicts.evaluate). Returns its numbers for
+    `judgement`: the report's verdicts (ict.report.verdicts.evaluate); `blocks` {seed: warm
+    start} when the runs come from several (stratified bootstraps, blocked tests). Returns its numbers for
     report.json: {"pass_at_k": {bench: ...}, "steps": {method: ...}, "change": {method: ...}}."""
     pct = int(round(confidence * 100))
     doc.heading("Exploration")
@@ -417,7 +426,7 @@ def write_section(
     raw: dict = {"pass_at_k": {}, "steps": {}, "change": {}}
     reference = start_reference(runs)
     for bench in final_benchmarks(runs):
-        curves = k_curves(groups, bench, baseline, confidence, reference)
+        curves = k_curves(groups, bench, baseline, confidence, reference, blocks)
         if curves is not None:
             verdicts = k_verdicts(curves, baseline, judgement)
             raw["pass_at_k"][bench] = _k_section(doc, curves, verdicts, baseline, pct, plots)
@@ -440,7 +449,10 @@ def k_verdicts(
             key = (method, baseline, curves.key(k))
             v = judgement.get(*key)
             if v is None:
-                test = seed_test(curves.values[method][k], curves.values[baseline][k])
+                test = seed_test(
+                    curves.values[method][k], curves.values[baseline][k], curves.strata,
+                    judgement.endpoints.unit,
+                )  # fmt: skip
                 v = judge({key: test}, extra).verdicts[key]
             out[method][k] = v
     return out

@@ -478,6 +478,7 @@ def stored_endpoints(raw: dict) -> Endpoints:
         source=str(e.get("source", "")),
         notes=tuple(e.get("notes", ())),
         relative_margin=e.get("relative_margin"),
+        unit=str(e.get("unit", defaults.unit)),
     )
 
 

@@ -85,10 +85,11 @@ def evaluate(
     tests, problem_tests = {}, {}
     for a, b, key in comparison_keys(values, baseline, endpoints):
         k = (a, b, key)
-        test = seed_test(values[key][a], values[key][b], blocks)
+        test = seed_test(values[key][a], values[key][b], blocks, endpoints.unit)
         tests[k] = test
         by_method = units.get(key, {})
-        if test.design.startswith("paired t") and a in by_method and b in by_method:
+        paired = test.design.startswith(("paired t", "t over"))
+        if paired and a in by_method and b in by_method:
             problem_tests[k] = over_problems_test(
                 by_method[a], by_method[b], blocks, seed_level=test
             )
@@ -156,6 +157,16 @@ def seed_interval(values: Mapping, baseline: Mapping, confidence: float) -> Inte
     return clipped(iv, -1.0, 1.0)
 
 
+def test_interval(test, confidence: float) -> Interval | None:
+    """The interval of a blocked or warm-start-unit seed-level test: mean +- t_{df} x SE (its own
+    SE and df), clipped to [-1, 1]; None without a test."""
+    if not test.tested or not math.isfinite(test.se):
+        return None
+    half = t_ppf(0.5 + confidence / 2.0, test.df) * test.se if test.se > 0 else 0.0
+    iv = Interval(test.mean, test.mean - half, test.mean + half, test.n, test.design, confidence)
+    return clipped(iv, -1.0, 1.0)
+
+
 def endpoints_paragraphs(endpoints: Endpoints, judgement: Judgement | None = None) -> list[str]:
     """The declaration, printed before any result: alpha, margin, primary comparisons, family."""
     e = endpoints
@@ -192,9 +203,9 @@ def endpoints_paragraphs(endpoints: Endpoints, judgement: Judgement | None = Non
         lines.append(text + ".")
     lines += list(e.notes)
     lines.append(
-        "**Verdict rule**: **higher** / **lower** only when the seed-level test (paired t over seeds, "
-        "n - 1 degrees of freedom, or n - B with B warm-start blocks; Welch t when the seed sets "
-        "differ) passes at alpha AND, where the runs hold per-problem values, the over-problems "
+        "**Verdict rule**: **higher** / **lower** only when the seed-level test ("
+        + _seed_test_text(judgement)
+        + ") passes at alpha AND, where the runs hold per-problem values, the over-problems "
         "test (a two-way variance-components t: the seed-level variance plus the variance over "
         "problems of the seed-averaged per-problem difference / P, Satterthwaite df) passes too - "
         "each after Holm over the primary family for a primary comparison; the table says which "
@@ -210,6 +221,27 @@ def endpoints_paragraphs(endpoints: Endpoints, judgement: Judgement | None = Non
         "seeds."
     )
     return lines
+
+
+def _seed_test_text(judgement: Judgement | None) -> str:
+    """How the seed-level test was made, in the verdict rule's words: the plain paired t, or
+    (when the judgement holds a blocked or warm-start-unit test) how it treats the blocks."""
+    designs = {v.test.design for v in judgement.verdicts.values()} if judgement else set()
+    if any(d.startswith("t over") for d in designs):
+        return (
+            "warm starts as the unit: the t test of the B warm starts' mean per-seed "
+            "differences, B - 1 degrees of freedom; Welch t when the seed sets differ"
+        )
+    if any(d.endswith("Welch df") for d in designs):
+        return (
+            "paired t over seeds blocked by warm start: the warm-start means removed from the "
+            "error, SE from each warm start's own SD, Welch-Satterthwaite degrees of freedom; "
+            "Welch t when the seed sets differ"
+        )
+    return (
+        "paired t over seeds, n - 1 degrees of freedom, or n - B with B warm-start blocks; "
+        "Welch t when the seed sets differ"
+    )
 
 
 def adjusted_interval(v: Verdict, family_size: int, confidence: float) -> Interval | None:
