@@ -10,7 +10,7 @@ Variants:
   grpo_today    GRPO (every valid token), none of (1)-(3)
   grpo_1        GRPO with (1)
   grpo_123      GRPO with (1)-(3)
-  ict_123       the paper's ICT selection after its dense warm-up (`ict.methods.select_method`, sparse)
+  ict_123       the paper's ICT selection after its dense warm-up (`ict.step.select_method`, sparse)
                 with (1)-(3)
 Also the statistics pass (`token_stats_from_hidden`, reference "group_position") against the floor
 (one chunked LM-head matmul over the valid positions + one log-softmax) on the same hidden states,
@@ -300,7 +300,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     repeats = args.repeats or (3 if args.tiny else 2)
 
-    from ict.methods import StepInputs, select_method
+    from ict.step import StepInputs, select_method
     from ict.train import TrainConfig
     from ict.train.plan import RunPlan
     from ict.train.schedule import LRSchedule, make_optimizer

@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from ict.methods import get_method, selection_seed
+from ict.methods import get_method
+from ict.step import selection_seed
 
 pytest.importorskip("trl")
 pytestmark = pytest.mark.trl

@@ -373,7 +373,8 @@ def test_branch_attributed_ict_picks_the_token_that_made_the_contexts_differ():
     """Two rollouts share tokens 0-2 and part ways at token 2 (a different sampled token), so
     their distributions first differ at position 3: the paper's score is 0 up to 3 and high
     after. `ict_branch` credits position 3's score to the branching token at 2; `ict` picks 3."""
-    from ict.methods import StepInputs, get_method, select_method
+    from ict.methods import get_method
+    from ict.step import StepInputs, select_method
     from ict.train import TrainConfig
 
     mask = torch.ones(2, 10, dtype=torch.bool)

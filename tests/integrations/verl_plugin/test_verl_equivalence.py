@@ -294,7 +294,7 @@ def test_on_policy_step_through_verl_equals_native(case, tiny_model, gloo, monke
     separate statistics forward): verl's old-log-prob forward of the model gives the statistics
     the driver selects with and the old log-probs; the one update (one mini-batch, one epoch) is
     the step's first, on-policy (rho exactly 1). The selection equals the native step's on the
-    same model (ict.stats.token_stats_from_hidden on its hidden states, ict.methods.select_step)
+    same model (ict.stats.token_stats_from_hidden on its hidden states, ict.step.select_step)
     and the parameter gradient of the plugin's loss equals the native on-policy update's
     (native_gradient with zero perturbation); verl ran one old-log-prob pass (two forwards for
     the batch_mean reference) and one update."""

@@ -124,7 +124,7 @@ class ICTGRPOConfig(MethodOptions, GRPOConfig):
         """The resolved ict.methods.Method that runs: `method` with this config's explicit
         settings, its loss_agg the one TRL's `loss_type` computes ("trl_<type>" for a TRL loss
         type that no ict aggregation equals). The warm-up is not yet fitted to the run's length
-        (the trainer's step plan does that, ict.methods.StepPlan)."""
+        (the trainer's step plan does that, ict.step.StepPlan)."""
         method = resolve_method(self)
         agg = TRL_TO_LOSS_AGG.get(self.loss_type, f"trl_{self.loss_type}")
         if self.use_adaptive_entropy:  # TRL's adaptive controller owns the bonus (__post_init__)

@@ -468,11 +468,11 @@ def select_batch(
     batch_tensors: response_mask, advantages, old_log_probs, responses, ict_entropy, ict_renyi2
     (and ict_js for ICT), all [B, R] in verl's padded response layout. step: verl's global step
     (1-based, one per rollout batch, as the native trainer's step and TRL's generation batch);
-    plan: the run's ict.methods.StepPlan (`run_plan`; default: the section's over a run of
+    plan: the run's ict.step.StepPlan (`run_plan`; default: the section's over a run of
     unknown length).
-    The selection, warm-up, seed, diagnostics and metrics are the plan's (ict.methods.StepPlan),
+    The selection, warm-up, seed, diagnostics and metrics are the plan's (ict.step.StepPlan),
     metrics under "ict/"."""
-    from ict.methods import StepInputs
+    from ict.step import StepInputs
     from ict.stats import TokenStats
 
     plan = plan or spec.plan(None)
@@ -486,16 +486,18 @@ def select_batch(
         kl=batch_tensors["ict_kl"] * mask if "ict_kl" in batch_tensors else None,
     )
     inputs = StepInputs(mask, stats, batch_tensors["advantages"], batch_tensors.get("responses"))
-    selection = plan.select(inputs, step=step)
+    run = plan.begin(inputs, step=step)
     if stats.js is None:  # the metrics' js columns read 0, as before
         stats = dataclasses.replace(stats, js=torch.zeros_like(stats.entropy))
-    metrics = {f"ict/{k}": v for k, v in plan.metrics(stats, mask, selection).items()}
+    result = run.finish(stats)
+    selection = result.selection
+    metrics = {f"ict/{k}": v for k, v in result.metrics.items()}
     metrics["ict/selected_fraction_batch"] = metrics["ict/selected_fraction"]
     return selection.selected, metrics
 
 
 def run_plan(trainer, spec: IctVerlConfig):
-    """The step the driver `trainer` runs (ict.methods.StepPlan), resolved once per run from the
+    """The step the driver `trainer` runs (ict.step.StepPlan), resolved once per run from the
     `ict:` section and verl's total_training_steps, with the warning logged once when an explicit
     warm-up covers the whole run."""
     total = getattr(trainer, "total_training_steps", None)

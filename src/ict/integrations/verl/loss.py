@@ -102,7 +102,7 @@ def local_counts(selected: Tensor, valid: Tensor, normalize_by: str) -> tuple[in
     """(selected valid tokens, responses with a non-empty denominator) of [B, R] masks, from
     ict.methods.normaliser_counts; summed over DP ranks these are the mini-batch normalisers of
     token-mean (with normalize_by="selected") and seq-mean-token-mean."""
-    from ict.methods import normaliser_counts
+    from ict.loss import normaliser_counts
 
     tokens = normaliser_counts(valid.bool(), selected, "selected").tokens
     rows = normaliser_counts(valid.bool(), selected, normalize_by).rows
