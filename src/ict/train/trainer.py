@@ -242,11 +242,11 @@ class Trainer:
         cfg, plan = self.config, self.plan
         step = self.step + 1
         batch, metrics = self._rollout(step)
-        step_metrics, scored = self.step_service.train_on_rollout(
+        trained, scored = self.step_service.train_on_rollout(
             batch.rollout, batch.rewards, step=step
         )
         self.step = step
-        metrics.update(step_metrics)
+        metrics.update(trained)
         metrics.update(
             self.health.update(step, metrics["valid/entropy"], metrics.get("format_rate"))
         )

@@ -29,7 +29,7 @@ import torch
 
 from ict.loss import LossConfig, policy_loss
 from ict.loss.modes import loss_mode_metrics
-from ict.loss.normaliser import RowCounts, loss_masks, row_counts
+from ict.loss.normaliser import RowCounts, loss_masks
 from ict.train.logprobs import column_span, policy_hidden, token_logprobs_from_hidden
 from ict.training_metrics import ParamChange
 
@@ -174,9 +174,9 @@ class _UpdateRun:
         if cfg.drop_zero_variance_groups:
             self.rows_all = self.rows_all[_informative_rows(rollout.prompt_index, batch.advantages)]
         self.group, self.micro_rows = plan.batch.rows(self.ids.shape[0])
-        self.counts = batch.counts
+        self.counts = batch.counts  # else the plan's counts of `selected` (ict.step.StepPlan)
         if self.counts is None:
-            self.counts = row_counts(self.mask, self.selected, loss=loss_config)
+            self.counts = plan.step_plan.counts(self.mask, self.selected)
         self.params = [p for p in policy.model.parameters() if p.requires_grad]
         self.tokens_done = self.rows_run = 0
         self.mode_changed = self.mode_tokens = 0  # the loss mode's counts over the step's calls
