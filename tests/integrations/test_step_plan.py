@@ -12,8 +12,8 @@ import torch
 from ict.integrations.cases import case_options, equivalence_cases, native_selection
 from ict.loss import LossConfig, row_counts
 from ict.methods import MethodOptions, get_method
-from ict.step import StepInputs, StepLayout, StepPlan, one_forward_off, select_step, step_metrics
 from ict.stats import token_stats
+from ict.step import StepInputs, StepLayout, StepPlan, one_forward_off, select_step, step_metrics
 
 CASES = equivalence_cases()
 

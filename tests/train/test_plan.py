@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from ict.methods import get_method
-from ict.step import selection_seed
 from ict.seeds import derive_seed
+from ict.step import selection_seed
 from ict.train import TrainConfig
 from ict.train.plan import BatchPlan, RunPlan, SeedStreams
 

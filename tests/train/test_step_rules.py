@@ -151,4 +151,4 @@ def test_method_options_are_declared_once_for_every_engine(tmp_path):
         trl.ICTGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], ratio=1.5)
     args = trl.ICTGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[],
                              method="random_sequence")  # fmt: skip
-    assert args.ict_method() == resolve_method(TrainConfig(method="random_sequence"))
+    assert args.resolved_method() == resolve_method(TrainConfig(method="random_sequence"))

@@ -38,8 +38,8 @@ def run(args: argparse.Namespace) -> int:
 
     from ict.errors import ConfigError
     from ict.methods import MethodOptions, resolve_method
-    from ict.step import StepInputs, select_method
     from ict.stats import REFERENCES, token_stats
+    from ict.step import StepInputs, select_method
 
     options = MethodOptions(method="ict", reference=args.reference)
     ict = resolve_method(options)

@@ -228,8 +228,8 @@ def case_loss_config(options: dict):
 def native_selection(case: EquivalenceCase) -> torch.Tensor:
     """The native step's selection: ict.stats -> ict.step.select_step. bool [B, T]."""
     from ict.head import LogitHead
-    from ict.step import StepInputs, select_step
     from ict.stats import token_stats_from_hidden
+    from ict.step import StepInputs, select_step
 
     o = case.options
     method = case_method(o)

@@ -12,8 +12,8 @@
 The registry and the method options stay in `ict.methods`; the normaliser in `ict.loss`.
 """
 
-from ict.step.plan import SeedStreams, StepLayout, StepPlan, StepResult, one_forward_off
-from ict.step.run import StepRun
+from ict.step.plan import SeedStreams, StepLayout, StepPlan, one_forward_off
+from ict.step.run import StepResult, StepRun
 from ict.step.selection import (
     DIAGNOSTIC_METHODS,
     StepInputs,

@@ -30,9 +30,10 @@ from torch import Tensor
 
 from ict.loss.normaliser import row_counts
 from ict.methods.options import resolve_method
-from ict.select.topk import count_rule_mask
 from ict.seeds import derive_seed, stream_seed
+from ict.select.topk import count_rule_mask
 from ict.stats import STAT_FIELDS, TokenStats
+from ict.step.run import StepResult, StepRun
 from ict.step.selection import (
     LOCAL_REFERENCES,
     StepInputs,
@@ -122,16 +123,6 @@ def one_forward_off(method, granularity: str, layout: StepLayout) -> str | None:
     if layout.split_off and (when == "per_micro_batch" or layout.stats_per_micro_batch):
         return layout.split_off
     return None
-
-
-@dataclass(frozen=True)
-class StepResult:
-    """What one rollout batch's step returns: the selection, its normaliser counts per row
-    (ict.loss.RowCounts) and its metrics (ict.step.step_metrics keys)."""
-
-    selection: StepSelection
-    counts: object
-    metrics: dict
 
 
 def _no_loss(method) -> None:
@@ -231,12 +222,10 @@ class StepPlan:
         method's normalize_by and the plan's loss)."""
         return row_counts(mask, selected, normalize_by=self.method.normalize_by, loss=self.loss)
 
-    def begin(self, inputs: StepInputs, *, step: int, **where):
+    def begin(self, inputs: StepInputs, *, step: int, **where) -> StepRun:
         """Step `step` on a rollout batch (ict.step.run.StepRun): with `inputs.stats` the
         selection at once (two passes); without, the single forward's (`before_statistics`),
         completed by `StepRun.observe` per micro-batch. `where`: see `select_own`."""
-        from ict.step.run import StepRun
-
         return StepRun(self, inputs, step=step, where=where)
 
     def metrics(self, stats, mask: Tensor, selection: StepSelection, gather=None) -> dict:
@@ -250,4 +239,4 @@ class StepPlan:
         return step_metrics(stats, mask, selection)
 
 
-__all__ = ["SeedStreams", "StepLayout", "StepPlan", "StepResult", "one_forward_off"]
+__all__ = ["SeedStreams", "StepLayout", "StepPlan", "one_forward_off"]

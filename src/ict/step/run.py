@@ -22,18 +22,34 @@ the kept hidden states) passes them to `finish` instead.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 import torch
 from torch import Tensor
 
 from ict.stats import STAT_FIELDS, TokenStats
-from ict.step.plan import StepPlan, StepResult
 from ict.step.selection import StepInputs, StepSelection
+
+if TYPE_CHECKING:
+    from ict.loss import RowCounts
+    from ict.step.plan import StepPlan
 
 MISMATCH = (
     "step {step}: the selection made in the update's forward differs from the step's "
     "({ran} vs {want} tokens); set one_forward off (native: one_forward: false; TRL: "
     "one_forward=False) and report this as a bug"
 )
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one rollout batch's step returns: the selection, its normaliser counts per row
+    (ict.loss.RowCounts) and its metrics (ict.step.step_metrics keys)."""
+
+    selection: StepSelection
+    counts: RowCounts
+    metrics: dict
 
 
 class StepRun:
@@ -116,4 +132,4 @@ class StepRun:
         return StepResult(self.selection, self.counts, metrics)
 
 
-__all__ = ["StepRun"]
+__all__ = ["StepResult", "StepRun"]

@@ -27,10 +27,10 @@ from ict.errors import ConfigError
 from ict.generation import Sampling
 from ict.loss import LossConfig
 from ict.methods import METHOD_FIELDS
-from ict.step import SeedStreams, StepLayout, StepPlan
 from ict.methods.options import CLIP_FIELDS
 from ict.methods.registry import Method
 from ict.precision import PrecisionChoice, choose_precision
+from ict.step import SeedStreams, StepLayout, StepPlan
 from ict.train.config import TrainConfig
 
 
@@ -103,7 +103,9 @@ def step_layout(config: TrainConfig, batch: BatchPlan) -> StepLayout:
 def method_config(config: TrainConfig, method: Method) -> TrainConfig:
     """`config` with `method`'s fields, and the clip range a method may fix, as the run uses them
     (what config.yaml records)."""
-    return dataclasses.replace(config, **{k: getattr(method, k) for k in (*METHOD_FIELDS, *CLIP_FIELDS)})
+    return dataclasses.replace(
+        config, **{k: getattr(method, k) for k in (*METHOD_FIELDS, *CLIP_FIELDS)}
+    )
 
 
 def _loss_rule(config: TrainConfig):

@@ -33,7 +33,7 @@ import time
 
 import torch
 
-from ict.step import StepInputs
+from ict.step import StepInputs, StepRun
 from ict.train.old_policy import rollout_stats
 
 
@@ -49,7 +49,7 @@ class StatsInUpdate:
         self.plan, self.policy, self.rollout = plan, policy, rollout
         self.mask = rollout.response_mask.to(policy.device).bool()
         inputs = StepInputs(self.mask, None, advantages, rollout.input_ids.to(policy.device))
-        self.run = plan.step_plan.begin(
+        self.run: StepRun = plan.step_plan.begin(
             inputs, step=step, micro_batch_size=plan.batch.rows(self.mask.shape[0])[1]
         )
         self.hidden: torch.Tensor | None = None  # [N, T, D] shifted, detached (not deferred)

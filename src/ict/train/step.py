@@ -23,11 +23,10 @@ import torch
 
 from ict.generation import Rollout
 from ict.head import LogitHead, logit_head
-from ict.loss import compute_advantages
-from ict.loss import RowCounts
-from ict.step import StepInputs, StepSelection
+from ict.loss import RowCounts, compute_advantages
 from ict.precision import PrecisionChoice
 from ict.stats import TokenStats
+from ict.step import StepInputs, StepSelection
 from ict.train.old_policy import old_policy_pass, reference_logprobs
 from ict.train.plan import RunPlan
 from ict.train.stats_in_update import StatsInUpdate

@@ -16,12 +16,12 @@ AGG = {"token_mean": "token-mean", "seq_mean_token_mean": "seq-mean-token-mean",
        "seq_mean_token_sum_norm": "seq-mean-token-sum-norm"}  # fmt: skip
 
 
-
 def _counts(selected, mask, normalize_by):
     """The mini-batch's (normaliser tokens, rows with one): the sums of the per-row counts the
     driver ships (ict.loss.row_counts, the step run's)."""
     counts = row_counts(mask, selected, normalize_by=normalize_by)
     return int(counts.tokens.sum()), int(counts.rows.sum())
+
 
 def _inputs(B=6, R=5, seed=0):
     g = torch.Generator().manual_seed(seed)

@@ -28,8 +28,8 @@ import torch
 from torch import Tensor
 
 from ict.integrations.trl.loss import TRL_MODEL_KWARGS
-from ict.step import StepInputs, StepLayout
 from ict.stats import STAT_FIELDS
+from ict.step import StepInputs, StepLayout, StepRun
 
 # TRL loss types whose sum over an optimizer step's equal-sized micro-batches does not depend on
 # how its rows are split (per-row means averaged over rows, or a step-wide normaliser); "bnpo"
@@ -159,7 +159,7 @@ class OneForwardSteps:
     unchanged and still one forward."""
 
     _ict_forward_cache = None
-    _ict_run = None  # the generation batch's ict.step.StepRun
+    _ict_run: StepRun | None = None  # the generation batch's step run
     _ict_pending = 0  # its micro-batches not yet observed
 
     def _ict_backbone(self):

@@ -23,8 +23,8 @@ from ict.integrations.trl.loss import LossSteps
 from ict.integrations.trl.single_forward import OneForwardSteps, regroup, trl_layout
 from ict.integrations.trl.stats import STAT_COLUMNS, StatsSteps, check_whole_groups
 from ict.methods import Method
-from ict.step import StepInputs, StepPlan
 from ict.stats import TokenStats
+from ict.step import StepInputs, StepPlan
 from ict.training_metrics import ParamChange
 
 logger = logging.getLogger("ict.integrations.trl")
@@ -109,12 +109,12 @@ class ICTGRPOTrainer(LossSteps, OneForwardSteps, StatsSteps, GRPOTrainer):
     # ---- the plan, resolved once ----------------------------------------------------------------
     def ict_resolve(self) -> StepPlan:
         """Resolve this trainer's step once (ict.step.StepPlan.resolve): the config's method
-        (`ICTGRPOConfig.ict_method`) with its warm-up fitted to the run's generation batches when
+        (`ICTGRPOConfig.resolved_method`) with its warm-up fitted to the run's generation batches when
         TRL knows them, ict's loss settings for it (`ict_loss_config`), the single-forward decision
         on TRL's layout (`trl_layout`) and the seed streams; every batch reads it. Called at
         set-up and when training begins; call it again after changing `self.args` in place."""
         args = self.args
-        method = args.ict_method()
+        method = args.resolved_method()
         total = None
         if getattr(self.state, "max_steps", 0) and self.state.max_steps > 0:
             total = max(1, math.ceil(self.state.max_steps / self._ict_batches_per_generation()))
@@ -148,7 +148,8 @@ class ICTGRPOTrainer(LossSteps, OneForwardSteps, StatsSteps, GRPOTrainer):
         return self.ict_plan.one_forward_off or ""
 
     def ict_method(self) -> Method:
-        """The method this trainer runs (the plan's: its warm-up fitted to the run)."""
+        """The method this trainer runs (the plan's: its warm-up fitted to the run; the config's
+        before the fit is `ICTGRPOConfig.resolved_method`)."""
         return self.ict_plan.method
 
     def _ict_batches_per_generation(self) -> float:

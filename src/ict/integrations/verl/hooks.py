@@ -475,8 +475,8 @@ def select_batch(
     unknown length).
     The selection, warm-up, seed, diagnostics and metrics are the plan's run's
     (ict.step.StepPlan.begin, StepRun.finish), metrics under "ict/"."""
-    from ict.step import StepInputs
     from ict.stats import TokenStats
+    from ict.step import StepInputs, StepRun
 
     plan = plan or spec.plan(None)
     mask = batch_tensors["response_mask"].bool()
@@ -489,7 +489,7 @@ def select_batch(
         kl=batch_tensors["ict_kl"] * mask if "ict_kl" in batch_tensors else None,
     )
     inputs = StepInputs(mask, stats, batch_tensors["advantages"], batch_tensors.get("responses"))
-    run = plan.begin(inputs, step=step)
+    run: StepRun = plan.begin(inputs, step=step)
     if stats.js is None:  # the metrics' js columns read 0, as before
         stats = dataclasses.replace(stats, js=torch.zeros_like(stats.entropy))
     result = run.finish(stats)
