@@ -359,8 +359,10 @@ def main(argv=None) -> int:
             optimizer, warmup_steps=cfg.warmup_steps, kind=cfg.lr_scheduler, max_steps=1
         )
         service = TrainingStep(variant_plan, policy, optimizer, scheduler)
-        variant_scored = dataclasses.replace(
-            scored, selection=dataclasses.replace(scored.selection, selected=selected)
+        variant_scored = dataclasses.replace(  # the variant's selection and its normaliser
+            scored,
+            selection=dataclasses.replace(scored.selection, selected=selected),
+            counts=variant_plan.step_plan.counts(scored.mask, selected),
         )
         sync(device)
         t = time.perf_counter()
