@@ -33,7 +33,7 @@ from ict.methods.options import resolve_method
 from ict.seeds import derive_seed, stream_seed
 from ict.select.topk import count_rule_mask
 from ict.stats import STAT_FIELDS, TokenStats
-from ict.step.run import StepResult, StepRun
+from ict.step.run import StepRun
 from ict.step.selection import (
     LOCAL_REFERENCES,
     StepInputs,
