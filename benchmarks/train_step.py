@@ -10,7 +10,7 @@ Variants:
   grpo_today    GRPO (every valid token), none of (1)-(3)
   grpo_1        GRPO with (1)
   grpo_123      GRPO with (1)-(3)
-  ict_123       the paper's ICT selection after its dense warm-up (`ict.methods.select_method`, sparse)
+  ict_123       the paper's ICT selection after its dense warm-up (`ict.step.select_method`, sparse)
                 with (1)-(3)
 Also the statistics pass (`token_stats_from_hidden`, reference "group_position") against the floor
 (one chunked LM-head matmul over the valid positions + one log-softmax) on the same hidden states,
@@ -300,7 +300,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     repeats = args.repeats or (3 if args.tiny else 2)
 
-    from ict.methods import StepInputs, select_method
+    from ict.step import StepInputs, select_method
     from ict.train import TrainConfig
     from ict.train.plan import RunPlan
     from ict.train.schedule import LRSchedule, make_optimizer
@@ -359,8 +359,10 @@ def main(argv=None) -> int:
             optimizer, warmup_steps=cfg.warmup_steps, kind=cfg.lr_scheduler, max_steps=1
         )
         service = TrainingStep(variant_plan, policy, optimizer, scheduler)
-        variant_scored = dataclasses.replace(
-            scored, selection=dataclasses.replace(scored.selection, selected=selected)
+        variant_scored = dataclasses.replace(  # the variant's selection and its normaliser
+            scored,
+            selection=dataclasses.replace(scored.selection, selected=selected),
+            counts=variant_plan.step_plan.counts(scored.mask, selected),
         )
         sync(device)
         t = time.perf_counter()

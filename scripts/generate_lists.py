@@ -47,6 +47,30 @@ def methods() -> list[tuple[str, str, str]]:
     return [(m.name, m.selector, m.description) for m in METHODS.values()]
 
 
+def method_settings() -> list[tuple[str, ...]]:
+    """(name, selector, reference, kept, loss, warm-up, description) of every registered method,
+    resolved (the selector's facts and the common defaults filled in), in registry order."""
+    from ict.loss import LossConfig
+    from ict.methods import METHODS
+    from ict.select.core import selector_facts
+
+    rows = []
+    for method in METHODS.values():
+        m = method.resolved()
+        scores = any(n in ("js", "kl") for n in selector_facts(m.selector)["needs"])
+        loss = [f"{m.loss_agg} / {m.normalize_by}"]
+        if m.loss_mode != "vanilla":
+            loss.append(f"loss mode `{m.loss_mode}`")
+        if m.entropy_coef:
+            loss.append(f"minus {m.entropy_coef:g} x entropy")
+        if (m.eps_low, m.eps_high) != (LossConfig.eps_low, LossConfig.eps_high):
+            loss.append(f"clip range {m.eps_low:g} / {m.eps_high:g}")
+        kept = "every valid token" if m.selector == "every" else _kept(m.ratio, m.scope)
+        rows.append((m.name, m.selector, m.reference if scores else "-", kept, ", ".join(loss),
+                     str(m.dense_warmup_steps), m.description))  # fmt: skip
+    return rows
+
+
 def selectors() -> list[tuple[str, float | None, str, str]]:
     """(name, default ratio or None for a mask selector, default scope, first docstring sentence)."""
     from ict.select import SELECTORS
@@ -196,6 +220,13 @@ def render(name: str) -> str:
             "(`js_top+not_spurious`: the top by JS minus STAPO's spurious tokens). Default ratios: "
             f"{ratios}."
         ]
+    elif name == "method-settings":
+        lines = [
+            "| method | selector | reference | keeps | loss (aggregation / normaliser) | warm-up | what it is |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        lines += [f"| `{n}` | {sel} | {ref} | {kept} | {loss} | {w} | {_cell(d)} |"
+                  for n, sel, ref, kept, loss, w, d in method_settings()]  # fmt: skip
     elif name == "method-names":
         lines = [f"Built in: {', '.join(f'`{n}`' for n, _, _ in methods())}."]
     else:
@@ -203,7 +234,10 @@ def render(name: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-NAMES = ("methods", "selectors", "presets", "options", "studies", "selector-names", "method-names")
+NAMES = (
+    "methods", "method-settings", "selectors", "presets", "options", "studies", "selector-names",
+    "method-names",
+)  # fmt: skip
 
 
 def catalog() -> str:

@@ -3,7 +3,7 @@
 Every import in src/ict is read with `ast`, wherever it sits (module level, inside functions,
 behind TYPE_CHECKING), and so is every string that is a whole module path of ict (the module
 paths of lazy-export tables, registries and `importlib` calls: "ict.train.trainer",
-"ict.methods.step:select_step"). The layer order is the page's module map, read from the page
+"ict.step.selection:select_step"). The layer order is the page's module map, read from the page
 itself: a module imports only what the map lists above it (or its own top-level unit), so the
 top-level units form no cycle and `data`, `eval` and `report` import nothing above them. The
 page's where-each-rule-lives table names places in the code: each must exist.
@@ -95,7 +95,7 @@ def imports_in(text: str, name: str, is_package: bool = False) -> list[tuple[str
             and MODULE_STRING.fullmatch(node.value)
         ):
             module = node.value.split(":")[0]
-            while module and not _exists(module):  # "ict.methods.select_step": the module part
+            while module and not _exists(module):  # "ict.step.select_step": the module part
                 module = module.rpartition(".")[0]
             if module:
                 found.append((module, node.lineno, "string"))
@@ -242,7 +242,7 @@ def test_the_reader_finds_imports_everywhere():
         "from ict import files\n"
         "from .loss import policy\n"
         'log = logging.getLogger("ict.report")\n'
-        'TABLE = {"x": "ict.train.trainer", "y": "ict.methods.step:select_step"}\n'
+        'TABLE = {"x": "ict.train.trainer", "y": "ict.step.selection:select_step"}\n'
         "def f():\n"
         "    from ict.eval.runner import Evaluation\n"
     )
@@ -253,7 +253,7 @@ def test_the_reader_finds_imports_everywhere():
         ("ict.loss", "from"),
         ("ict.loss.policy", "from"),
         ("ict.train.trainer", "string"),
-        ("ict.methods.step", "string"),
+        ("ict.step.selection", "string"),
         ("ict.eval.runner", "from"),
     }
 
@@ -403,20 +403,56 @@ def test_the_rule_table_is_read():
 
 
 # ---- the engines run ict's step, they do not re-plan it -------------------------------------
-# the step's rules an engine adapter must not call or import itself: it calls ict.methods.StepPlan
-# (resolved once: warm-up, seeds, single forward; executed: selection, normaliser counts, metrics)
+# the step's rules an engine adapter must not call or import itself: it calls ict.step.StepPlan
+# (resolved once: warm-up, seeds, single forward) and drives its StepRun (selection, normaliser
+# counts, the single forward's check, metrics)
 STEP_RULES = {
     "run_warmup", "warmup_warning", "is_dense", "selection_seed", "selection_in_forward",
     "select_step", "select_method", "step_metrics", "count_rule_mask", "LOCAL_REFERENCES",
     "derive_seed", "stream_seed", "rank_seed",
 }  # fmt: skip
-ENGINE_PACKAGES = ("integrations/trl", "integrations/verl")
+# the normaliser's counting (ict.loss.normaliser, the one ladder): an engine sums the run's
+# per-row counts (`StepRun.counts`), it counts nothing of its own
+NORMALISER_NAMES = {
+    "row_counts", "normaliser_shares", "normaliser_counts", "local_counts", "StepCounts",
+    "denominator",
+}  # fmt: skip
+ENGINE_PACKAGES = ("train", "integrations/trl", "integrations/verl")
+
+
+def _names_used(path: Path) -> list[tuple[int, str]]:
+    """(line, name) of every imported name, bare name and attribute in `path`."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            found += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.Name):
+            found.append((node.lineno, node.id))
+        elif isinstance(node, ast.Attribute):
+            found.append((node.lineno, node.attr))
+    return found
+
+
+def test_engine_adapters_count_no_normaliser_of_their_own():
+    """The native trainer's, TRL's and verl's code names none of the normaliser's counting
+    functions (imported, called or as an attribute): the loss normaliser of every engine is the
+    sum of the step run's per-row counts, from ict.loss.normaliser's one ladder."""
+    found = [
+        f"{path.relative_to(SRC)}:{line} {name}"
+        for package in ENGINE_PACKAGES
+        for path in sorted((SRC / package).rglob("*.py"))
+        for line, name in _names_used(path)
+        if name in NORMALISER_NAMES
+    ]
+    assert not found, found
+    # the reader sees them where they are used: the step's plan counts through the one ladder
+    assert "row_counts" in {n for _, n in _names_used(SRC / "step" / "plan.py")}
 
 
 def test_engine_adapters_call_the_step_plan_and_plan_nothing_of_their_own():
-    """TRL's and verl's adapters name none of the step's rules (imported or called): the warm-up
-    fit, the seeds, the single-forward decision, the selection, its counts and metrics are
-    ict.methods.StepPlan's (docs/engines/CONTRACT.md)."""
+    """The native trainer's, TRL's and verl's adapters name none of the step's rules (imported
+    or called): the warm-up fit, the seeds, the single-forward decision, the selection, its
+    counts and metrics are ict.step.StepPlan's and its run's (docs/engines/CONTRACT.md)."""
     found = []
     for package in ENGINE_PACKAGES:
         for path in sorted((SRC / package).rglob("*.py")):

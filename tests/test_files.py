@@ -13,7 +13,7 @@ from ict.files import (
     append_jsonl,
     latest_checkpoint,
     list_checkpoints,
-    load_json,
+    read_json_required,
     read_jsonl,
     replace_atomic,
     truncate_jsonl,
@@ -91,12 +91,12 @@ def test_replace_atomic_puts_a_directory_in_place(tmp_path):
 def test_load_json_names_the_file(tmp_path):
     path = tmp_path / "info.json"
     with pytest.raises(DataError, match="info.json does not exist"):
-        load_json(path)
+        read_json_required(path)
     path.write_text('{"a": ')
     with pytest.raises(DataError, match="info.json is not valid JSON"):
-        load_json(path)
+        read_json_required(path)
     path.write_text('{"a": 1}')
-    assert load_json(path) == {"a": 1}
+    assert read_json_required(path) == {"a": 1}
 
 
 def test_write_json_atomic_defaults_and_kwargs(tmp_path):

@@ -117,18 +117,19 @@ def write_json_atomic(path: str | os.PathLike, obj: Any, **json_kwargs) -> None:
     write_atomic(path, text + "\n")
 
 
-def read_json(path: str | os.PathLike) -> Any:
+def read_json_if_present(path: str | os.PathLike) -> Any:
     """The JSON value saved at `path`, or None when the file is missing or unreadable (a result
-    file that is then recomputed or left out)."""
+    file that is then recomputed or left out). `read_json_required` when it must be there."""
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
 
 
-def load_json(path: str | os.PathLike) -> Any:
+def read_json_required(path: str | os.PathLike) -> Any:
     """The JSON value saved at `path`, which must be there: a missing file or one that does not
-    parse is a DataError naming the file (a record that a run or report needs)."""
+    parse is a DataError naming the file (a record that a run or report needs).
+    `read_json_if_present` when it may be missing."""
     path = Path(path)
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -136,6 +137,12 @@ def load_json(path: str | os.PathLike) -> Any:
         raise DataError(f"{path} does not exist") from None
     except ValueError as err:
         raise DataError(f"{path} is not valid JSON ({err}); remove it or write it again") from None
+
+
+# the earlier names, until ict/report and scripts/explore_study.py (issue 49's study work, in
+# another branch) read through the names above: remove them once nothing imports them
+read_json = read_json_if_present
+load_json = read_json_required
 
 
 # ---- JSON lines ------------------------------------------------------------------------------

@@ -4,10 +4,10 @@
     stream_seed(seed, stream, index) = 63 bits of BLAKE2b("<stream>:<seed>:<index>")
     rank_seed(seed, rank) = stream_seed(seed, "rank", rank)
 
-`derive_seed` is the rollouts' rule (per step, then per generation batch): 1_000_003 is a prime
-larger than any index ict uses, so runs with neighbouring base seeds never share a derived seed.
-`stream_seed` gives each other named stream (ict.train.plan.SeedStreams: the step's selection,
-the mini-batch shuffle) its own numbers, so two streams never seed two generators alike, and
+`derive_seed` is the rollouts' rule (per step, then per generation batch, and per refill round of
+a step: ict.step.SeedStreams.refill): 1_000_003 is a prime larger than any index ict uses, so runs
+with neighbouring base seeds never share a derived seed. `stream_seed` gives each other named
+stream (ict.step.SeedStreams: the step's selection, the mini-batch shuffle) its own numbers, so two streams never seed two generators alike, and
 `rank_seed` gives each process its own draw from a step's selection seed (the `uniform`
 selector): (run seed s, rank 1) and (run seed s + 1, rank 0) draw different selections, which
 an offset by rank (the rule before issue 41: rank * 1_000_003 + step seed) did not promise.

@@ -280,7 +280,7 @@ def test_trl_matches_native_when_a_generation_batch_spans_two_optimizer_steps(tr
         got[r] = c["ict_selected"]
     assert torch.equal(got, want_selected)
 
-    method = trl_trainer.args.ict_method()
+    method = trl_trainer.args.resolved_method()
     assert (
         method.loss_agg == get_method(case.options["method"]).resolved().loss_agg
         or case.options["loss_agg"] == method.loss_agg
@@ -326,7 +326,7 @@ def test_trl_ict_loss_matches_native_when_an_optimizer_step_spans_two_micro_batc
 
     case = case_named(name)
     trl_args(trl_trainer, case, gradient_accumulation_steps=2, steps_per_generation=4)
-    assert ict_computes_loss(trl_trainer.args.ict_method())
+    assert ict_computes_loss(trl_trainer.args.resolved_method())
     trl_trainer.state.global_step = 2 * (case.options["step"] - 1)
     trl_trainer.current_gradient_accumulation_steps = 2
     trl_trainer.model.train()
@@ -348,7 +348,7 @@ def test_trl_ict_loss_matches_native_when_an_optimizer_step_spans_two_micro_batc
     config = dataclasses.replace(  # native_reference's constant of Dr. GRPO: the case's width
         case_loss_config(case.options), max_response_length=T
     )
-    assert config == trl_trainer.ict_loss_config(trl_trainer.args.ict_method())
+    assert config == trl_trainer.ict_loss_config(trl_trainer.args.resolved_method())
     trl_trainer._metrics["train"].clear()
     changed = []
     try:
@@ -427,7 +427,7 @@ def test_a_registered_selector_runs_in_trl_without_edits(
                       method=registered_selector, selector_options={"wieght": 1.0})  # fmt: skip
     args = ICTGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[],
                          method=registered_selector, selector_options={"weight": 3.0})  # fmt: skip
-    m = args.ict_method()
+    m = args.resolved_method()
     assert (m.selector, m.ratio, m.scope) == (registered_selector, 0.3, "global")
 
     case = CASES[0]

@@ -1,5 +1,6 @@
-"""The engine-neutral step (ict.methods.StepPlan): resolved once from the options and an engine's
-layout, executed by one call; what every engine's adapter calls (docs/engines/CONTRACT.md)."""
+"""The engine-neutral step (ict.step.StepPlan, ict.step.StepRun): resolved once from the options,
+an engine's layout and its loss rule, run by `begin` / `observe` / `finish`; what every engine's
+adapter calls (docs/engines/CONTRACT.md)."""
 
 from __future__ import annotations
 
@@ -9,19 +10,10 @@ import pytest
 import torch
 
 from ict.integrations.cases import case_options, equivalence_cases, native_selection
-from ict.loss import LossConfig
-from ict.methods import (
-    MethodOptions,
-    StepInputs,
-    StepLayout,
-    StepPlan,
-    get_method,
-    normaliser_counts,
-    one_forward_off,
-    select_step,
-    step_metrics,
-)
+from ict.loss import LossConfig, row_counts
+from ict.methods import MethodOptions, get_method
 from ict.stats import token_stats
+from ict.step import StepInputs, StepLayout, StepPlan, one_forward_off, select_step, step_metrics
 
 CASES = equivalence_cases()
 
@@ -37,15 +29,20 @@ def case_stats(case):
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_the_plans_step_is_the_native_step(case):
-    """`StepPlan.step` on a case gives the native selection (ict.integrations.cases), the
-    per-row counts whose sums are LossConfig.count's, and step_metrics' metrics."""
+    """A run on the statistics (`begin` then `finish`) gives the native selection
+    (ict.integrations.cases), the per-row counts whose sums are LossConfig.count's, and
+    step_metrics' metrics."""
     o = case.options
     options = case_options(o)
-    method = StepPlan.resolve(options, StepLayout(), seed=o["seed"]).method
-    loss = LossConfig(loss_agg=method.loss_agg, normalize_by=method.normalize_by)
+
+    def loss(method):
+        return LossConfig(loss_agg=method.loss_agg, normalize_by=method.normalize_by)
+
     plan = StepPlan.resolve(options, StepLayout(), seed=o["seed"], loss=loss)
+    assert plan.loss == loss(plan.method)  # the loss rule, applied to the resolved method
     stats = case_stats(case)
-    result = plan.step(stats, case.mask, case.advantages, case.tokens, step=o["step"])
+    inputs = StepInputs(case.mask, stats, case.advantages, case.tokens)
+    result = plan.begin(inputs, step=o["step"]).finish()
     assert torch.equal(result.selection.selected, native_selection(case))
     selected = result.selection.selected
     assert float(result.counts.loss.sum()) == plan.loss.count(case.mask, selected)
@@ -108,16 +105,84 @@ def test_before_statistics_gives_the_selection_or_each_rows_count():
     assert counted.sum(1).tolist() == picked.sum(1).tolist()
 
 
-def test_normaliser_counts_per_row():
+def test_row_counts_per_row():
     mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0], [0, 0, 0, 0]], dtype=torch.bool)
     selected = torch.tensor([[1, 0, 1, 1], [0, 0, 1, 0], [1, 0, 0, 0]], dtype=torch.bool)
-    counts = normaliser_counts(mask, selected, "selected")
+    counts = row_counts(mask, selected, normalize_by="selected")
     assert counts.tokens.tolist() == [2, 0, 0] and counts.rows.tolist() == [1, 0, 0]
     assert counts.loss is None
-    valid = normaliser_counts(mask, selected, "valid", LossConfig(loss_agg="token_mean"))
+    valid = row_counts(mask, selected, loss=LossConfig(loss_agg="token_mean", normalize_by="valid"))
     assert valid.tokens.tolist() == [3, 2, 0] and valid.loss.tolist() == [3, 2, 0]
-    norm = normaliser_counts(mask, selected, "selected",
-                             LossConfig(loss_agg="seq_mean_token_sum_norm"))  # fmt: skip
+    norm = row_counts(mask, selected, loss=LossConfig(loss_agg="seq_mean_token_sum_norm"))
     assert norm.loss.tolist() == [4, 4, 4]  # rows x T (no max_response_length)
+    kl = row_counts(mask, selected, loss=LossConfig(loss_agg="token_mean", kl_on="valid"))
+    assert kl.loss.tolist() == [2, 0, 0] and kl.kl_loss.tolist() == [3, 2, 0]  # D_K: valid
     parts = counts.split([2, 1])
     assert [p.tokens.tolist() for p in parts] == [[2, 0], [0]]
+
+
+def test_with_method_re_derives_what_depends_on_the_method():
+    """`with_method` gives the plan of another method: its loss from the loss rule, its
+    single-forward decision and timing, its warning; the options, layout and seeds kept."""
+    layout = StepLayout(total_batches=8, engine_off=None)
+
+    def loss(method):
+        return LossConfig(loss_agg=method.loss_agg, entropy_coef=method.entropy_coef)
+
+    plan = StepPlan.resolve(MethodOptions(method="ict"), layout, seed=3, loss=loss)
+    assert plan.one_forward and plan.selection_when == "per_micro_batch"
+    entropy = get_method("entropy_bonus").resolved()
+    other = plan.with_method(entropy)
+    assert other.method is entropy and other.loss == loss(entropy) != plan.loss
+    assert other.loss.entropy_coef == entropy.entropy_coef > 0
+    assert other.selection_when == "up_front" and other.one_forward
+    whole = plan.with_method(get_method("entropy").resolved())
+    assert whole.selection_when == "whole_batch" and "whole batch" in whole.one_forward_off
+    assert (other.seeds, other.layout, other.options) == (plan.seeds, plan.layout, plan.options)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.options["method"] in ("ict", "grpo")][:2],
+                         ids=lambda c: c.name)  # fmt: skip
+def test_a_single_forward_run_is_the_two_pass_run(case):
+    """The single forward (`begin` without statistics, `observe` per micro-batch of whole groups,
+    `finish`) gives the selection, counts and metrics of the run on the whole batch's statistics;
+    a selection other than the step's is caught by `finish`."""
+    o = case.options
+    layout = StepLayout(engine_off=None)
+    plan = StepPlan.resolve(case_options(o), layout, seed=o["seed"])
+    stats = case_stats(case)
+    inputs = StepInputs(case.mask, stats, case.advantages, case.tokens)
+    want = plan.begin(inputs, step=o["step"]).finish()
+
+    def single(tamper=False):
+        run = plan.begin(dataclasses.replace(inputs, stats=None), step=o["step"])
+        group = int((case.group_ids == case.group_ids[0]).sum())
+        for start in range(0, case.mask.size(0), group):
+            rows = torch.arange(start, start + group)
+            part = type(stats)(**{f: getattr(stats, f)[rows] for f in
+                                  ("entropy", "renyi2", "logprob", "js")})  # fmt: skip
+            run.observe(rows, slice(None), part)
+        if tamper:  # the update trained on another selection of one token
+            column = int(case.mask[0].nonzero()[0, 0])
+            run.selected[0, column] = ~run.selected[0, column]
+        return run
+
+    run = single()
+    got = run.finish()
+    assert torch.equal(got.selection.selected, want.selection.selected)
+    assert torch.equal(got.counts.tokens, want.counts.tokens)
+    assert got.metrics.keys() == want.metrics.keys()
+    with pytest.raises(RuntimeError, match="differs from the step's"):
+        single(tamper=True).finish()
+
+
+def test_the_refill_rounds_are_a_named_seed_stream():
+    """Round 0 of a step's refill is its sampling seed (a step without refill draws as before);
+    round r > 0 derives from it, apart from every other stream of the run."""
+    from ict.seeds import derive_seed
+    from ict.step import SeedStreams
+
+    seeds = SeedStreams(7)
+    assert seeds.refill(3, 0) == seeds.sampling(3)
+    assert seeds.refill(3, 2) == derive_seed(seeds.sampling(3), 2)
+    assert len({seeds.refill(3, r) for r in range(4)} | {seeds.selection(3), seeds.shuffle(3)}) == 6

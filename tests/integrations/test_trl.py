@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from ict.methods import get_method, selection_seed
+from ict.methods import get_method
+from ict.step import selection_seed
 
 pytest.importorskip("trl")
 pytestmark = pytest.mark.trl
@@ -94,7 +95,7 @@ def test_config_maps_loss_agg_and_defaults(tmp_path):
     args = ICTGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[])
     assert (args.method, args.epsilon, args.epsilon_high, args.beta) == ("ict", 0.2, 0.28, 0.0)
     # method="ict" is the paper's ICT (ict.methods): Sparse-GRPO = TRL's "grpo" loss type
-    m = args.ict_method()
+    m = args.resolved_method()
     assert (args.loss_type, m.normalize_by, m.reference, m.scope, m.ratio) == (
         "grpo", "selected", "group_position", "sequence", 0.10,
     )  # fmt: skip
@@ -102,11 +103,14 @@ def test_config_maps_loss_agg_and_defaults(tmp_path):
     # explicit settings override the method's; the batch-mean ablation keeps its token mean
     args = ICTGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[],
                          reference="batch_mean", dense_warmup_steps=0)  # fmt: skip
-    assert (args.ict_method().reference, args.ict_method().dense_warmup_steps) == ("batch_mean", 0)
+    assert (args.resolved_method().reference, args.resolved_method().dense_warmup_steps) == (
+        "batch_mean",
+        0,
+    )
     args = ICTGRPOConfig(
         output_dir=str(tmp_path), use_cpu=True, report_to=[], method="ict_batch_mean"
     )
-    m = args.ict_method()
+    m = args.resolved_method()
     assert (args.loss_type, m.reference, m.scope, m.selector) == (
         "dapo",
         "batch_mean",
@@ -116,24 +120,24 @@ def test_config_maps_loss_agg_and_defaults(tmp_path):
     # the clip range: TRL's epsilon / epsilon_high, None = the method's (its authors')
     for name, clip in (("entropy", (0.2, 0.28)), ("clip_cov", (1.0, 1.0)), ("kl_cov", (0.2, 0.28))):
         args = ICTGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], method=name)
-        m = args.ict_method()
+        m = args.resolved_method()
         assert (args.epsilon, args.epsilon_high) == clip == (m.eps_low, m.eps_high)
     args = ICTGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], method="clip_cov",
                          epsilon_high=0.28)  # fmt: skip
-    assert (args.epsilon, args.epsilon_high, args.ict_method().eps_high) == (1.0, 0.28, 0.28)
+    assert (args.epsilon, args.epsilon_high, args.resolved_method().eps_high) == (1.0, 0.28, 0.28)
     # every method runs its own aggregation: random_sequence's is ICT's per-response mean
     for name in ("random_sequence", "ict_kl", "ict_bottom", "grpo", "entropy", "stapo"):
         args = ICTGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], method=name)
         want = get_method(name).resolved().loss_agg
-        assert (args.loss_type, args.ict_method().loss_agg) == (LOSS_AGG_TO_TRL[want], want)
+        assert (args.loss_type, args.resolved_method().loss_agg) == (LOSS_AGG_TO_TRL[want], want)
     # an explicit ict-equivalent loss_type is honoured and is what the method reports
     args = ICTGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], method="ict",
                          loss_type="dapo")  # fmt: skip
-    assert (args.loss_type, args.ict_method().loss_agg) == ("dapo", "token_mean")
+    assert (args.loss_type, args.resolved_method().loss_agg) == ("dapo", "token_mean")
     # TRL's own loss types run with the every-token method, reported as TRL's
     args = ICTGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], method="grpo",
                          loss_type="cispo")  # fmt: skip
-    assert (args.loss_type, args.ict_method().loss_agg) == ("cispo", "trl_cispo")
+    assert (args.loss_type, args.resolved_method().loss_agg) == ("cispo", "trl_cispo")
     with pytest.raises(ConfigError, match="not an ict aggregation"):
         ICTGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], loss_type="cispo")
     with pytest.raises(ConfigError, match="disagree"):
@@ -153,19 +157,19 @@ def test_entropy_coef_is_icts_and_trls_own_term_stays_off(tmp_path):
         return ICTGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], **kw)
 
     args = config(method="entropy_bonus")
-    assert args.entropy_coef == 0.01 and args.ict_method().entropy_coef == 0.01
-    assert ict_computes_loss(args.ict_method())
+    assert args.entropy_coef == 0.01 and args.resolved_method().entropy_coef == 0.01
+    assert ict_computes_loss(args.resolved_method())
     # the resolved value, written back (a saved config, re-read), runs the same method
     again = config(method="entropy_bonus", entropy_coef=args.to_dict()["entropy_coef"])
-    assert again.ict_method() == args.ict_method()
+    assert again.resolved_method() == args.resolved_method()
     args = config(method="ict", entropy_coef=0.05)
-    assert args.ict_method().entropy_coef == 0.05 and ict_computes_loss(args.ict_method())
+    assert args.resolved_method().entropy_coef == 0.05 and ict_computes_loss(args.resolved_method())
     args = config(method="ict")
-    assert args.entropy_coef == 0.0 and not ict_computes_loss(args.ict_method())
-    assert ict_computes_loss(config(method="kl_cov").ict_method())
+    assert args.entropy_coef == 0.0 and not ict_computes_loss(args.resolved_method())
+    assert ict_computes_loss(config(method="kl_cov").resolved_method())
     # TRL's adaptive controller: TRL's own term, entropy_coef its initial value; ict's bonus off
     args = config(method="grpo", entropy_coef=0.01, use_adaptive_entropy=True)
-    assert args.entropy_coef == 0.01 and not ict_computes_loss(args.ict_method())
+    assert args.entropy_coef == 0.01 and not ict_computes_loss(args.resolved_method())
 
 
 @pytest.mark.parametrize("method", ["kl_cov", "entropy_bonus"])
@@ -177,7 +181,7 @@ def test_trl_runs_icts_loss_for_loss_modes_and_the_entropy_bonus(tmp_path, metho
 
     trainer = run_tiny(tmp_path, method=method, gradient_accumulation_steps=2)
     assert trainer.entropy_coef == 0.0 and not trainer._entropy_bonus_enabled
-    config = trainer.ict_loss_config(trainer.args.ict_method())
+    config = trainer.ict_loss_config(trainer.args.resolved_method())
     assert (config.loss_mode, config.entropy_coef) == {
         "kl_cov": ("kl_cov", 0.0), "entropy_bonus": ("vanilla", 0.01)}[method]  # fmt: skip
     assert len(trainer.records) == 4
@@ -265,7 +269,7 @@ def test_trl_loss_mode_with_trls_kl_term(tmp_path):
     trainer = cls(model=str(tmp_path / "model"), reward_funcs=toy_reward, args=args,
                   train_dataset=toy_dataset(), processing_class=tokenizer)  # fmt: skip
     trainer.train()
-    config = trainer.ict_loss_config(trainer.args.ict_method())
+    config = trainer.ict_loss_config(trainer.args.resolved_method())
     assert (config.kl_coef, config.kl_estimator, config.kl_on) == (0.5, "k3", "selected")
     saw_kl = False
     for rec in trainer.records:
@@ -292,7 +296,7 @@ def test_the_first_optimizer_step_of_a_generation_batch_is_on_policy(tmp_path):
     old log-probs TRL kept."""
     trainer = run_tiny(tmp_path, method="kl_cov", kl_cov_ratio=0.2, max_steps=2,
                        steps_per_generation=2, per_device_train_batch_size=4)  # fmt: skip
-    config = trainer.ict_loss_config(trainer.args.ict_method())
+    config = trainer.ict_loss_config(trainer.args.resolved_method())
     assert len(trainer.records) == 2
     for index, rec in enumerate(trainer.records):
         inp = rec["inputs"]
@@ -313,7 +317,7 @@ def test_trl_adaptive_entropy_is_trls_own_term(tmp_path):
     trainer = run_tiny(tmp_path, method="grpo", entropy_coef=0.01, use_adaptive_entropy=True,
                        entropy_target=15.0)  # fmt: skip
     assert trainer._entropy_bonus_enabled and trainer.entropy_coef > 0.01
-    assert trainer.ict_loss_config(trainer.args.ict_method()) is None  # TRL's loss
+    assert trainer.ict_loss_config(trainer.args.resolved_method()) is None  # TRL's loss
     assert "entropy_coef" in trainer.state.log_history[0]
 
 

@@ -2,10 +2,10 @@
 
 import torch
 
-from ict.methods import SeedStreams, selection_seed
 from ict.seeds import SEED_STRIDE, derive_seed, rank_seed, stream_seed
 from ict.select.core import SelectionContext, _top_ratio
 from ict.select.selectors import uniform
+from ict.step import SeedStreams, selection_seed
 
 
 def _uniform_selection(seed: int, rank: int, mask: torch.Tensor) -> torch.Tensor:

@@ -161,9 +161,10 @@ def test_row_local_is_a_selector_fact_the_single_forward_reads():
     """A selector registered `row_local=True` (its score at (b, t) reads row b and its group
     only) is selected per micro-batch in the single forward; the same function registered
     without it needs the whole batch's statistics; a composition is never row-local."""
-    from ict.methods import Method, selection_in_forward
+    from ict.methods import Method
     from ict.select import SELECTORS, register_selector
     from ict.select.core import selector_facts
+    from ict.step import selection_in_forward
 
     assert [n for n, s in sorted(SELECTORS.items()) if s.row_local] == [
         "entropy_top", "js_bottom", "js_next_top", "js_top", "kl_top",

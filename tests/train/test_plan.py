@@ -5,8 +5,9 @@ import dataclasses
 import pytest
 import torch
 
-from ict.methods import get_method, selection_seed
+from ict.methods import get_method
 from ict.seeds import derive_seed
+from ict.step import selection_seed
 from ict.train import TrainConfig
 from ict.train.plan import BatchPlan, RunPlan, SeedStreams
 

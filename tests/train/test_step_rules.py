@@ -1,4 +1,4 @@
-"""The rules of a step that every engine shares (ict.methods.step) and the native trainer's
+"""The rules of a step that every engine shares (ict.step.selection) and the native trainer's
 schedule, dropout and KL normaliser: each test here failed before these rules were written once."""
 
 import logging
@@ -7,14 +7,8 @@ import math
 import pytest
 import torch
 
-from ict.methods import (
-    get_method,
-    is_dense,
-    resolve_method,
-    run_warmup,
-    selection_seed,
-    warmup_warning,
-)
+from ict.methods import get_method, resolve_method
+from ict.step import is_dense, run_warmup, selection_seed, warmup_warning
 from ict.train import TrainConfig
 from ict.train.schedule import LRSchedule
 
@@ -157,4 +151,4 @@ def test_method_options_are_declared_once_for_every_engine(tmp_path):
         trl.ICTGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], ratio=1.5)
     args = trl.ICTGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[],
                              method="random_sequence")  # fmt: skip
-    assert args.ict_method() == resolve_method(TrainConfig(method="random_sequence"))
+    assert args.resolved_method() == resolve_method(TrainConfig(method="random_sequence"))

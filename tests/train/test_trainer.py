@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from ict.errors import DataError, ModelLoadError, UserError
-from ict.methods import METHODS
+from ict.methods import METHODS, get_method
+from ict.select.core import selector_facts
 from ict.train import Problem, Trainer, train
 
 REQUIRED_KEYS = {
@@ -50,6 +51,24 @@ def comparable(rows):
     return [{k: v for k, v in r.items() if not k.startswith(TIMING)} for r in rows]
 
 
+def expected_fraction(name, n_valid, rows, max_new_tokens):
+    """The selected fraction of a step the registry's facts imply (the method's selector, ratio
+    and scope), for `rows` responses of at most `max_new_tokens` <= 3 tokens and `n_valid` valid
+    tokens; None for a mask selector other than `every` (only a bound is known)."""
+    method = get_method(name).resolved()
+    if not selector_facts(method.selector)["takes_ratio"]:
+        return 1.0 if method.selector == "every" else None
+    if method.scope == "global":  # the top ceil(ratio x n) of the whole batch
+        return math.ceil(method.ratio * n_valid) / n_valid
+    # per response: keep_count(n) = ceil(ratio x n), at least 1: one token of each response of
+    # up to 3 tokens below a ratio of 1/3, every token above 2/3
+    assert method.scope == "sequence" and max_new_tokens <= 3
+    if method.ratio <= 1 / 3:
+        return rows / n_valid
+    assert method.ratio > 2 / 3, f"{name}: a ratio this test cannot count without the lengths"
+    return 1.0
+
+
 @pytest.mark.parametrize("method", [*METHODS, "ict+stapo"])  # every registered method
 def test_every_method_runs_and_writes_the_run_directory(method, tiny, digit_problems, tiny_config):
     config = tiny_config(
@@ -63,34 +82,22 @@ def test_every_method_runs_and_writes_the_run_directory(method, tiny, digit_prob
     for row in rows:
         n_valid = row["valid_tokens"]
         rows_per_step = config.prompts_per_step * config.num_generations
-        expected = {
-            "grpo": 1.0,
-            # the paper's ICT: ceil(10%) of each response = 1 token of each <= 3-token response
-            "ict": rows_per_step / n_valid,
-            "entropy": math.ceil(0.2 * n_valid) / n_valid,
-            "random": math.ceil(0.1 * n_valid) / n_valid,
-            "ict_batch_mean": math.ceil(0.1 * n_valid) / n_valid,  # global top 10%
-            "random_sequence": rows_per_step / n_valid,  # 10% of each response, as ict
-            "ict_kl": rows_per_step / n_valid,
-            "ict_branch": rows_per_step / n_valid,
-            "ict_bottom": 1.0,  # ceil(90%) of a <= 3-token response is all of it
-            # every token, with another per-token loss or an entropy bonus
-            "clip_cov": 1.0,
-            "kl_cov": 1.0,
-            "entropy_bonus": 1.0,
-        }
-        if method in expected:
-            assert row["selected_fraction"] == pytest.approx(expected[method])
-        else:  # stapo removes a few spurious tokens from grpo / ict
-            assert (
-                row["selected_fraction"] <= (1.0 if method == "stapo" else expected["ict"]) + 1e-9
-            )
+        want = expected_fraction(method, n_valid, rows_per_step, config.max_new_tokens)
+        if "+" in method:  # a composition: the first method's selection, minus some tokens
+            first = expected_fraction(method.split("+")[0], n_valid, rows_per_step,
+                                      config.max_new_tokens)  # fmt: skip
+            assert row["selected_fraction"] <= first + 1e-9
+        elif want is None:  # a mask (stapo): every token but a few spurious ones
+            assert row["selected_fraction"] <= 1.0 + 1e-9
+        else:
+            assert row["selected_fraction"] == pytest.approx(want)
         assert (
             0 <= row["valid/js"] <= math.log(2)
             and row["valid/renyi2"] <= row["valid/entropy"] + 1e-6
         )
         assert 0 <= row["overlap/ict_entropy_jaccard"] <= 1
-        assert row["by_selector/ict/fraction"] == pytest.approx(expected["ict"])
+        ict = expected_fraction("ict", n_valid, rows_per_step, config.max_new_tokens)
+        assert row["by_selector/ict/fraction"] == pytest.approx(ict)
     samples = read_jsonl(Path(run) / "samples.jsonl")
     assert samples and samples[0]["step"] == 1
     s = samples[0]

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from ict.loss import LossConfig
-from ict.methods import StepInputs, select_method
+from ict.step import StepInputs, select_method
 from ict.train.old_policy import old_policy_pass
 from ict.train.step import PolicyContext
 from ict.train.update import (

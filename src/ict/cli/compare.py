@@ -11,7 +11,7 @@ from ict.compare.tuning import tuning_path
 from ict.console import quiet_console
 from ict.errors import ConfigError
 from ict.evidence.endpoints import ALPHA, MARGIN, Endpoints, declare
-from ict.files import load_json, read_json
+from ict.files import read_json_if_present, read_json_required
 
 EXAMPLES = """\
 examples:
@@ -311,14 +311,14 @@ def _grid_notes(preset, out: Path) -> list[str]:
     notes = [f"Preset **{preset.name}**: {preset.description}"]
     warm = out / "warm_start.json"
     if warm.exists():
-        info = load_json(warm)
+        info = read_json_required(warm)
         notes.append(
             f"Supervised warm start: {info['steps']} steps, sampled accuracy {info['accuracy']:.2f} "
             "on 200 training problems before RL (every cell starts from these weights)."
         )
     start = out / "start_eval.json"
     if start.exists():
-        notes.append(_start_note(load_json(start)))
+        notes.append(_start_note(read_json_required(start)))
     return notes
 
 
@@ -334,7 +334,7 @@ def _grid_report(args, preset, out: Path, dirs: list[Path]) -> None:
         confidence=args.confidence,
         notes=_grid_notes(preset, out),
         endpoints=endpoints_from(args, preset),
-        tuning=read_json(tuning_path(out)),
+        tuning=read_json_if_present(tuning_path(out)),
     )
     print(f"report: {md} and {md.with_suffix('.html')}")
     if preset.eval.benchmarks:  # the paper's table: P@1 / P@4 per benchmark and their average

@@ -12,7 +12,7 @@ from ict.eval.metrics import curve_ks
 from ict.eval.paper import check_paper_settings, expand_benchmarks, wants_paper_table
 from ict.eval.runner import load_eval_items, results_table, run_eval
 from ict.eval.settings import DTYPES, SAMPLERS, EvalSettings
-from ict.files import read_json, write_atomic, write_json_atomic
+from ict.files import read_json_if_present, write_atomic, write_json_atomic
 from ict.models import EMBEDDED_MODEL_LABEL
 from ict.rewards import Verifier
 
@@ -192,7 +192,7 @@ def run_defaults(model: str) -> tuple[list[str], EvalSettings, object]:
     run = Path(model)
     config = TrainConfig.from_yaml(run / "config.yaml")
     for name in ("final_eval.json", "heldout_after.json"):
-        saved = read_json(run / name)
+        saved = read_json_if_present(run / name)
         if isinstance(saved, dict) and isinstance(saved.get("settings"), dict):
             return list(saved["per_problem"]), EvalSettings.from_dict(saved["settings"]), config
     return [task_spec(config)], eval_settings(config), config

@@ -2,7 +2,7 @@
 
 A first-contact demo of the math in docs/METHOD.md: it draws random logits with a few peaked
 ("confident") and a few flat ("branching") positions for the responses to one prompt, computes H,
-H2, p(y) and the JS score, and shows which positions each method keeps (ict.methods.select_step,
+H2, p(y) and the JS score, and shows which positions each method keeps (ict.step.select_step,
 the selection a training step runs: `ict` is the paper's, scored against the position-aligned
 mean of the responses).
 """
@@ -37,8 +37,9 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from ict.errors import ConfigError
-    from ict.methods import MethodOptions, StepInputs, resolve_method, select_method
+    from ict.methods import MethodOptions, resolve_method
     from ict.stats import REFERENCES, token_stats
+    from ict.step import StepInputs, select_method
 
     options = MethodOptions(method="ict", reference=args.reference)
     ict = resolve_method(options)

@@ -52,7 +52,7 @@ from ict.errors import ConfigError
 from ict.eval import Evaluation
 from ict.eval.backends import SamplerFactory
 from ict.evidence.endpoints import parse_endpoint
-from ict.files import load_json, read_json, write_json_atomic
+from ict.files import read_json_if_present, read_json_required, write_json_atomic
 from ict.models import load_model_and_tokenizer, model_label
 from ict.train import TrainConfig, train
 from ict.train.evaluation import STEP_EVAL_DIR, step_eval_path, training_evaluation
@@ -70,7 +70,7 @@ def cell_state(run_dir: Path, max_steps: int) -> str:
     if (run_dir / "final_eval.json").exists():
         return "done"
     summary = run_dir / "summary.json"
-    if summary.exists() and int(load_json(summary).get("steps", 0)) >= max_steps:
+    if summary.exists() and int(read_json_required(summary).get("steps", 0)) >= max_steps:
         return "trained"
     if (run_dir / "metrics.jsonl").exists():
         return "partial"
@@ -301,9 +301,11 @@ def tuning_cell(
 def checkpoint_results(run_dir: Path) -> list[dict]:
     """A finished cell's evaluations after RL: its periodic ones (eval_steps/, step > 0) and its
     final one when that is not at a periodic step."""
-    results = [read_json(p) for p in sorted((run_dir / STEP_EVAL_DIR).glob("step_*.json"))]
+    results = [
+        read_json_if_present(p) for p in sorted((run_dir / STEP_EVAL_DIR).glob("step_*.json"))
+    ]
     results = [r for r in results if r is not None and int(r.get("step", 0)) > 0]
-    final = read_json(run_dir / "final_eval.json")
+    final = read_json_if_present(run_dir / "final_eval.json")
     if final is not None and int(final.get("step", -1)) not in {int(r["step"]) for r in results}:
         results.append(final)
     return results
@@ -465,7 +467,7 @@ def start_result(
     OUT/start_evals/<hash of the model, tasks and settings>.json, read from there after."""
     label = start.label(config)
     path = out / "start_evals" / f"{evaluation.key(label)}.json"
-    saved = read_json(path)
+    saved = read_json_if_present(path)
     if evaluation.matches(saved, label):
         return saved
     model, tokenizer = start.start_model(config)
@@ -555,7 +557,7 @@ def evaluate_cell(cell: Cell, preset: Preset, grid: GridOptions) -> None:
     else:
         evaluation = final_evaluation(cell.config, preset, grid.sampler_factory)
     path, step = cell.run_dir / "final_eval.json", cell.config.max_steps
-    last = read_json(step_eval_path(cell.run_dir, step))
+    last = read_json_if_present(step_eval_path(cell.run_dir, step))
     if evaluation.matches(last):
         result = {**last, "model": cell.run_dir.name}
         write_json_atomic(path, result)

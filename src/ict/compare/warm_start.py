@@ -25,8 +25,8 @@ import torch
 from ict.compare.presets import WarmStart
 from ict.data.toy import TOY_TASKS, task_items, toy_task
 from ict.errors import ConfigError, DataError
-from ict.files import load_json, replace_atomic, write_json_atomic
-from ict.generation import generate
+from ict.files import read_json_required, replace_atomic, write_json_atomic
+from ict.generation import Sampling
 from ict.testing import tiny_model_and_tokenizer
 
 logger = logging.getLogger("ict.compare")
@@ -88,16 +88,12 @@ def sft_batch(tokenizer, examples, device):
 def sampled_accuracy(
     model, tokenizer, items, *, max_new_tokens: int, seed: int = 0, temperature: float = 1.0
 ) -> float:
-    """Mean score of one sample per item (`item.prompt`, `item.reward(text)` -> 0.0 or 1.0)."""
+    """Mean score of one sample per item (`item.prompt`, raw as the warm model learned it;
+    `item.reward(text)` -> 0.0 or 1.0), sampled through ict.generation.Sampling."""
+    sampling = Sampling(temperature=temperature, max_new_tokens=max_new_tokens, batch_size=256)
     with torch.no_grad():
-        rollout = generate(
-            model,
-            tokenizer,
-            [item.prompt for item in items],
-            temperature=temperature,
-            max_new_tokens=max_new_tokens,
-            batch_size=256,
-            seed=seed,
+        rollout = sampling.sample(
+            model, tokenizer, [item.prompt for item in items], num_samples=1, seed=seed
         )
     return float(np.mean([item.reward(t) for t, item in zip(rollout.texts, items, strict=True)]))
 
@@ -217,7 +213,7 @@ def load_warm_start(path: Path):
         return None
     from transformers import AutoTokenizer, LlamaForCausalLM
 
-    info = load_json(path / "info.json")
+    info = read_json_required(path / "info.json")
     model = LlamaForCausalLM.from_pretrained(path)
     tokenizer = AutoTokenizer.from_pretrained(path)
     if getattr(tokenizer, "chat_template", None):

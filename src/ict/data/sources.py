@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from ict.errors import DataError
-from ict.files import load_json
+from ict.files import read_json_required
 
 FILE_SUFFIXES = (".jsonl", ".parquet", ".json", ".csv")
 DATA_DIR_ENV = "ICT_DATA_DIR"
@@ -51,7 +51,7 @@ def read_rows(path: str | os.PathLike) -> list[dict[str, Any]]:
 
             return pq.read_table(path).to_pylist()
         if path.suffix == ".json":
-            rows = load_json(path)
+            rows = read_json_required(path)
             if not isinstance(rows, list):
                 raise DataError(f"{path}: expected a JSON list of objects")
             return rows

@@ -17,7 +17,7 @@ from typing import Any
 
 from ict.data import PAPER_BENCHMARKS
 from ict.errors import ConfigError
-from ict.files import load_json, write_atomic, write_json_atomic
+from ict.files import read_json_required, write_atomic, write_json_atomic
 
 PAPER_KS = (1, 4)
 PAPER_NAMES = {
@@ -151,7 +151,7 @@ def grid_paper_tables(run_dirs, benchmarks: Sequence[str] = PAPER_BENCHMARKS) ->
         path = run_dir / "final_eval.json"
         if not path.is_file():
             raise ConfigError(f"{run_dir} has no final_eval.json: finish the grid first")
-        by_method.setdefault(method, []).append(load_json(path))
+        by_method.setdefault(method, []).append(read_json_required(path))
     return {m: paper_table(summaries, benchmarks) for m, summaries in by_method.items()}
 
 

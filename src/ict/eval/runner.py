@@ -46,7 +46,7 @@ from ict.evidence.bootstrap import bootstrap_ci
 from ict.files import (
     JsonlWriter,
     append_jsonl,
-    read_json,
+    read_json_if_present,
     read_jsonl,
     write_atomic,
     write_json_atomic,
@@ -358,7 +358,7 @@ class Evaluation:
     def cached(self, path, model, tokenizer, *, model_label: str, step: int | None = None):
         """The result saved at `path` when it holds this evaluation of `model_label` (same tasks
         and settings), else `write` it there."""
-        saved = read_json(Path(path))
+        saved = read_json_if_present(Path(path))
         if self.matches(saved, model_label):
             return saved
         return self.write(path, model, tokenizer, model_label=model_label, step=step)

@@ -4,7 +4,7 @@ Every engine must turn the same inputs into the same selected tokens, the same l
 through its own forward pass of a real model, the same parameter gradient.
 `equivalence_cases()` is a pure function: it builds small tensors from fixed seeds (CPU, float32)
 and returns them with the options of each case; `native_reference(case)` is what the native path
-(ict.stats + ict.methods.select_step + ict.loss) gives, the value an engine is compared against.
+(ict.stats + ict.step.select_step + ict.loss) gives, the value an engine is compared against.
 A case names a method and only the settings a user would set: every registered method appears by
 name alone, so each engine must resolve the method's own reference, scope, loss and warm-up.
 
@@ -238,10 +238,10 @@ def case_loss_config(options: dict):
 
 
 def native_selection(case: EquivalenceCase) -> torch.Tensor:
-    """The native step's selection: ict.stats -> ict.methods.select_step. bool [B, T]."""
+    """The native step's selection: ict.stats -> ict.step.select_step. bool [B, T]."""
     from ict.head import LogitHead
-    from ict.methods import StepInputs, select_step
     from ict.stats import token_stats_from_hidden
+    from ict.step import StepInputs, select_step
 
     o = case.options
     method = case_method(o)
@@ -280,7 +280,7 @@ def native_loss(
 
 
 def native_reference(case: EquivalenceCase) -> tuple[torch.Tensor, torch.Tensor]:
-    """Native path: ict.stats -> ict.methods.select_step -> ict.loss, as the native trainer's
+    """Native path: ict.stats -> ict.step.select_step -> ict.loss, as the native trainer's
     step runs them. Returns (selected [B, T] bool, loss scalar)."""
     selected = native_selection(case)
     return selected, native_loss(case, selected)

@@ -3,6 +3,7 @@
 from ict.loss import compute_advantages, policy_loss
 adv, info = compute_advantages(rewards, group_ids)                  # [N], GRPO
 loss, metrics = policy_loss(logprob, old_logprob, adv, mask, selected)
+counts = row_counts(mask, selected, loss=LossConfig())   # per-row normaliser counts (the one ladder)
 
 Names are imported on first use (module `__getattr__`), so that `ict.loss.options` (the loss
 modes' settings, which configs read) stays torch-free.
@@ -19,6 +20,9 @@ _LAZY = {
     ),
     **dict.fromkeys(("LOSS_MODES", "CovarianceOptions"), "ict.loss.options"),
     **dict.fromkeys(("LOSS_MODE_KEYS", "loss_mode_metrics"), "ict.loss.modes"),
+    **dict.fromkeys(
+        ("RowCounts", "loss_masks", "normaliser_shares", "row_counts"), "ict.loss.normaliser"
+    ),
     **dict.fromkeys(
         ("KL_ESTIMATORS", "LOSS_AGGREGATIONS", "LossConfig", "clipped_token_loss", "policy_loss"),
         "ict.loss.policy",

@@ -26,6 +26,7 @@ from torch import Tensor
 
 from ict.errors import ConfigError, DataError
 from ict.loss.modes import LOSS_MODES, CovarianceOptions, apply_loss_mode, loss_mode_metrics
+from ict.loss.normaliser import loss_masks, row_counts
 from ict.loss.options import COVARIANCE_FIELDS
 
 LOG_RATIO_CLAMP = 20.0
@@ -70,23 +71,6 @@ LOSS_AGGREGATIONS: dict[str, Callable[..., Tensor]] = {
     "seq_mean_token_mean": seq_mean_token_mean,
     "seq_mean_token_sum_norm": seq_mean_token_sum_norm,
 }
-
-
-def loss_masks(
-    mask: Tensor, selected: Tensor | None = None, *, normalize_by: str = "selected",
-    kl_on: str = "selected",
-) -> tuple[Tensor, Tensor, Tensor, Tensor]:  # fmt: skip
-    """The loss's token masks (module docstring), bool [B, T] each: (M, D, K, D_K).
-
-    M = valid & selected, the policy and entropy terms' tokens; D their normaliser's tokens (M for
-    normalize_by="selected", valid for "valid"); K the KL term's tokens (M, or valid for
-    kl_on="valid"); D_K its normaliser's tokens (D, or valid). selected None: every valid token.
-    The one definition every engine's loss and normaliser count from."""
-    valid = mask.bool()
-    M = valid if selected is None else valid & selected.bool().to(valid.device)
-    D = M if normalize_by == "selected" else valid
-    K, D_K = (M, D) if kl_on == "selected" else (valid, valid)
-    return M, D, K, D_K
 
 
 def kl_k1(d: Tensor) -> Tensor:
@@ -141,14 +125,17 @@ class LossConfig:
     kl_cov_coef: float = CovarianceOptions.kl_cov_coef
 
     def __post_init__(self):
-        _check_options(**self._check_args(has_ref=True, has_entropy=True, denominator=None))
+        self.validate()
 
-    def _check_args(self, *, has_ref, has_entropy, denominator, kl_denominator=None) -> dict:
-        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        return dict(
-            fields, has_ref=has_ref, has_entropy=has_entropy, denominator=denominator,
-            kl_denominator=kl_denominator,
-        )  # fmt: skip
+    def validate(
+        self, *, has_ref: bool = True, has_entropy: bool = True, denominator=None,
+        kl_denominator=None,
+    ) -> None:  # fmt: skip
+        """Raise a one-line ConfigError for a bad setting; and, for one loss call, for a KL or
+        entropy term without its input (`has_ref`, `has_entropy`) or a bad normaliser given
+        (`denominator`, `kl_denominator`: see `policy_loss`)."""
+        _check_settings(self)
+        _check_call(self, has_ref, has_entropy, denominator, kl_denominator)
 
     @classmethod
     def from_config(cls, config, **overrides) -> LossConfig:
@@ -169,12 +156,6 @@ class LossConfig:
         or a covariance loss mode (its means and token count span every row of the call)."""
         return self.kl_coef != 0.0 or self.entropy_coef != 0.0 or self.loss_mode != "vanilla"
 
-    def row_counts(self, mask: Tensor, selected: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """Per-response normaliser counts of whole responses: (policy/entropy terms [B], KL term
-        [B]), to pass as `row_counts=` / `kl_row_counts=` when a loss sees a slice of columns."""
-        _, D, _, D_K = loss_masks(mask, selected, normalize_by=self.normalize_by, kl_on=self.kl_on)
-        return D.sum(-1), D_K.sum(-1)
-
     def denominator(
         self, mask: Tensor, selected: Tensor | None = None, *, term: str = "policy"
     ) -> float:
@@ -185,23 +166,14 @@ class LossConfig:
 
     def count(self, mask: Tensor, selected: Tensor | None = None, *, term: str = "policy") -> float:
         """The normaliser's count in these rows, without `denominator`'s floor of 1 (0 when the
-        rows have no normaliser token), so that the counts of micro-batches and processes add up
+        rows have no normaliser token): the sum of the rows' shares (ict.loss.normaliser.
+        row_counts, the one ladder), so that the counts of micro-batches and processes add up
         to the whole batch's.
 
         mask, selected: bool [B, T]. term: "policy" (the policy and entropy terms, normaliser
-        tokens D) or "kl" (the KL term, D_K). token_mean: number of normaliser tokens;
-        seq_mean_token_mean: responses with a normaliser token; seq_mean_token_sum_norm:
-        B x max_response_length (T if unset)."""
-        _, D, _, D_K = loss_masks(mask, selected, normalize_by=self.normalize_by, kl_on=self.kl_on)
-        if term == "kl":
-            D = D_K
-        if self.loss_agg == "token_mean":
-            count = D.sum()
-        elif self.loss_agg == "seq_mean_token_mean":
-            count = (D.sum(-1) > 0).sum()
-        else:
-            count = mask.shape[0] * (self.max_response_length or mask.shape[1])
-        return float(int(count))
+        tokens D) or "kl" (the KL term, D_K)."""
+        counts = row_counts(mask, selected, loss=self)
+        return float(int((counts.kl_loss if term == "kl" else counts.loss).sum()))
 
 
 def clipped_token_loss(
@@ -283,14 +255,10 @@ def policy_loss(
     if settings:
         config = dataclasses.replace(config, **settings)
     c = config
-    _check_options(
-        **c._check_args(
-            has_ref=ref_logprob is not None,
-            has_entropy=entropy is not None,
-            denominator=denominator,
-            kl_denominator=kl_denominator,
-        )
-    )
+    c.validate(
+        has_ref=ref_logprob is not None, has_entropy=entropy is not None,
+        denominator=denominator, kl_denominator=kl_denominator,
+    )  # fmt: skip
     valid, M, A = _check_tensors(
         logprob, old_logprob, advantages, mask, selected, ref_logprob, entropy
     )
@@ -361,29 +329,13 @@ def _clip_metrics(ratio, A, M, valid, clipped_loss, c: LossConfig) -> dict[str, 
     }
 
 
-def _check_options(
-    *,
-    eps_low,
-    eps_high,
-    dual_clip,
-    loss_agg,
-    normalize_by,
-    max_response_length,
-    kl_coef,
-    kl_estimator,
-    kl_on,
-    has_ref,
-    entropy_coef,
-    has_entropy,
-    denominator,
-    kl_denominator=None,
-    loss_mode="vanilla",
-    clip_cov_ratio=CovarianceOptions.clip_cov_ratio,
-    clip_cov_lb=CovarianceOptions.clip_cov_lb,
-    clip_cov_ub=CovarianceOptions.clip_cov_ub,
-    kl_cov_ratio=CovarianceOptions.kl_cov_ratio,
-    kl_cov_coef=CovarianceOptions.kl_cov_coef,
-):
+def _check_settings(c: LossConfig) -> None:
+    """The settings' own checks (LossConfig.validate)."""
+    eps_low, eps_high, dual_clip, loss_agg = c.eps_low, c.eps_high, c.dual_clip, c.loss_agg
+    normalize_by, kl_estimator, kl_on = c.normalize_by, c.kl_estimator, c.kl_on
+    max_response_length, loss_mode, kl_coef = c.max_response_length, c.loss_mode, c.kl_coef
+    clip_cov_ratio, clip_cov_lb, clip_cov_ub = c.clip_cov_ratio, c.clip_cov_lb, c.clip_cov_ub
+    kl_cov_ratio, kl_cov_coef = c.kl_cov_ratio, c.kl_cov_coef
     if not 0 <= eps_low <= 1:
         raise ConfigError(
             f"eps_low must be in [0, 1] (clip lower bound 1 - eps_low >= 0; 1: no lower clip, as "
@@ -434,6 +386,12 @@ def _check_options(
         )
     if not kl_coef >= 0:
         raise ConfigError(f"kl_coef must be >= 0, got {kl_coef!r}")
+
+
+def _check_call(c: LossConfig, has_ref, has_entropy, denominator, kl_denominator) -> None:
+    """One loss call's checks (LossConfig.validate): its inputs and normalisers."""
+    kl_coef, kl_on, normalize_by, loss_agg = c.kl_coef, c.kl_on, c.normalize_by, c.loss_agg
+    entropy_coef = c.entropy_coef
     if kl_coef != 0 and not has_ref:
         raise ConfigError("kl_coef > 0 needs ref_logprob= (the reference model's log-probs)")
     if entropy_coef != 0 and not has_entropy:

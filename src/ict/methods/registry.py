@@ -8,29 +8,8 @@ paper's ICT (reference, loss, warm-up) minus STAPO's spurious tokens. Every sett
 can still be overridden one by one (`--reference batch_mean`); a field left None by a method takes
 the selector's fact (ratio, scope) or the common default.
 
-    ict              the paper (arXiv 2606.19771, METHOD.md): JS to the position-aligned group
-                     mean, top 10% of each response, Sparse-GRPO (per-response mean over the
-                     selected tokens), dense GRPO for the first `dense_warmup_steps` (Theta).
-    ict_batch_mean   this project's guess before the paper's method section was known: JS to the
-                     batch-mean distribution, global top 10%, token mean. Kept as an ablation.
-    ict_kl           the paper's ablation: KL(p || group-position mean) in place of JS.
-    ict_bottom       the paper's "90%-frequent" ablation: the bottom 90% of each response by JS.
-    random_sequence  the paper's control: a random 10% of each response.
-    grpo, stapo, random: the baselines with their selectors' facts.
-    entropy          20-Entropy (arXiv 2506.01939) as its authors run it: the global top 20% by
-                     entropy with DAPO's token mean over the selected tokens.
-    clip_cov, kl_cov the field's covariance-based entropy controls (Cui et al., arXiv 2505.22617,
-                     verl's `core_algos`) as their authors run them: GRPO on every token with the
-                     Clip-Cov / KL-Cov loss, DAPO's token mean, Clip-Cov's clip range 1 / 1 (no
-                     lower clip, upper 2); KL-Cov has no ratio clip (its authors' 0.2 / 0.2 moves
-                     only the clip-fraction metric, so it keeps the common range).
-    entropy_bonus    GRPO on every token minus ENTROPY_BONUS x the policy's entropy.
-    w_reinforce, nsr, psr  Zhu et al., arXiv 2506.01347 (code TianHongZXY/RLVR-Decomposed) as
-                     their scripts run them: no baseline (advantage w_reinforce: lambda 0.1 on
-                     correct, -1 on incorrect; nsr: -1 on incorrect only; psr: +1 on correct
-                     only; ict.loss.advantages), PPO's clip 0.2 / 0.2, the token mean over the
-                     responses trained on (nsr / psr: their trainer drops the others), their
-                     verl's entropy_coeff 0.001, no KL.
+The built-in methods are `_builtin`'s, each with its description (the generated tables of
+docs/METHOD.md, "Named variants and ablations", and `ict train --help`).
 
 A method name says which paper's recipe runs, a selector name what it keeps: the method `ict` runs
 the selector `js_top`. A name may be both only where it means the same thing (the method of that

@@ -382,6 +382,34 @@ class ForestRow:
     verdict: str
 
 
+def forest_rows(ax, rows, *, margin, bar_width, label_font, verdict_font, marker) -> None:
+    """The rows of a forest on `ax`, the first at the top (`plot_forest`'s panels and
+    `answer_figure` draw theirs here): the equivalence margin +-`margin` shaded, a line at 0, each
+    comparison's interval as a bar `bar_width` points wide in its method's colour and its point
+    (`marker(row)` -> (marker, size, bold)), its verdict to the right and its label on the y
+    axis, bold where `marker` says."""
+    ys = np.arange(len(rows))[::-1]
+    if margin:
+        ax.axvspan(-margin, margin, color=BAND_COLOR, alpha=0.6, lw=0)
+    ax.axvline(0.0, color="black", lw=0.8)
+    bold = []
+    for y, row in zip(ys, rows, strict=True):
+        color = method_color(row.method)
+        if row.low is not None and row.high is not None:
+            ax.plot([row.low, row.high], [y, y], color=color, lw=bar_width, solid_capstyle="butt")
+        symbol, size, strong = marker(row)
+        bold.append(strong)
+        ax.plot([row.mean], [y], marker=symbol, ms=size, color=color, ls="none")
+        ax.annotate(
+            row.verdict, (1.02, y), xycoords=("axes fraction", "data"), fontsize=verdict_font,
+            va="center", fontweight="bold" if strong else "normal",
+        )  # fmt: skip
+    ax.set_yticks(ys)
+    ax.set_yticklabels([r.label for r in rows], fontsize=label_font)
+    for tick, strong in zip(ax.get_yticklabels(), bold, strict=True):
+        tick.set_fontweight("bold" if strong else "normal")
+
+
 def plot_forest(
     panels: Sequence[tuple[str, Sequence[ForestRow]]],
     path: str | Path,
@@ -407,24 +435,8 @@ def plot_forest(
         sharex=True,
     )  # fmt: skip
     for ax, (ptitle, rows) in zip(axes.flat, panels, strict=False):
-        ys = np.arange(len(rows))[::-1]
-        if margin:
-            ax.axvspan(-margin, margin, color=BAND_COLOR, alpha=0.6, lw=0)
-        ax.axvline(0.0, color="black", lw=0.8)
-        for y, row in zip(ys, rows, strict=True):
-            color = method_color(row.method)
-            if row.low is not None and row.high is not None:
-                ax.plot([row.low, row.high], [y, y], color=color, lw=2.2, solid_capstyle="butt")
-            marker, size = ("*", 13) if row.primary else ("o", 6)
-            ax.plot([row.mean], [y], marker=marker, ms=size, color=color, ls="none")
-            ax.annotate(
-                row.verdict, (1.02, y), xycoords=("axes fraction", "data"), fontsize=7,
-                va="center", fontweight="bold" if row.primary else "normal",
-            )  # fmt: skip
-        ax.set_yticks(ys)
-        ax.set_yticklabels([r.label for r in rows], fontsize=8)
-        for tick, row in zip(ax.get_yticklabels(), rows, strict=True):
-            tick.set_fontweight("bold" if row.primary else "normal")
+        forest_rows(ax, rows, margin=margin, bar_width=2.2, label_font=8, verdict_font=7,
+                    marker=lambda row: ("*", 13, True) if row.primary else ("o", 6, False))  # fmt: skip
         ax.set_ylim(-0.7, len(rows) - 0.3)
         ax.set_title(ptitle, fontsize=9)
         ax.set_xlabel("difference", fontsize=8)
@@ -455,21 +467,8 @@ def answer_figure(
     dpi = 100
     fig, ax = plt.subplots(figsize=(ANSWER_WIDTH_PX / dpi, 1.6 + 0.55 * len(rows)), dpi=dpi)
     font = ANSWER_FONT_PT
-    ys = np.arange(len(rows))[::-1]
-    if margin:
-        ax.axvspan(-margin, margin, color=BAND_COLOR, alpha=0.6, lw=0)
-    ax.axvline(0.0, color="black", lw=0.8)
-    for y, row in zip(ys, rows, strict=True):
-        color = method_color(row.method)
-        if row.low is not None and row.high is not None:
-            ax.plot([row.low, row.high], [y, y], color=color, lw=3, solid_capstyle="butt")
-        ax.plot([row.mean], [y], marker="o", ms=8, color=color, ls="none")
-        ax.annotate(
-            row.verdict, (1.02, y), xycoords=("axes fraction", "data"), fontsize=font,
-            va="center",
-        )  # fmt: skip
-    ax.set_yticks(ys)
-    ax.set_yticklabels([r.label for r in rows], fontsize=font)
+    forest_rows(ax, rows, margin=margin, bar_width=3, label_font=font, verdict_font=font,
+                marker=lambda row: ("o", 8, False))  # fmt: skip
     ax.set_ylim(-0.6, len(rows) - 0.4)
     ax.tick_params(axis="x", labelsize=font)
     margin_text = f"; grey: equivalence margin ±{margin:.2g}" if margin else ""

@@ -4,8 +4,8 @@
     selected = select_tokens("js_top", mask, stats=stats)              # top 10% of each response by JS
     selected = select_tokens("entropy_top+not_spurious", mask, stats=stats, advantages=adv)
 
-Built-ins: every, js_top, kl_top, js_bottom, entropy_top, uniform, not_spurious; compose with '+'.
-Add one with `register_selector`. A selector says which tokens; a method (ict.methods) is a
+The built-ins are `SELECTORS` (`available_selectors()`; listed, generated, in docs/ARCHITECTURE.md
+and `ict train --help`); compose with '+'. Add one with `register_selector`. A selector says which tokens; a method (ict.methods) is a
 selector plus a paper's reference, scope, loss and warm-up.
 """
 

@@ -41,7 +41,7 @@ class Selector:
     options: its keyword-only options, with their defaults.
     row_local: the score at (b, t) reads only row b's statistics (and, through a group-local
     reference, its group's), so a per-row top-k of it is the same on any batch holding the row's
-    group (ict.methods.selection_in_forward). Not `uniform`: its draws depend on the whole
+    group (ict.step.selection_in_forward). Not `uniform`: its draws depend on the whole
     batch's shape.
     """
 

@@ -4,7 +4,9 @@ Each is one small function of a `SelectionContext` (see `core.py`); scores are [
 (higher = kept first), keep-masks are [B, T] bools. Selector names say what a selector keeps;
 method names (ict.methods: ict, entropy, stapo, ...) say which paper's recipe runs. A method names
 its selector: the paper's ICT is the selector `js_top` with the paper's reference, scope, loss and
-warm-up. The selectors' earlier names (the method names) still work, with a DeprecationWarning.
+warm-up. A selector's name also names a method (ict.methods.get_method: the selector with its own
+facts and the common defaults); a method's name is no selector (`select_tokens("ict")` names the
+unknown selector and the choices).
 """
 
 from __future__ import annotations

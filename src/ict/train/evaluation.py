@@ -3,8 +3,9 @@
 
 `eval_settings(config)`: the rollouts' sampling and prompt rendering (temperature, top-p, stop
 strings, response budget, generation batch size, chat template, system prompt), `eval_seed`,
-`eval_size` problems of the task's held-out split with `eval_num_samples` samples each and pass@k
-for k = 1, 2, 4, ... <= n. `ict train` (with `heldout_eval`, on by default) evaluates the policy
+`eval_size` problems of the task's `eval_split` split (default the test problems, `eval`;
+`validation` for a tuning stage) with `eval_num_samples` samples each and pass@k for k = 1, 2, 4,
+... <= n. `ict train` (with `heldout_eval`, on by default) evaluates the policy
 with it before the first step and after the last; the difference is paired by problem, with
 intervals from a bootstrap over problems (`ict.evidence.hierarchical`, 2000 resamples), so they stay
 inside [0, 1] (a level) and [-1, 1] (the difference). A grid's start-point and final evaluations

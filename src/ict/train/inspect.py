@@ -3,7 +3,7 @@ step's own statistics and selection (it lives with training: it re-enacts a step
 
 Samples responses and runs on them exactly what a training step runs before its update: the
 old-policy pass (`ict.train.old_policy.old_policy_pass`: H, H2 and the method's score, the paper's
-position-aligned group mean for `ict`) and the step's selection (`ict.methods.select_step`), so a
+position-aligned group mean for `ict`) and the step's selection (`ict.step.select_step`), so a
 method's marks here are the tokens the same method would train on. Without a reward every
 response is treated as correct (advantage +1), which is the case in which STAPO silences tokens.
 """

@@ -6,7 +6,7 @@ chunked: the [tokens x V] logits are never built) and the old log-probs from
 `ict.train.logprobs.token_logprobs_from_hidden`, the kernel the update's new log-probs come from,
 so the first ratio is 1 by construction.
 
-The selection that follows (step 6) is `ict.methods.select_step`, the same on every engine.
+The selection that follows (step 6) is `ict.step.select_step`, the same on every engine.
 """
 
 from __future__ import annotations

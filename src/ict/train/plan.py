@@ -7,10 +7,10 @@ step reads that the config only implies, at configuration time, and nothing re-d
     plan.loss        # the ict.loss.LossConfig
     plan.batch       # BatchPlan: rows per shared-prompt group, micro-batch, mini-batch; epochs
     plan.sampling    # ict.generation.Sampling of the rollouts (and the evaluations' base)
-    plan.seeds       # ict.methods.SeedStreams: the named seeds of sampling, selection, shuffling
+    plan.seeds       # ict.step.SeedStreams: the named seeds of sampling, selection, shuffling
     plan.device, plan.precision   # torch.device and ict.precision.PrecisionChoice
     plan.one_forward # on-policy: the step's statistics from the update's forward (or why not)
-    plan.step        # ict.methods.StepPlan: the method's step, as every engine resolves it
+    plan.step_plan   # ict.step.StepPlan: the method's step, as every engine resolves it
 
 The native trainer, `ict inspect --model` and the benchmarks read it; the step service
 (ict.train.step) computes with it.
@@ -26,10 +26,11 @@ import torch
 from ict.errors import ConfigError
 from ict.generation import Sampling
 from ict.loss import LossConfig
-from ict.methods import METHOD_FIELDS, SeedStreams, StepLayout, StepPlan
+from ict.methods import METHOD_FIELDS
 from ict.methods.options import CLIP_FIELDS
 from ict.methods.registry import Method
 from ict.precision import PrecisionChoice, choose_precision
+from ict.step import SeedStreams, StepLayout, StepPlan
 from ict.train.config import TrainConfig
 
 
@@ -75,7 +76,7 @@ class BatchPlan:
 
 
 def step_layout(config: TrainConfig, batch: BatchPlan) -> StepLayout:
-    """The native engine's layout of a run's steps (ict.methods.StepLayout): max_steps rollout
+    """The native engine's layout of a run's steps (ict.step.StepLayout): max_steps rollout
     batches of prompts_per_step x num_generations rows in micro-batches of `batch.micro_rows`,
     one process, and the reasons of its own that rule the single forward out (the update not
     on-policy, dropout; per-row selections need whole groups per micro-batch: share_prompt)."""
@@ -99,16 +100,35 @@ def step_layout(config: TrainConfig, batch: BatchPlan) -> StepLayout:
     )  # fmt: skip
 
 
+def method_config(config: TrainConfig, method: Method) -> TrainConfig:
+    """`config` with `method`'s fields, and the clip range a method may fix, as the run uses them
+    (what config.yaml records)."""
+    return dataclasses.replace(
+        config, **{k: getattr(method, k) for k in (*METHOD_FIELDS, *CLIP_FIELDS)}
+    )
+
+
+def _loss_rule(config: TrainConfig):
+    """The native loss rule (ict.step.StepPlan.resolve's `loss`): the LossConfig of `config`
+    running a resolved method, Dr. GRPO's constant the run's max_new_tokens."""
+
+    def loss_of(method: Method) -> LossConfig:
+        resolved = method_config(config, method)
+        return LossConfig.from_config(resolved, max_response_length=resolved.max_new_tokens)
+
+    return loss_of
+
+
 @dataclass(frozen=True)
 class RunPlan:
-    """Everything a step reads, resolved once (see the module docstring). `step`: the method's
-    step (ict.methods.StepPlan: the method with its fitted warm-up, the loss, the seed streams,
+    """Everything a step reads, resolved once (see the module docstring). `step_plan`: the
+    method's step (ict.step.StepPlan: the method with its fitted warm-up, the loss, the seed streams,
     the single-forward decision); `method`, `loss`, `seeds`, `warning` (an explicit warm-up
     covering the whole run) and `one_forward_off` (why the update cannot take the step's
     statistics from its own forward; None: it does) are read from it."""
 
     config: TrainConfig
-    step: StepPlan
+    step_plan: StepPlan
     batch: BatchPlan
     sampling: Sampling
     device: torch.device
@@ -116,20 +136,18 @@ class RunPlan:
 
     @classmethod
     def from_config(cls, config: TrainConfig) -> RunPlan:
-        """Resolve `config`: the method's step (ict.methods.StepPlan.resolve: the method with its
+        """Resolve `config`: the method's step (ict.step.StepPlan.resolve: the method with its
         explicit fields and its warm-up fitted to max_steps, the loss, the seeds, the single
         forward), the batch and sampling plans, the device and precision."""
         batch = BatchPlan.from_config(config)
-        step = StepPlan.resolve(config, step_layout(config, batch), seed=config.seed)
-        # the method's fields, and the clip range a method may fix, as this run uses them
-        fields = (*METHOD_FIELDS, *CLIP_FIELDS)
-        resolved = dataclasses.replace(config, **{k: getattr(step.method, k) for k in fields})
-        loss = LossConfig.from_config(resolved, max_response_length=resolved.max_new_tokens)
-        step = dataclasses.replace(step, options=resolved, loss=loss)
+        step_plan = StepPlan.resolve(
+            config, step_layout(config, batch), seed=config.seed, loss=_loss_rule(config)
+        )
+        resolved = method_config(config, step_plan.method)
         device = resolve_device(resolved.device)
         return cls(
             config=resolved,
-            step=step,
+            step_plan=step_plan,
             batch=batch,
             sampling=sampling_of(resolved),
             device=device,
@@ -139,29 +157,29 @@ class RunPlan:
     @property
     def method(self) -> Method:
         """The resolved method, its warm-up fitted to the run."""
-        return self.step.method
+        return self.step_plan.method
 
     @property
     def loss(self) -> LossConfig:
-        return self.step.loss
+        return self.step_plan.loss
 
     @property
     def seeds(self) -> SeedStreams:
-        return self.step.seeds
+        return self.step_plan.seeds
 
     @property
     def warning(self) -> str | None:
-        return self.step.warning
+        return self.step_plan.warning
 
     @property
     def one_forward_off(self) -> str | None:
-        return self.step.one_forward_off
+        return self.step_plan.one_forward_off
 
     @property
     def one_forward(self) -> bool:
         """Whether each step's statistics come from the update's own forward (on-policy: no
         separate old-policy forward; ict.train.stats_in_update). `one_forward_off` says why not."""
-        return self.step.one_forward
+        return self.step_plan.one_forward
 
     @property
     def needs_reference_model(self) -> bool:

@@ -33,15 +33,13 @@ import torch
 
 from ict.generation import Rollout
 from ict.loss import zero_variance_rows
-from ict.seeds import derive_seed
 from ict.train.rollout import RolloutBatch, rollout_metrics
 
 
 def round_seed(plan, step: int, round_: int) -> int:
-    """The sampling seed of generation round `round_` (0-based) of `step`: round 0 is the plan's
-    sampling stream at `step` (a step without refill), round r > 0 a seed derived from it."""
-    base = plan.seeds.sampling(step)
-    return base if round_ == 0 else derive_seed(base, round_)
+    """The sampling seed of generation round `round_` (0-based) of `step`: the plan's named
+    refill stream (ict.step.SeedStreams.refill; round 0 is the step's sampling seed)."""
+    return plan.seeds.refill(step, round_)
 
 
 def informative_groups(batch: RolloutBatch, group_size: int) -> list[bool]:

@@ -8,8 +8,10 @@
     metrics = step.update_on_selection(scored, step=k, switches=...)   # the update alone
 
 The native trainer (ict.train.trainer), `ict inspect --model` (ict.train.inspect) and
-benchmarks/train_step.py call it; TRL and verl run the same old-policy statistics -> select_step
--> normaliser inside their own trainers' hooks.
+benchmarks/train_step.py call it. The step itself is ict.step's, driven as every engine drives it:
+`run = plan.step_plan.begin(...)` on the statistics (two passes) or before them (the single
+forward, ict.train.stats_in_update), `run.counts` the update's normaliser, `run.finish()` the
+selection, counts and metrics; TRL and verl drive the same run inside their trainers' hooks.
 """
 
 from __future__ import annotations
@@ -21,10 +23,10 @@ import torch
 
 from ict.generation import Rollout
 from ict.head import LogitHead, logit_head
-from ict.loss import compute_advantages
-from ict.methods import StepInputs, StepSelection
+from ict.loss import RowCounts, compute_advantages
 from ict.precision import PrecisionChoice
 from ict.stats import TokenStats
+from ict.step import StepInputs, StepSelection
 from ict.train.old_policy import old_policy_pass, reference_logprobs
 from ict.train.plan import RunPlan
 from ict.train.stats_in_update import StatsInUpdate
@@ -65,8 +67,10 @@ class PolicyContext:
 class ScoredBatch:
     """A rollout scored as a step scores it before its update. rollout: ict.generation.Rollout;
     advantages [N] (on the device); stats: TokenStats [N, T]; old_logprob, ref_logprob [N, T]
-    (ref None without a KL term; old None when the update ran on-policy in one forward); mask: bool [N, T] valid tokens; selection: the step's
-    selection (`.selected` is what the update trains on)."""
+    (ref None without a KL term; old None when the update ran on-policy in one forward); mask:
+    bool [N, T] valid tokens; selection: the step's selection (`.selected` is what the update
+    trains on); counts: its per-row normaliser (ict.loss.RowCounts); metrics: the step's
+    (ict.step.step_metrics keys)."""
 
     rollout: Rollout
     advantages: torch.Tensor
@@ -75,6 +79,8 @@ class ScoredBatch:
     ref_logprob: torch.Tensor | None
     mask: torch.Tensor
     selection: StepSelection
+    counts: RowCounts
+    metrics: dict
 
 
 class TrainingStep:
@@ -95,17 +101,20 @@ class TrainingStep:
     def select_on_rollout(
         self, rollout: Rollout, advantages: torch.Tensor, *, step: int
     ) -> ScoredBatch:
-        """Steps 5-6: the old policy's statistics and log-probs (no gradient) and the step's
-        selection (ict.methods.select_step: the method's own, the diagnostics, the warm-up)."""
+        """Steps 5-6: the old policy's statistics and log-probs (no gradient) and the step's run on
+        them (ict.step.StepRun: the method's own selection, the diagnostics, the warm-up, the
+        normaliser counts, the metrics)."""
         plan, policy = self.plan, self.policy
         stats, old_logprob, ref_logprob = old_policy_pass(policy, rollout, plan)
         mask = rollout.response_mask.to(policy.device).bool()
         tokens = rollout.input_ids.to(policy.device)
-        selection = plan.step.select(
+        run = plan.step_plan.begin(
             StepInputs(mask, stats, advantages, tokens), step=step,
             micro_batch_size=plan.batch.rows(mask.shape[0])[1],
         )  # fmt: skip
-        return ScoredBatch(rollout, advantages, stats, old_logprob, ref_logprob, mask, selection)
+        result = run.finish()
+        return ScoredBatch(rollout, advantages, stats, old_logprob, ref_logprob, mask,
+                           result.selection, result.counts, result.metrics)  # fmt: skip
 
     def update_on_selection(
         self, scored: ScoredBatch, *, step: int, switches: UpdateSwitches | None = None
@@ -114,7 +123,7 @@ class TrainingStep:
         `switches`: the update's savings (default all on)."""
         batch = UpdateBatch(
             scored.rollout, scored.old_logprob, scored.advantages, scored.selection.selected,
-            scored.ref_logprob,
+            scored.ref_logprob, scored.counts,
         )  # fmt: skip
         return update_policy(
             self.plan, self.policy, self.optimizer, self.scheduler, batch, step=step,
@@ -131,17 +140,16 @@ class TrainingStep:
         in_update = StatsInUpdate(plan, policy, rollout, advantages, step=step)
         batch = UpdateBatch(
             rollout, None, advantages, in_update.initial_selection(),
-            reference_logprobs(policy, rollout, plan),
+            reference_logprobs(policy, rollout, plan), in_update.counts,
         )  # fmt: skip
         loss_metrics = update_policy(
             plan, policy, self.optimizer, self.scheduler, batch, step=step,
             switches=UpdateSwitches(), stats=in_update,
         )  # fmt: skip
-        stats, selection = in_update.finish()
+        result, stats = in_update.finish()
         total = time.perf_counter() - t0
-        scored = ScoredBatch(
-            rollout, advantages, stats, None, batch.ref_logprob, in_update.mask, selection
-        )
+        scored = ScoredBatch(rollout, advantages, stats, None, batch.ref_logprob, in_update.mask,
+                             result.selection, result.counts, result.metrics)  # fmt: skip
         return scored, loss_metrics, in_update.seconds, total - in_update.seconds
 
     def train_on_rollout(
@@ -167,7 +175,7 @@ class TrainingStep:
             update_s = time.perf_counter() - t0
         metrics["time/stats_s"] = stats_s
         # the paper's diagnostics describe the method's own picks, also during the dense warm-up
-        metrics.update(self.plan.step.metrics(scored.stats, scored.mask, scored.selection))
+        metrics.update(scored.metrics)
         metrics["dense_warmup"] = scored.selection.dense
         lr = loss_metrics.pop("lr", None)
         metrics.update(loss_metric_names(loss_metrics))

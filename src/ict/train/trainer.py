@@ -33,7 +33,7 @@ from ict.eval.runner import only_benchmark
 from ict.files import (
     JsonlWriter,
     latest_checkpoint,
-    read_json,
+    read_json_if_present,
     read_jsonl,
     truncate_jsonl,
     write_atomic,
@@ -242,11 +242,11 @@ class Trainer:
         cfg, plan = self.config, self.plan
         step = self.step + 1
         batch, metrics = self._rollout(step)
-        step_metrics, scored = self.step_service.train_on_rollout(
+        trained, scored = self.step_service.train_on_rollout(
             batch.rollout, batch.rewards, step=step
         )
         self.step = step
-        metrics.update(step_metrics)
+        metrics.update(trained)
         metrics.update(
             self.health.update(step, metrics["valid/entropy"], metrics.get("format_rate"))
         )
@@ -317,7 +317,7 @@ class Trainer:
         if not (self.config.heldout_eval and self.evaluation is not None):
             return None
         path = self.run_dir / f"heldout_{when}.json"
-        saved = read_json(path)
+        saved = read_json_if_present(path)
         if self.evaluation.matches(saved):  # this run's own file: its start or its end
             return saved
         if when == "before" and self.step > 0:

@@ -3,9 +3,11 @@
 `num_epochs` passes over mini-batches; one AdamW step per mini-batch, gradient accumulated over
 micro-batches. The first update of a step is on-policy by construction: its old log-probabilities
 are the update pass's own, detached (the weights have not moved yet), so its importance ratio is
-exactly 1 whatever the two passes' rounding; later updates use the old-policy pass's. The normaliser of the loss is computed once per mini-batch by the loss module
-(`LossConfig.denominator`), so each micro-batch's loss is an exact share of the mini-batch's and
-rows can be left out without changing the gradient:
+exactly 1 whatever the two passes' rounding; later updates use the old-policy pass's. The
+normaliser of the loss is the sum over the mini-batch's rows of the step's per-row counts
+(`ict.loss.RowCounts`, from the step's run: the one ladder of ict.loss.normaliser, as TRL and
+verl sum theirs), so each micro-batch's loss is an exact share of the mini-batch's and rows can be
+left out without changing the gradient:
 
 1. rows that cannot contribute are skipped (`skip_rows`): advantage exactly 0 with no KL or entropy
    term, or no loss token at all (their per-token loss is 0, and so is their gradient); with shared
@@ -27,7 +29,7 @@ import torch
 
 from ict.loss import LossConfig, policy_loss
 from ict.loss.modes import loss_mode_metrics
-from ict.loss.policy import loss_masks
+from ict.loss.normaliser import RowCounts, loss_masks
 from ict.train.logprobs import column_span, policy_hidden, token_logprobs_from_hidden
 from ict.training_metrics import ParamChange
 
@@ -60,13 +62,16 @@ class UpdateBatch:
     """One rollout batch as the update reads it. rollout: ict.generation.Rollout ([N, T] ids,
     masks); old_logprob, ref_logprob: [N, T] float32 (ref None without a KL term; old None when
     the update is one on-policy mini-batch, which never reads it); advantages:
-    [N]; selected: bool [N, T] (the step's selection, every valid token while dense)."""
+    [N]; selected: bool [N, T] (the step's selection, every valid token while dense); counts:
+    its per-row normaliser counts (ict.loss.RowCounts: the step run's `counts`; None: counted
+    here from `selected`)."""
 
     rollout: object
     old_logprob: torch.Tensor | None
     advantages: torch.Tensor
     selected: torch.Tensor
     ref_logprob: torch.Tensor | None = None
+    counts: RowCounts | None = None
 
 
 @dataclass(frozen=True)
@@ -169,7 +174,9 @@ class _UpdateRun:
         if cfg.drop_zero_variance_groups:
             self.rows_all = self.rows_all[_informative_rows(rollout.prompt_index, batch.advantages)]
         self.group, self.micro_rows = plan.batch.rows(self.ids.shape[0])
-        self.row_counts, self.kl_row_counts = loss_config.row_counts(self.mask, self.selected)
+        self.counts = batch.counts  # else the plan's counts of `selected` (ict.step.StepPlan)
+        if self.counts is None:
+            self.counts = plan.step_plan.counts(self.mask, self.selected)
         self.params = [p for p in policy.model.parameters() if p.requires_grad]
         self.tokens_done = self.rows_run = 0
         self.mode_changed = self.mode_tokens = 0  # the loss mode's counts over the step's calls
@@ -182,10 +189,10 @@ class _UpdateRun:
         """Forward and backward of the mini-batch `mini` (row indices), micro-batch by
         micro-batch, each loss an exact share of the mini-batch's (one normaliser). Returns its
         metrics: sums stay sums, the rest token-weighted means."""
-        lc = self.loss_config
-        denominators = (
-            lc.denominator(self.mask[mini], self.selected[mini]),
-            lc.denominator(self.mask[mini], self.selected[mini], term="kl"),
+        lc, counts = self.loss_config, self.counts
+        index = mini.to(counts.loss.device)
+        denominators = tuple(  # the mini-batch's normaliser: its rows' shares, at least 1
+            max(float(int(share[index].sum())), 1.0) for share in (counts.loss, counts.kl_loss)
         )
         run = mini
         if self.skip:
@@ -264,7 +271,8 @@ class _UpdateRun:
             self.selected[micro, cols], lc,
             ref_logprob=None if b.ref_logprob is None else b.ref_logprob[micro, cols],
             entropy=entropy, denominator=denominators[0], kl_denominator=denominators[1],
-            row_counts=self.row_counts[micro], kl_row_counts=self.kl_row_counts[micro],
+            row_counts=self.counts.tokens[micro.to(self.counts.tokens.device)],
+            kl_row_counts=self.counts.kl_tokens[micro.to(self.counts.tokens.device)],
         )  # fmt: skip
         loss.backward()
         if "loss_mode/changed_tokens" in metrics:

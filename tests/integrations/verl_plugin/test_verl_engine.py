@@ -19,6 +19,7 @@ from verl_helpers import VerlStep, actor_config, bare_engine, verl_batch  # noqa
 
 import ict.integrations.verl  # noqa: E402,F401  (registers + patches)
 from ict.integrations.verl import loss as verl_loss  # noqa: E402
+from ict.loss import row_counts  # noqa: E402
 
 pytestmark = [pytest.mark.verl, pytest.mark.slow]
 
@@ -107,6 +108,7 @@ def test_old_policy_pass_and_update_through_verls_engine(monkeypatch, gloo, remo
     train, _, _ = _data(remove_padding)
     train["old_log_probs"], train["advantages"] = old_log_probs, adv
     train[verl_loss.SELECTED_KEY] = selected
+    train[verl_loss.ROW_COUNTS_KEY] = verl_loss.counts_column(row_counts(mask, selected))
     tu.assign_non_tensor(train, calculate_entropy=False, global_batch_size=mask.shape[0],
                          **{verl_loss.NORMALIZE_KEY: "selected"})  # fmt: skip
     from verl.workers.config import PolicyLossConfig
@@ -158,6 +160,7 @@ def test_loss_mode_and_entropy_bonus_through_verls_engine(monkeypatch, gloo, rem
     train, _, _ = _data(remove_padding)
     train["old_log_probs"], train["advantages"] = old_log_probs, adv
     train[verl_loss.SELECTED_KEY] = mask.clone()  # kl_cov updates every valid token
+    train[verl_loss.ROW_COUNTS_KEY] = verl_loss.counts_column(row_counts(mask, mask))
     tu.assign_non_tensor(train, calculate_entropy=False, global_batch_size=mask.shape[0],
                          **{verl_loss.NORMALIZE_KEY: "selected", verl_loss.LOSS_AGG_KEY: "token_mean",
                             verl_loss.LOSS_SETTINGS_KEY: settings})  # fmt: skip
@@ -269,6 +272,7 @@ def test_step_metrics_through_verls_train_batch(monkeypatch, gloo):
         train["old_log_probs"] = old
         train["advantages"] = torch.linspace(-1, 1, mask.shape[0])[:, None] * mask
         train[verl_loss.SELECTED_KEY] = mask.clone()
+        train[verl_loss.ROW_COUNTS_KEY] = verl_loss.counts_column(row_counts(mask, mask))
         tu.assign_non_tensor(train, calculate_entropy=False, global_batch_size=mask.shape[0],
                              update_lr_scheduler=last,
                              **{verl_loss.NORMALIZE_KEY: "selected",
@@ -320,6 +324,7 @@ def test_the_steps_first_update_is_on_policy_through_verls_train_batch(monkeypat
         train["old_log_probs"] = old * mask
         train["advantages"] = torch.linspace(-1, 1, mask.shape[0])[:, None] * mask
         train[verl_loss.SELECTED_KEY] = mask.clone()
+        train[verl_loss.ROW_COUNTS_KEY] = verl_loss.counts_column(row_counts(mask, mask))
         tu.assign_non_tensor(train, calculate_entropy=False, global_batch_size=mask.shape[0],
                              update_lr_scheduler=True,
                              **{verl_loss.NORMALIZE_KEY: "selected",

@@ -42,6 +42,7 @@ from ict.integrations.cases import (  # noqa: E402
 from ict.integrations.verl import loss as verl_loss  # noqa: E402
 from ict.integrations.verl.config import IctVerlConfig, validate  # noqa: E402
 from ict.integrations.verl.hooks import _OldPolicyPass, score_micro_batch, select_batch  # noqa: E402
+from ict.loss import row_counts  # noqa: E402
 
 pytestmark = pytest.mark.verl
 
@@ -138,7 +139,8 @@ def _driver_and_loss(case, spec, tensors, micro_batches):
                           clip_ratio_c=o["dual_clip"] or 3.0)  # fmt: skip
     config.global_batch_info.update(dp_size=1, batch_num_tokens=int(case.mask.sum()),
                                     global_batch_size=B, loss_scale_factor=None)  # fmt: skip
-    n_sel, n_rows = verl_loss.local_counts(selected, case.mask, method.normalize_by)
+    counts = row_counts(case.mask, selected, normalize_by=method.normalize_by)
+    n_sel, n_rows = int(counts.tokens.sum()), int(counts.rows.sum())
     fn = get_policy_loss_fn("ict")
     # what the driver sends and the engine hook reads back (loss mode, bonus, their settings)
     settings = verl_loss.settings_fields(spec.loss_settings(method))
@@ -199,6 +201,9 @@ def verl_engine_gradient(case, selected, model, monkeypatch):
                             verl_loss.LOSS_SETTINGS_KEY: spec.loss_settings(method)})  # fmt: skip
     td["old_log_probs"], td["advantages"] = old, case.advantages[:, None] * case.mask
     td[verl_loss.SELECTED_KEY] = selected
+    td[verl_loss.ROW_COUNTS_KEY] = verl_loss.counts_column(
+        row_counts(case.mask, selected, normalize_by=method.normalize_by)
+    )
     eps_low, eps_high = case_clip_range(o)
     config = actor_config(clip_ratio_low=eps_low, clip_ratio_high=eps_high,
                           clip_ratio_c=o["dual_clip"] or 3.0,
@@ -294,7 +299,7 @@ def test_on_policy_step_through_verl_equals_native(case, tiny_model, gloo, monke
     separate statistics forward): verl's old-log-prob forward of the model gives the statistics
     the driver selects with and the old log-probs; the one update (one mini-batch, one epoch) is
     the step's first, on-policy (rho exactly 1). The selection equals the native step's on the
-    same model (ict.stats.token_stats_from_hidden on its hidden states, ict.methods.select_step)
+    same model (ict.stats.token_stats_from_hidden on its hidden states, ict.step.select_step)
     and the parameter gradient of the plugin's loss equals the native on-policy update's
     (native_gradient with zero perturbation); verl ran one old-log-prob pass (two forwards for
     the batch_mean reference) and one update."""

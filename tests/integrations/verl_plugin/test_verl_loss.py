@@ -8,12 +8,19 @@ from verl_helpers import actor_config  # noqa: E402
 
 from ict.errors import ConfigError  # noqa: E402
 from ict.integrations.verl import loss as verl_loss  # noqa: E402
-from ict.loss import policy_loss  # noqa: E402
+from ict.loss import policy_loss, row_counts  # noqa: E402
 
 pytestmark = pytest.mark.verl
 
 AGG = {"token_mean": "token-mean", "seq_mean_token_mean": "seq-mean-token-mean",
        "seq_mean_token_sum_norm": "seq-mean-token-sum-norm"}  # fmt: skip
+
+
+def _counts(selected, mask, normalize_by):
+    """The mini-batch's (normaliser tokens, rows with one): the sums of the per-row counts the
+    driver ships (ict.loss.row_counts, the step run's)."""
+    counts = row_counts(mask, selected, normalize_by=normalize_by)
+    return int(counts.tokens.sum()), int(counts.rows.sum())
 
 
 def _inputs(B=6, R=5, seed=0):
@@ -47,7 +54,7 @@ def _verl_loss(
 
     config = config or actor_config()
     fn = get_policy_loss_fn(name)
-    n_sel, n_rows = verl_loss.local_counts(selected, mask, normalize_by)
+    n_sel, n_rows = _counts(selected, mask, normalize_by)
     B = mask.shape[0]
     config.global_batch_info.update(
         dp_size=dp_size,
@@ -101,7 +108,7 @@ def test_data_parallel_ranks_average_to_the_full_batch():
     gradients; the average equals the single-process loss on the whole batch."""
     old, new, adv, mask, selected = _inputs()
     want, _ = _verl_loss("ict", old, new, adv, mask, selected, "token_mean", "selected")
-    n_sel, n_rows = verl_loss.local_counts(selected, mask, "selected")
+    n_sel, n_rows = _counts(selected, mask, "selected")
     config = actor_config()
     config.global_batch_info.update(
         dp_size=2, batch_num_tokens=int(mask.sum()), global_batch_size=6, loss_scale_factor=None
@@ -207,7 +214,7 @@ def test_registered_covariance_losses_equal_verls_own(mode, agg, clip, seed):
     ref, _ = get_policy_loss_fn(mode)(old, new, adv, mask.float(), AGG[agg], config)
     (ref_grad,) = torch.autograd.grad(ref, new)
 
-    n_sel, n_rows = verl_loss.local_counts(mask, mask, "selected")
+    n_sel, n_rows = _counts(mask, mask, "selected")
     selection = verl_loss.MicroBatchSelection(
         mask.clone(), "selected", n_sel, n_rows, loss_agg=None, loss_mode=mode,
         covariance=CovarianceOptions(kl_cov_coef=1.0, **ratios),

@@ -6,7 +6,7 @@ generation (transformers or vLLM), accelerate/DeepSpeed/FSDP, logging and checkp
     from ict.integrations.trl import ICTGRPOConfig as GRPOConfig, ICTGRPOTrainer as GRPOTrainer
     args = GRPOConfig(..., method="ict", ratio=0.10)
 
-The step is ict's (ict.methods.StepPlan, docs/engines/CONTRACT.md), resolved once by the trainer
+The step is ict's (ict.step.StepPlan, docs/engines/CONTRACT.md), resolved once by the trainer
 and called from TRL's hooks; each module is a thin adapter: `config` (ICTGRPOConfig: GRPOConfig
 plus ict.methods.MethodOptions, ict's aggregations as TRL loss types), `trainer`
 (ICTGRPOTrainer: the plan, the generation and micro-batch hooks), `stats` (the old policy's

@@ -120,11 +120,11 @@ class ICTGRPOConfig(MethodOptions, GRPOConfig):
             "bf16 left unset, no accelerator in use: bf16=%s (%s)", self.bf16, choice.reason
         )
 
-    def ict_method(self) -> Method:
-        """The resolved ict.methods.Method that runs: `method` with this config's explicit
+    def resolved_method(self) -> Method:
+        """The config's resolved ict.methods.Method: `method` with this config's explicit
         settings, its loss_agg the one TRL's `loss_type` computes ("trl_<type>" for a TRL loss
-        type that no ict aggregation equals). The warm-up is not yet fitted to the run's length
-        (the trainer's step plan does that, ict.methods.StepPlan)."""
+        type that no ict aggregation equals). The warm-up is not yet fitted to the run's length:
+        the method that runs is the trainer's (`ICTGRPOTrainer.ict_method`, its step plan's)."""
         method = resolve_method(self)
         agg = TRL_TO_LOSS_AGG.get(self.loss_type, f"trl_{self.loss_type}")
         if self.use_adaptive_entropy:  # TRL's adaptive controller owns the bonus (__post_init__)
@@ -136,7 +136,7 @@ class ICTGRPOConfig(MethodOptions, GRPOConfig):
 
     def ict_selector_options(self) -> dict:
         """Keyword options for the method's selector (ict.methods.selector_kwargs)."""
-        return selector_kwargs(self, self.ict_method().selector)
+        return selector_kwargs(self, self.resolved_method().selector)
 
     def __post_init__(self):
         if self.dynamic_sampling:  # TRL's GRPOTrainer samples one fixed batch per generation step
@@ -188,7 +188,7 @@ class ICTGRPOConfig(MethodOptions, GRPOConfig):
                     f"{self.loss_type!r} on every token."
                 )
         super().__post_init__()
-        method = self.ict_method()
+        method = self.resolved_method()
         if method.normalize_by == "valid" and self.loss_type not in _NORMALIZE_BY_VALID_OK:
             raise ConfigError(
                 f"normalize_by='valid' needs a loss_type whose normaliser is not the loss mask "

@@ -2,7 +2,7 @@
 and TRL's own loss unchanged (clip `epsilon` / `epsilon_high`, `delta`, KL `beta`, vLLM
 importance sampling, loss types), or `ict.loss.policy_loss` on TRL's own log-probs and entropies
 for a method TRL's loss cannot compute (a loss mode: clip_cov, kl_cov; an entropy bonus); and the
-per-optimizer-step normalisers both read (from ict.methods.StepPlan's counts)."""
+per-optimizer-step normalisers both read (from ict.step.StepPlan's counts)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ class LossSteps:
         """Per optimizer step (the `gradient_accumulation_steps` consecutive micro-batches of the
         generation batch that one update sums), all processes: the number of loss-normaliser
         tokens (selected, or valid for normalize_by="valid"), of responses with one, and ict's
-        loss count, summed from the plan's per-row counts (`counts`: one ict.methods.StepCounts
+        loss count, summed from the plan's per-row counts (`counts`: one ict.loss.RowCounts
         per micro-batch of `chunks`). TRL's token-count losses divide by num_items_in_batch / P *
         GA / spg, so it is set to count * spg / GA; the "grpo" loss rescales advantages
         (`_ict_seq_mean_scale`). Either way each update is normalised over exactly its own rows,

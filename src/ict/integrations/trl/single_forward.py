@@ -7,7 +7,7 @@ gradient_accumulation_steps`), the policy of the loss forward is the policy that
 batch, so the statistics can come from the loss forward itself: a forward hook on the backbone
 keeps the final hidden states (the fused LM head's input), and `ict_stats_from_hidden` computes
 H, H2, log p(y) and the score from them, detached. Whether a run can, and if not why, is
-decided once by ict.methods.StepPlan (ict.methods.one_forward_off) from TRL's layout
+decided once by ict.step.StepPlan (ict.step.one_forward_off) from TRL's layout
 (`trl_layout`: TRL's own reasons); the plan also says when the selection is made: up front on the
 whole generation batch (no statistic read, or the warm-up), or per micro-batch of whole groups
 (`regroup`) for a per-row top-k, its normaliser set up front from the per-row counts
@@ -28,8 +28,8 @@ import torch
 from torch import Tensor
 
 from ict.integrations.trl.loss import TRL_MODEL_KWARGS
-from ict.methods import StepInputs, StepLayout
 from ict.stats import STAT_FIELDS
+from ict.step import StepInputs, StepLayout, StepRun
 
 # TRL loss types whose sum over an optimizer step's equal-sized micro-batches does not depend on
 # how its rows are split (per-row means averaged over rows, or a step-wide normaliser); "bnpo"
@@ -47,7 +47,7 @@ def trl_layout(
     processes: int,
     multimodal: bool,
 ) -> StepLayout:
-    """TRL's layout of the step (ict.methods.StepLayout) for an ICTGRPOConfig `args` running the
+    """TRL's layout of the step (ict.step.StepLayout) for an ICTGRPOConfig `args` running the
     resolved `method`: `total_batches` generation batches of steps_per_generation micro-batches on
     `processes` processes, the statistics of each micro-batch from its own forward, and TRL's own
     reasons against the single forward (off, off-policy, a multimodal model; with several
@@ -144,13 +144,14 @@ def captured_hidden(backbone: torch.nn.Module):
 
 class OneForwardSteps:
     """The trainer side (mixed into ICTGRPOTrainer, which provides `ict_plan`, `ict_token_stats`,
-    `_ict_set_normalisers`, `_ict_log`, ...). Per generation batch: `_ict_prepare_one_forward`
-    (in `_prepare_inputs`) selects up front what can be, and sets the normalisers; per
+    `_ict_set_normalisers`, `_ict_log`, ...), driving the step's run (ict.step.StepRun) as the
+    native trainer does. Per generation batch: `_ict_prepare_one_forward` (in `_prepare_inputs`)
+    begins it (what can be selected up front is) and sets the normalisers from its counts; per
     micro-batch: `_ict_one_forward_inputs` (first thing in `_compute_loss`) runs the loss forward
     with the hook, keeps its result for the loss (`_get_per_token_logps_and_entropies` hands it
-    back once: TRL's loss and ict's loss call it right after), computes the statistics and, if
-    deferred, the selection; after the generation batch's last micro-batch the statistics metrics
-    are logged from every micro-batch's statistics.
+    back once: TRL's loss and ict's loss call it right after), computes the statistics and hands
+    them to the run (`observe`: if deferred, the selection); after the generation batch's last
+    micro-batch the run finishes and its metrics are logged.
 
     Why a forward ahead of TRL's `_compute_loss` rather than inside it: TRL builds its loss mask
     from `tool_mask` before its forward, so the selection, which multiplies into that mask, must
@@ -158,8 +159,8 @@ class OneForwardSteps:
     unchanged and still one forward."""
 
     _ict_forward_cache = None
-    _ict_pending: list | None = None
-    _ict_batch: dict | None = None
+    _ict_run: StepRun | None = None  # the generation batch's step run
+    _ict_pending = 0  # its micro-batches not yet observed
 
     def _ict_backbone(self):
         """The module whose output is the LM head's input (TRL's fused head calls it)."""
@@ -169,35 +170,35 @@ class OneForwardSteps:
         return base.base_model
 
     def _ict_prepare_one_forward(self, chunks: list[dict]) -> None:
-        """A new generation batch's micro-batches `chunks` (whole groups each): the plan's
-        selection before the statistics (ict.methods.StepPlan.before_statistics: the warm-up's
-        every valid token, or a selection that reads no statistic, on the whole batch in
-        generation order as the two-pass path makes it; or, for a per-row top-k made per
-        micro-batch, its per-row counts) and the normalisers from it; marks each micro-batch for
+        """A new generation batch's micro-batches `chunks` (whole groups each): the step's run
+        begins before the statistics (ict.step.StepPlan.begin on the whole batch in generation
+        order: the warm-up's every valid token, or a selection that reads no statistic, as the
+        two-pass path makes it; or, for a per-row top-k made per micro-batch, each row's count),
+        and the normalisers from its per-row counts; marks each micro-batch for
         `_ict_one_forward_inputs`."""
-        plan, step = self.ict_plan, self.ict_rollout_batch()
         valid = [self._valid_mask(c) for c in chunks]
         order = torch.argsort(torch.cat([c["ict_row"] for c in chunks]))
         inputs = StepInputs(
             torch.cat(valid)[order], None, torch.cat([c["advantages"] for c in chunks])[order],
             torch.cat([c["completion_ids"] for c in chunks])[order],
         )  # fmt: skip
-        first, deferred = plan.before_statistics(inputs, step=step)
-        parts = first[torch.argsort(order)].split([v.size(0) for v in valid])
-        for c, part in zip(chunks, parts, strict=True):
-            if not deferred:  # else selected per micro-batch in _ict_one_forward_inputs
-                c["ict_selected"] = part
+        run = self.ict_plan.begin(inputs, step=self.ict_rollout_batch())
+        back = torch.argsort(order)  # generation order -> the micro-batches' rows
+        sizes = [v.size(0) for v in valid]
+        for c, rows in zip(chunks, back.split(sizes), strict=True):
+            if not run.deferred:  # else selected per micro-batch in _ict_one_forward_inputs
+                c["ict_selected"] = run.selected[rows]
             c["ict_one_forward"] = True
-        counts = [plan.counts(v, part) for v, part in zip(valid, parts, strict=True)]
-        self._ict_set_normalisers(chunks, counts, "train")
-        self._ict_pending = []
-        self._ict_batch = {"step": step, "micro_batches": len(chunks)}
+            c["ict_index"] = rows  # the rows' places in the run's batch
+        self._ict_set_normalisers(chunks, run.counts.take(back).split(sizes), "train")
+        self._ict_run, self._ict_pending = run, len(chunks)
 
     def _ict_one_forward_inputs(self, model, inputs: dict) -> dict:
         """One micro-batch: the loss forward (kept for the loss), ict's statistics from its
-        final hidden states (detached), the per-row selection if deferred. Adds `ict_<stat>` and
-        `ict_selected` to `inputs` (in place) and returns it; logs the metrics after the
-        generation batch's last micro-batch."""
+        final hidden states (detached) handed to the step's run (`StepRun.observe`), which gives
+        the per-row selection if deferred. Adds `ict_<stat>` and `ict_selected` to `inputs` (in
+        place) and returns it; after the generation batch's last micro-batch the run finishes
+        (its selection checked against what the micro-batches used) and its metrics are logged."""
         prompt_ids, completion_ids = inputs["prompt_ids"], inputs["completion_ids"]
         input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
         attention_mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
@@ -222,40 +223,15 @@ class OneForwardSteps:
         del hidden
         # in place: the micro-batch TRL buffered holds its statistics and selection from here on
         inputs.update({f"ict_{f}": getattr(stats, f) for f in STAT_FIELDS})
-        if "ict_selected" not in inputs:
-            plan, step = self.ict_plan, self._ict_batch["step"]
-            step_inputs = StepInputs(valid, stats, inputs["advantages"], completion_ids)
-            selected = plan.select_own(step_inputs, step=step)
-            counted, _ = plan.before_statistics(step_inputs, step=step)
-            if not torch.equal(selected.sum(1), counted.sum(1)):
-                raise RuntimeError(
-                    f"ICTGRPOTrainer: method {plan.method.name!r} kept other than keep_count(n, "
-                    "ratio) tokens of a row, so the normaliser set up front is wrong; set "
-                    "one_forward=False in ICTGRPOConfig"
-                )
-            inputs["ict_selected"] = selected
-        self._ict_pending.append(inputs)
-        if len(self._ict_pending) == self._ict_batch["micro_batches"]:
-            self._ict_log_one_forward()
+        run = self._ict_run
+        picked = run.observe(inputs["ict_index"], slice(None), stats)
+        if picked is not None:
+            inputs["ict_selected"] = picked
+        self._ict_pending -= 1
+        if self._ict_pending == 0:
+            self._ict_run = None
+            self._ict_log("train", run.finish(gather=self._ict_gather).metrics)
         return inputs
-
-    def _ict_log_one_forward(self) -> None:
-        """The generation batch's statistics metrics (ict.methods.step_metrics, the two-pass
-        path's keys), from every micro-batch's statistics in generation order; the selection the
-        micro-batches used must be the plan's step on the whole batch (checked)."""
-        chunks, batch = self._ict_pending, self._ict_batch
-        self._ict_pending = None
-        order, stats, valid, advantages, tokens = self._ict_in_order(chunks)
-        used = torch.cat([c["ict_selected"] for c in chunks])[order]
-        result = self.ict_plan.step(
-            stats, valid, advantages, tokens, step=batch["step"], gather=self._ict_gather
-        )
-        if not torch.equal(result.selection.selected, used.bool()):
-            raise RuntimeError(
-                "ICTGRPOTrainer: the micro-batches' selection differs from the whole generation "
-                "batch's; set one_forward=False in ICTGRPOConfig"
-            )
-        self._ict_log("train", result.metrics)
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, *args, **kwargs):
         """TRL's, or the result of the forward `_ict_one_forward_inputs` just ran on the same

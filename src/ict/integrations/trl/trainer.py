@@ -1,4 +1,5 @@
-"""`ICTGRPOTrainer`: TRL's GRPOTrainer running ict's step (ict.methods.StepPlan) in TRL's hooks.
+"""`ICTGRPOTrainer`: TRL's GRPOTrainer running ict's step (ict.step: the plan, one StepRun per
+generation batch) in TRL's hooks.
 
 Per generation batch: `_generate_and_score_completions` replaces TRL's advantages by ict's
 estimator's when the method's is not grpo (`ict_advantages`), numbers the rows in generation order and,
@@ -22,8 +23,9 @@ from ict.head import logit_head
 from ict.integrations.trl.loss import LossSteps
 from ict.integrations.trl.single_forward import OneForwardSteps, regroup, trl_layout
 from ict.integrations.trl.stats import STAT_COLUMNS, StatsSteps, check_whole_groups
-from ict.methods import Method, StepInputs, StepPlan
+from ict.methods import Method
 from ict.stats import TokenStats
+from ict.step import StepInputs, StepPlan
 from ict.training_metrics import ParamChange
 
 logger = logging.getLogger("ict.integrations.trl")
@@ -67,7 +69,7 @@ class _ResolveCallback(TrainerCallback):
 class ICTGRPOTrainer(LossSteps, OneForwardSteps, StatsSteps, GRPOTrainer):
     """`GRPOTrainer` that updates only the tokens chosen by an ict method (module docstring).
 
-    `ict_plan` (ict.methods.StepPlan): the method's step, resolved by `ict_resolve` at set-up and
+    `ict_plan` (ict.step.StepPlan): the method's step, resolved by `ict_resolve` at set-up and
     when training begins; `ict_one_forward` (bool): whether this run takes ict's statistics from
     the loss forward (ict.integrations.trl.single_forward); `ict_one_forward_reason` says why not
     when it does not ("" when it does)."""
@@ -107,13 +109,13 @@ class ICTGRPOTrainer(LossSteps, OneForwardSteps, StatsSteps, GRPOTrainer):
 
     # ---- the plan, resolved once ----------------------------------------------------------------
     def ict_resolve(self) -> StepPlan:
-        """Resolve this trainer's step once (ict.methods.StepPlan.resolve): the config's method
-        (`ICTGRPOConfig.ict_method`) with its warm-up fitted to the run's generation batches when
+        """Resolve this trainer's step once (ict.step.StepPlan.resolve): the config's method
+        (`ICTGRPOConfig.resolved_method`) with its warm-up fitted to the run's generation batches when
         TRL knows them, ict's loss settings for it (`ict_loss_config`), the single-forward decision
         on TRL's layout (`trl_layout`) and the seed streams; every batch reads it. Called at
         set-up and when training begins; call it again after changing `self.args` in place."""
         args = self.args
-        method = args.ict_method()
+        method = args.resolved_method()
         total = None
         if getattr(self.state, "max_steps", 0) and self.state.max_steps > 0:
             total = max(1, math.ceil(self.state.max_steps / self._ict_batches_per_generation()))
@@ -123,11 +125,12 @@ class ICTGRPOTrainer(LossSteps, OneForwardSteps, StatsSteps, GRPOTrainer):
             multimodal=self.model.config.get_text_config() is not self.model.config,
         )  # fmt: skip
         self.ict_plan = StepPlan.resolve(
-            args, layout, seed=args.seed, loss=self.ict_loss_config(method), method=method
+            args, layout, seed=args.seed, loss=self.ict_loss_config, method=method
         )
         # evaluation selects with the method's own selection from the first batch on
-        eval_method = dataclasses.replace(self.ict_plan.method, dense_warmup_steps=0)
-        self._ict_eval_plan = dataclasses.replace(self.ict_plan, method=eval_method)
+        self._ict_eval_plan = self.ict_plan.with_method(
+            dataclasses.replace(self.ict_plan.method, dense_warmup_steps=0)
+        )
         if self.ict_plan.warning and not self._ict_warned:
             logger.warning("%s", self.ict_plan.warning)
             self._ict_warned = True
@@ -146,7 +149,8 @@ class ICTGRPOTrainer(LossSteps, OneForwardSteps, StatsSteps, GRPOTrainer):
         return self.ict_plan.one_forward_off or ""
 
     def ict_method(self) -> Method:
-        """The method this trainer runs (the plan's: its warm-up fitted to the run)."""
+        """The method this trainer runs (the plan's: its warm-up fitted to the run; the config's
+        before the fit is `ICTGRPOConfig.resolved_method`)."""
         return self.ict_plan.method
 
     def _ict_batches_per_generation(self) -> float:
@@ -237,7 +241,7 @@ class ICTGRPOTrainer(LossSteps, OneForwardSteps, StatsSteps, GRPOTrainer):
     # ---- 2. the step, once per generation batch, after TRL's shuffle and split --------------------
     def ict_select(self, method, stats, valid, advantages, tokens, *, local=False):
         """Selection mask [B, C] bool (subset of `valid`) for rows in generation order, without
-        the warm-up (ict.methods.StepPlan.select_own, the selection every engine runs).
+        the warm-up (ict.step.StepPlan.select_own, the selection every engine runs).
 
         method: a resolved ict.methods.Method, or a name (this config's method with its overrides,
         any other name with its own settings). advantages: [B] or [B, C]; tokens: [B, C] long.
@@ -253,8 +257,8 @@ class ICTGRPOTrainer(LossSteps, OneForwardSteps, StatsSteps, GRPOTrainer):
         if local:
             method = dataclasses.replace(method, scope="micro_batch")
         where = {"micro_batch_size": valid.size(0)} if local else {}
-        plan = dataclasses.replace(self.ict_plan, method=method)
         inputs = StepInputs(valid, stats, advantages, tokens)
+        plan = self.ict_plan.with_method(method)
         return plan.select_own(inputs, step=self.ict_rollout_batch(), **where)
 
     def _prepare_inputs(self, generation_batch):
@@ -288,9 +292,9 @@ class ICTGRPOTrainer(LossSteps, OneForwardSteps, StatsSteps, GRPOTrainer):
         return order, stats, valid, cat("advantages")[order], cat("completion_ids")[order]
 
     def _ict_apply_selection(self, chunks, mode):
-        """The plan's step on the micro-batches `chunks` (ict.methods.StepPlan.step on their rows
-        in generation order): adds `ict_selected` and the loss's per-optimizer-step normalisers
-        (in place), and logs the step's metrics."""
+        """The plan's step on the micro-batches `chunks` (ict.step.StepRun on their rows in
+        generation order, the statistics given: two passes): adds `ict_selected` and the loss's
+        per-optimizer-step normalisers (in place), and logs the step's metrics."""
         plan = self.ict_plan if mode == "train" else self._ict_eval_plan
         order, stats, valid, advantages, tokens = self._ict_in_order(chunks)
         sizes = [c["completion_ids"].size(0) for c in chunks]
@@ -298,10 +302,10 @@ class ICTGRPOTrainer(LossSteps, OneForwardSteps, StatsSteps, GRPOTrainer):
         if plan.method.scope == "micro_batch":  # TRL's micro-batches, shuffled: one id per row
             ids = torch.repeat_interleave(torch.arange(len(chunks)), torch.tensor(sizes))
             where["micro_batch_ids"] = ids.to(valid.device)[order]
-        result = plan.step(
-            stats, valid, advantages, tokens, step=self.ict_rollout_batch(),
-            gather=self._ict_gather, **where,
-        )  # fmt: skip
+        run = plan.begin(
+            StepInputs(valid, stats, advantages, tokens), step=self.ict_rollout_batch(), **where
+        )
+        result = run.finish(gather=self._ict_gather)
         back = torch.argsort(order)  # generation order -> the micro-batches' rows
         for c, s in zip(chunks, result.selection.selected[back].split(sizes), strict=True):
             c["ict_selected"] = s
@@ -315,7 +319,7 @@ class ICTGRPOTrainer(LossSteps, OneForwardSteps, StatsSteps, GRPOTrainer):
         return self.accelerator.gather(self.accelerator.pad_across_processes(x, dim=1))
 
     def _ict_log(self, mode, metrics: dict) -> None:
-        """The step's metrics (ict.methods.step_metrics over every process's batch: the native
+        """The step's metrics (ict.step.step_metrics over every process's batch: the native
         trainer's keys) into TRL's running means; NaN (an empty set) is left out."""
         for key, value in metrics.items():
             if value == value:

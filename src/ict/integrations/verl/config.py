@@ -17,7 +17,7 @@ names in LOSS_MODES). Everything else is optional; a setting left null is the me
                               # null: the method's, at most half of total_training_steps
       stapo_prob_below: 0.01  # STAPO's thresholds
       stapo_entropy_quantile: 0.05
-      seed: 0                 # the run's seed (ict.methods.SeedStreams derive the step's)
+      seed: 0                 # the run's seed (ict.step.SeedStreams derive the step's)
       chunk_size: 1024        # rows of [rows x vocab] float32 scored at once on each GPU
       selector_options: {}    # e.g. {prob_below: 0.01, entropy_quantile: 0.05} for stapo
       loss_mode: null         # vanilla, clip_cov or kl_cov (Cui et al.); null: the method's
@@ -54,7 +54,8 @@ from typing import Any
 
 from ict.errors import ConfigError
 from ict.loss.options import COVARIANCE_FIELDS
-from ict.methods import MethodOptions, StepLayout, StepPlan, resolve_method, validate_method_options
+from ict.methods import MethodOptions, resolve_method, validate_method_options
+from ict.step import StepLayout, StepPlan
 
 # verl loss_mode -> ict.methods method
 LOSS_MODES: dict[str, str] = {
@@ -110,7 +111,7 @@ class IctVerlConfig(MethodOptions):
 
     def plan(self, total_steps: int | None) -> StepPlan:
         """The method's step in a run of `total_steps` rollout batches (verl's
-        total_training_steps), resolved once (ict.methods.StepPlan: the warm-up fitted to the run,
+        total_training_steps), resolved once (ict.step.StepPlan: the warm-up fitted to the run,
         the seed streams of `seed`); verl runs no single forward."""
         return StepPlan.resolve(self, StepLayout(total_batches=total_steps), seed=self.seed)
 

@@ -8,8 +8,9 @@ worker  FSDPEngine.forward_backward_batch
           old-policy pass (batch meta `ict_stats`): run verl's forward; the hook below adds H and
           H2 per token and sums p over the valid positions; all-reduce the sum and the count over
           the data-parallel group -> reference r (batch_mean); for `ict`, run the forward a second
-          time and add JS(p_t, r). Update pass: count the selected tokens of the mini-batch on all
-          DP ranks (the loss denominator, as verl does for `batch_num_tokens`).
+          time and add JS(p_t, r). Update pass: sum the driver's per-row normaliser counts
+          (`ict_row_counts`) over the mini-batch and the DP ranks (the loss denominator, as verl
+          does for `batch_num_tokens`).
           With an entropy bonus (`ict_loss_settings`), turns on verl's `calculate_entropy`.
 worker  FSDPEngineWithLMHead.prepare_model_outputs
           scores the rows that predict valid response tokens from the logits verl built (chunked);
@@ -21,8 +22,9 @@ driver  RayPPOTrainer._compute_old_log_prob
           asks the workers for the statistics and keeps them in the batch (`ict_entropy`, ...).
 driver  RayPPOTrainer._update_actor
           selects tokens over the whole rollout batch (all DP ranks' data, so the selection is
-          global) with ict.select, now that advantages exist (STAPO needs them), sends the
-          method's loss settings (normaliser, aggregation, loss mode, entropy bonus), logs metrics
+          global) by the run's step (ict.step.StepRun), now that advantages exist (STAPO needs
+          them), ships each row's normaliser counts with the selection, sends the method's loss
+          settings (normaliser, aggregation, loss mode, entropy bonus), logs metrics
           (and the step keys every engine logs: metrics.driver_metrics).
 start   verl.utils.config.validate_config (main_ppo calls it before Ray starts)
           reads the `ict:` section with from_verl_config: bad settings, and verl's v1 trainer
@@ -322,19 +324,20 @@ def _wrap_forward_backward_batch(original):
             return output
         if not forward_only and ict_loss.SELECTED_KEY in data.keys():
             from verl.utils import tensordict_utils as tu
-
-            selected = data[ict_loss.SELECTED_KEY]
-            valid = data["response_mask"]
-            if selected.is_nested:
-                selected = selected.to_padded_tensor(0)
-            if valid.is_nested:
-                valid = valid.to_padded_tensor(0)
             from verl.workers.engine.fsdp import transformer_impl
 
-            normalize_by = _non_tensor(data, ict_loss.NORMALIZE_KEY, "selected")
-            counts = torch.tensor(ict_loss.local_counts(selected, valid, normalize_by))
+            if ict_loss.ROW_COUNTS_KEY not in data.keys():
+                raise ConfigError(
+                    f"the update batch has '{ict_loss.SELECTED_KEY}' but no "
+                    f"'{ict_loss.ROW_COUNTS_KEY}' (the driver's per-row normaliser counts): load "
+                    "the plugin in the driver too (VERL_USE_EXTERNAL_MODULES=ict.integrations.verl)"
+                )
+            rows = data[ict_loss.ROW_COUNTS_KEY]
+            rows = rows.to_padded_tensor(0) if rows.is_nested else rows
+            # the mini-batch's normalisers: its rows' counts (the driver's run), all DP ranks
             counts = _all_reduce(
-                counts.to(transformer_impl.get_device_id()), self.get_data_parallel_group()
+                rows.float().sum(0).to(transformer_impl.get_device_id()),
+                self.get_data_parallel_group(),
             )
             tu.assign_non_tensor(
                 data,
@@ -468,12 +471,12 @@ def select_batch(
     batch_tensors: response_mask, advantages, old_log_probs, responses, ict_entropy, ict_renyi2
     (and ict_js for ICT), all [B, R] in verl's padded response layout. step: verl's global step
     (1-based, one per rollout batch, as the native trainer's step and TRL's generation batch);
-    plan: the run's ict.methods.StepPlan (`run_plan`; default: the section's over a run of
+    plan: the run's ict.step.StepPlan (`run_plan`; default: the section's over a run of
     unknown length).
-    The selection, warm-up, seed, diagnostics and metrics are the plan's (ict.methods.StepPlan),
-    metrics under "ict/"."""
-    from ict.methods import StepInputs
+    The selection, warm-up, seed, diagnostics and metrics are the plan's run's
+    (ict.step.StepPlan.begin, StepRun.finish), metrics under "ict/"."""
     from ict.stats import TokenStats
+    from ict.step import StepInputs, StepRun
 
     plan = plan or spec.plan(None)
     mask = batch_tensors["response_mask"].bool()
@@ -486,16 +489,18 @@ def select_batch(
         kl=batch_tensors["ict_kl"] * mask if "ict_kl" in batch_tensors else None,
     )
     inputs = StepInputs(mask, stats, batch_tensors["advantages"], batch_tensors.get("responses"))
-    selection = plan.select(inputs, step=step)
+    run: StepRun = plan.begin(inputs, step=step)
     if stats.js is None:  # the metrics' js columns read 0, as before
         stats = dataclasses.replace(stats, js=torch.zeros_like(stats.entropy))
-    metrics = {f"ict/{k}": v for k, v in plan.metrics(stats, mask, selection).items()}
+    result = run.finish(stats)
+    selection = result.selection
+    metrics = {f"ict/{k}": v for k, v in result.metrics.items()}
     metrics["ict/selected_fraction_batch"] = metrics["ict/selected_fraction"]
     return selection.selected, metrics
 
 
 def run_plan(trainer, spec: IctVerlConfig):
-    """The step the driver `trainer` runs (ict.methods.StepPlan), resolved once per run from the
+    """The step the driver `trainer` runs (ict.step.StepPlan), resolved once per run from the
     `ict:` section and verl's total_training_steps, with the warning logged once when an explicit
     warm-up covers the whole run."""
     total = getattr(trainer, "total_training_steps", None)
@@ -528,6 +533,9 @@ def _wrap_update_actor(original):
             if key in batch.batch.keys():
                 batch.batch.pop(key)
         batch.batch[ict_loss.SELECTED_KEY] = selected
+        # the normaliser's per-row counts (the run's, as TRL's), summed by the workers per update
+        mask = batch.batch["response_mask"].bool()
+        batch.batch[ict_loss.ROW_COUNTS_KEY] = ict_loss.counts_column(plan.counts(mask, selected))
         batch.meta_info[ict_loss.NORMALIZE_KEY] = method.normalize_by
         batch.meta_info[ict_loss.LOSS_AGG_KEY] = method.loss_agg
         batch.meta_info[ict_loss.LOSS_SETTINGS_KEY] = spec.loss_settings(method)

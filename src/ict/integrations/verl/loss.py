@@ -48,7 +48,8 @@ from ict.loss.options import COVARIANCE_FIELDS
 from ict.loss.policy import loss_masks
 
 SELECTED_KEY = "ict_selected"  # bool [B, R] in the batch: the selection of each response token
-NUM_SELECTED_KEY = "ict_num_selected"  # int, global (all DP ranks) count in the mini-batch
+ROW_COUNTS_KEY = "ict_row_counts"  # float [B, 2] in the batch: each row's normaliser counts
+NUM_SELECTED_KEY = "ict_num_selected"  # int, global (all DP ranks) normaliser tokens, mini-batch
 NUM_ROWS_KEY = "ict_num_rows"  # int, global count of responses with a non-empty denominator
 NORMALIZE_KEY = "ict_normalize_by"  # "selected" | "valid"
 LOSS_AGG_KEY = "ict_loss_agg"  # an ict.loss aggregation, or None: verl's actor.loss_agg_mode
@@ -61,10 +62,12 @@ class MicroBatchSelection:
 
     selected:     BoolTensor[b, R] (padded like verl's response_mask)
     normalize_by: "selected" or "valid"
-    num_selected: global (mini-batch, all DP ranks) count of selected valid tokens
+    num_selected: global (mini-batch, all DP ranks) count of the normaliser's tokens (selected
+                  valid tokens for normalize_by="selected"; read for that only)
     num_rows:     global count of responses whose denominator is not empty (>= 1 selected token
                   for normalize_by="selected", >= 1 valid token for "valid")
-    None counts: use this micro-batch's own counts (only right with one micro-batch and one rank).
+    Both are sums of the driver's per-row counts (`ROW_COUNTS_KEY`, the step run's); the engine
+    hook sets them. None: a ConfigError (the hook was not applied).
     loss_agg:     an ict.loss aggregation (the method's), or None for verl's loss_agg_mode
     loss_mode:    ict.loss.modes mode (the method's): vanilla, clip_cov, kl_cov
     entropy_coef: the method's entropy bonus (0: none)
@@ -98,15 +101,10 @@ def settings_fields(settings: dict | None) -> dict[str, Any]:
     }
 
 
-def local_counts(selected: Tensor, valid: Tensor, normalize_by: str) -> tuple[int, int]:
-    """(selected valid tokens, responses with a non-empty denominator) of [B, R] masks, from
-    ict.methods.normaliser_counts; summed over DP ranks these are the mini-batch normalisers of
-    token-mean (with normalize_by="selected") and seq-mean-token-mean."""
-    from ict.methods import normaliser_counts
-
-    tokens = normaliser_counts(valid.bool(), selected, "selected").tokens
-    rows = normaliser_counts(valid.bool(), selected, normalize_by).rows
-    return int(tokens.sum()), int(rows.sum())
+def counts_column(counts) -> Tensor:
+    """float [B, 2]: each row's normaliser tokens and whether it has one (an ict.loss.RowCounts,
+    the step run's `counts`), the column the driver ships as `ROW_COUNTS_KEY`."""
+    return torch.stack([counts.tokens.float(), counts.rows.float()], dim=-1)
 
 
 # verl 0.9.1 calls a registered policy loss with log-probs, advantages, the mask, the agg mode and
@@ -250,11 +248,10 @@ def ict_policy_loss(
     batch_info = dict(config.global_batch_info)
     num_selected, num_rows = selection.num_selected, selection.num_rows
     if num_selected is None or num_rows is None:
-        if batch_info.get("dp_size", 1) not in (1, None):
-            raise ConfigError(
-                "ict: the global selected-token counts are missing (engine hook not applied)"
-            )
-        num_selected, num_rows = local_counts(selected, valid, selection.normalize_by)
+        raise ConfigError(
+            "ict: the mini-batch's normaliser counts are missing (engine hook not applied): load "
+            "the plugin in every process (VERL_USE_EXTERNAL_MODULES=ict.integrations.verl)"
+        )
     if loss_agg_mode == "token-mean" and selection.normalize_by == "selected":
         batch_info["batch_num_tokens"] = max(int(num_selected), 1)
     elif loss_agg_mode == "seq-mean-token-mean":

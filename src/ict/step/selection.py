@@ -27,7 +27,13 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
+from ict.methods.options import selector_kwargs
+from ict.methods.registry import get_method
 from ict.seeds import stream_seed
+from ict.select import jaccard, select_tokens
+from ict.select.core import selector_facts
+from ict.stats import STAT_FIELDS
+from ict.training_metrics import regime_metrics, token_metrics
 
 DIAGNOSTIC_METHODS = ("ict", "entropy", "stapo")
 # references computed from one row or one group (ict.stats): a micro-batch of whole groups has them
@@ -41,14 +47,12 @@ def selection_seed(seed: int, step: int) -> int:
 
 def selection_in_forward(method, granularity: str) -> tuple[str, str]:
     """When a step's selection can be made if its statistics come from the update's own forward
-    (on-policy, one forward per row: ict.train.stats_in_update, ict.integrations.trl.single_forward):
+    (on-policy, one forward per row: ict.step.run.StepRun on every engine):
     ("up_front", "") when it reads no statistics (every, uniform); ("per_micro_batch", "") when
     it is one per-row top-k of a row-local score (the selector fact `row_local`, scope "sequence",
     granularity "position", a `LOCAL_REFERENCES` reference): each micro-batch of whole groups
     selects its own rows before its loss, as the whole batch would, its normaliser counted by
     ict.select.topk.count_rule_mask; ("whole_batch", why) otherwise: every statistic first."""
-    from ict.select.core import selector_facts
-    from ict.stats import STAT_FIELDS
 
     facts = selector_facts(method.selector)
     if not any(n in STAT_FIELDS for n in facts["needs"]):  # reads no statistic
@@ -133,9 +137,6 @@ def select_method(method, options, inputs: StepInputs, *, seed: int, **where) ->
     options: the run's MethodOptions (granularity, selector options). `where`: how the engine's
     batch is laid out for the scopes: micro_batch_size / micro_batch_ids (scope micro_batch),
     process_group (scope global across ranks)."""
-    from ict.methods.options import selector_kwargs
-    from ict.select import select_tokens
-    from ict.select.core import selector_facts
 
     facts = selector_facts(method.selector)
     scope = method.scope
@@ -165,7 +166,6 @@ def select_step(method, options, inputs: StepInputs, *, step: int, seed: int, **
     seed: the run's seed (`selection_seed` derives the step's). `where`: see `select_method`.
     Diagnostic methods other than the run's own use their method's settings on the same stats
     (the diagnostic ICT scores with the run's reference: the statistics hold one JS)."""
-    from ict.methods.registry import get_method
 
     step_seed = selection_seed(seed, step)
     own = select_method(method, options, inputs, seed=step_seed, **where)
@@ -188,8 +188,6 @@ def step_metrics(stats, mask: Tensor, selection: StepSelection) -> dict[str, flo
     method's own picks, the ICT vs 20-Entropy Jaccard and `dense_warmup` (0/1).
 
     stats, mask and the selections must cover the same rows (TRL gathers every rank's first)."""
-    from ict.select import jaccard
-    from ict.training_metrics import regime_metrics, token_metrics
 
     mask = mask.bool()
     out = token_metrics(stats, mask, selection.selected, selection.selections)
@@ -215,6 +213,7 @@ def gathered(selection: StepSelection, gather) -> StepSelection:
 
 __all__ = [
     "DIAGNOSTIC_METHODS",
+    "LOCAL_REFERENCES",
     "StepInputs",
     "StepSelection",
     "gathered",
@@ -222,6 +221,7 @@ __all__ = [
     "run_warmup",
     "select_method",
     "select_step",
+    "selection_in_forward",
     "selection_seed",
     "step_metrics",
     "warmup_warning",
