@@ -5,6 +5,7 @@
     python scripts/testbed.py control --variant V --lr LR --block B  # GRPO, W-REINFORCE, warm start B
     python scripts/testbed.py decide                               # the rule -> OUT/screen.json
     python scripts/testbed.py paths                                # path shares of final policies
+    python scripts/testbed.py report  --variant V --lr LR --dest D   # the control's report
 
 Every stage is a grid of `ict compare` (ict.compare.grid) from the preset `toy-paths-screen` with
 the task options and warm-start settings of a declared variant (VARIANTS): cells are claimed, so
@@ -112,7 +113,12 @@ def run_screen(out: Path, lr: float, variant: str, device: str, eval_device: str
 
 
 def run_control(
-    out: Path, lr: float, block: int, variant: str, device: str, eval_device: str | None,
+    out: Path,
+    lr: float,
+    block: int,
+    variant: str,
+    device: str,
+    eval_device: str | None,
     curves: bool = True,
 ) -> None:
     preset = dataclasses.replace(
@@ -139,7 +145,9 @@ def decide(out: Path) -> dict:
         if not runs.is_dir():
             continue
         seeds = {s: checkpoint_results(runs / f"grpo_seed{s}") for s in SCREEN_SEEDS}
-        seeds = {s: [r for r in rs if r["settings"]["split"] == "validation"] for s, rs in seeds.items()}
+        seeds = {
+            s: [r for r in rs if r["settings"]["split"] == "validation"] for s, rs in seeds.items()
+        }
         name = f"{variant} lr {lr_name(lr)}"
         if not all(seeds.values()):
             table[name] = {"passes": None, "why": "not every seed has checkpoints"}
@@ -222,14 +230,65 @@ def paths(out: Path, device: str) -> None:
             if not start.is_file():
                 model, tok, _ = warm_start(preset.task, preset.warm)
                 model.to(resolve_device(device))
-                write_json_atomic(start, path_shares(model, tok, task, pairs, cfg.temperature, cfg.max_new_tokens))
+                write_json_atomic(
+                    start, path_shares(model, tok, task, pairs, cfg.temperature, cfg.max_new_tokens)
+                )
             for run in sorted((target / "runs").glob("*_seed*")):
                 dest = run / "paths.json"
                 if dest.is_file() or not (run / "final_eval.json").is_file():
                     continue
                 model, tok = load_for(cfg, run)
-                write_json_atomic(dest, path_shares(model, tok, task, pairs, cfg.temperature, cfg.max_new_tokens))
+                write_json_atomic(
+                    dest, path_shares(model, tok, task, pairs, cfg.temperature, cfg.max_new_tokens)
+                )
                 print(run, read_json(dest))
+
+
+PRIMARY = "w_reinforce-grpo@pass@256"  # the positive control's declared primary comparison
+
+
+def report(out: Path, variant: str, lr: float, dest: Path) -> Path:
+    """DEST/report.md (.html, .json, plots/): the positive control's comparison report over the
+    finished control cells of (variant, lr): the declared primary with the initialisation as the
+    unit (ict.evidence: warm starts as units, one seed each), and the path shares (paths.json)."""
+    from ict.evidence.endpoints import declare
+    from ict.report.comparison import build_report
+
+    runs = sorted(
+        d
+        for b in CONTROL_BLOCKS
+        for d in (control_dir(out, lr, b, variant) / "runs").glob("*_seed*")
+        if (d / "final_eval.json").is_file()
+    )
+    if not runs:
+        raise SystemExit(f"no finished control cells of {variant} at lr {lr}")
+    rows = ["| warm start | model | long path share (carry / no carry) | correct (carry / no carry) |",
+            "|---|---|---|---|"]  # fmt: skip
+    for b in CONTROL_BLOCKS:
+        target = control_dir(out, lr, b, variant)
+        for label, path in [("start", target / "start_paths.json"),
+                            *[(d.name.split("_seed")[0], d / "paths.json")
+                              for d in sorted((target / "runs").glob("*_seed*"))]]:  # fmt: skip
+            p = read_json(path)
+            if p:
+                rows.append(
+                    f"| {b} | {label} | {p['carry']['long']:.3f} / {p['no_carry']['long']:.3f} | "
+                    f"{p['carry']['correct']:.3f} / {p['no_carry']['correct']:.3f} |"
+                )
+    notes = [
+        f"The positive control of docs/reports/toy-paths-screen/PROTOCOL.md on the testbed the "
+        f"screen chose (variant {variant}, lr {lr:g}): warm starts {', '.join(map(str, CONTROL_BLOCKS))}"
+        f", one RL seed each (seed = warm start); the initialisation is the unit.",
+        "Path shares of 512 test problems x 16 samples (scripts/testbed.py paths):\n\n"
+        + "\n".join(rows),
+    ]
+    return build_report(
+        runs, dest, title=f"toy-paths positive control ({variant}, lr {lr:g})",
+        endpoints=declare([PRIMARY], unit="warm start"),
+        lr_choice="the screen's declared rule (PROTOCOL.md): the first configuration that "
+        "passes; GRPO and W-REINFORCE share it, as the protocol declares",
+        notes=notes,
+    )  # fmt: skip
 
 
 def warm(block: int, variant: str, device: str) -> None:
@@ -240,7 +299,8 @@ def warm(block: int, variant: str, device: str) -> None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("stage", choices=["warm", "screen", "control", "decide", "paths"])
+    parser.add_argument("stage", choices=["warm", "screen", "control", "decide", "paths", "report"])
+    parser.add_argument("--dest", type=Path, default=Path("docs/reports/toy-paths-screen/control"))
     parser.add_argument("--out", type=Path, default=Path("runs/toy-paths"))
     parser.add_argument("--lr", type=float)
     parser.add_argument("--block", type=int, default=0)
@@ -248,11 +308,12 @@ def main(argv=None) -> int:
     parser.add_argument("--eval-device", default=None)
     parser.add_argument("--variant", default="A", choices=list(VARIANTS))
     parser.add_argument(
-        "--no-curves", action="store_true",
+        "--no-curves",
+        action="store_true",
         help="control: no periodic validation evaluations (CPU time); the final one stays",
     )
     args = parser.parse_args(argv)
-    if args.stage in ("screen", "control") and args.lr not in SCREEN_LRS:
+    if args.stage in ("screen", "control", "report") and args.lr not in SCREEN_LRS:
         parser.error(f"--lr must be one of the declared {SCREEN_LRS}")
     if args.stage == "warm":
         warm(args.block, args.variant, args.device)
@@ -260,9 +321,16 @@ def main(argv=None) -> int:
         run_screen(args.out, args.lr, args.variant, args.device, args.eval_device)
     elif args.stage == "control":
         run_control(
-            args.out, args.lr, args.block, args.variant, args.device, args.eval_device,
+            args.out,
+            args.lr,
+            args.block,
+            args.variant,
+            args.device,
+            args.eval_device,
             curves=not args.no_curves,
         )
+    elif args.stage == "report":
+        print(report(args.out, args.variant, args.lr, args.dest))
     elif args.stage == "paths":
         paths(args.out, args.eval_device or args.device)
     else:

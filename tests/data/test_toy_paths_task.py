@@ -48,8 +48,10 @@ def test_carry_is_exactly_where_the_digitwise_sum_is_wrong(a, b):
 
 def test_splits_hold_the_declared_carry_share_and_are_disjoint():
     task = toy_task("toy:paths?carry_pct=20&long_pct=15")
-    test, val, train = task.split("test", 2000), task.split("validation", 2000), task.split(
-        "train", 4000
+    test, val, train = (
+        task.split("test", 2000),
+        task.split("validation", 2000),
+        task.split("train", 4000),
     )
     assert not set(test) & set(val) and not set(test) & set(train) and not set(val) & set(train)
     assert len(set(test)) == 2000
