@@ -20,7 +20,9 @@ _LAZY = {
     **dict.fromkeys(("LOSS_MODES", "CovarianceOptions"), "ict.loss.options"),
     **dict.fromkeys(("LOSS_MODE_KEYS", "loss_mode_metrics"), "ict.loss.modes"),
     **dict.fromkeys(
-        ("KL_ESTIMATORS", "LOSS_AGGREGATIONS", "LossConfig", "clipped_token_loss", "policy_loss"),
+        ("ENTROPY_ADVANTAGE_ALPHA", "ENTROPY_ADVANTAGE_KAPPA", "KL_ESTIMATORS",
+         "LOSS_AGGREGATIONS", "LossConfig", "clipped_token_loss", "policy_loss",
+         "shape_advantages"),
         "ict.loss.policy",
     ),
 }  # fmt: skip

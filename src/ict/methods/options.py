@@ -6,7 +6,7 @@ and one check everywhere. Each field's metadata holds `help` (read by `ict train
 Hugging Face's argument parser) and `section` (the native config's grouping).
 
     method, ratio, scope, reference, loss_agg, normalize_by, dense_warmup_steps, loss_mode,
-    entropy_coef, advantage: what runs
+    entropy_coef, advantage, entropy_advantage: what runs
     granularity, stapo_prob_below, stapo_entropy_quantile, selector_options: selector settings
     clip_cov_ratio, clip_cov_lb, clip_cov_ub, kl_cov_ratio, kl_cov_coef: the loss modes' settings
 
@@ -24,7 +24,7 @@ from ict.loss.options import COVARIANCE_FIELDS, LOSS_MODES, CovarianceOptions
 # the fields a Method fixes; an explicit (non-None) value overrides the method's
 METHOD_FIELDS = (
     "ratio", "scope", "reference", "loss_agg", "normalize_by", "dense_warmup_steps", "loss_mode",
-    "entropy_coef", "advantage",
+    "entropy_coef", "advantage", "entropy_advantage",
 )  # fmt: skip
 # the clip range, which a Method may also fix; each engine spells it its own way (native eps_low /
 # eps_high, TRL epsilon / epsilon_high, verl clip_ratio_low / clip_ratio_high), so it is not a
@@ -107,6 +107,12 @@ class MethodOptions:
         "loss",
         "advantage estimator (ict.loss.ADVANTAGE_ESTIMATORS): grpo | dr_grpo | w_reinforce | nsr "
         "| psr (none = the method's: its authors' for w_reinforce, nsr, psr, else grpo)",
+    )
+    entropy_advantage: float | None = _opt(
+        None,
+        "loss",
+        "alpha of the entropy-based advantage A + min(alpha H, |A| / 2), arXiv 2506.14758 (none "
+        "= the method's: 0.4 for entropy_advantage, else 0 = off)",
     )
     clip_cov_ratio: float = _opt(
         CovarianceOptions.clip_cov_ratio,
@@ -209,6 +215,14 @@ def validate_method_options(options: MethodOptions, *, prefix: str = "") -> None
         isinstance(coef, bool) or not isinstance(coef, (int, float)) or not 0 <= coef < math.inf
     ):
         raise ConfigError(f"{prefix}entropy_coef={coef!r} must be a finite number >= 0, e.g. 0.01")
+    shaping = options.entropy_advantage
+    if shaping is not None and (
+        isinstance(shaping, bool) or not isinstance(shaping, (int, float))
+        or not 0 <= shaping < math.inf
+    ):  # fmt: skip
+        raise ConfigError(
+            f"{prefix}entropy_advantage={shaping!r} must be a finite number >= 0, e.g. 0.4"
+        )
     try:  # the loss modes' settings: one check, LossConfig's
         LossConfig(**{k: getattr(options, k) for k in COVARIANCE_FIELDS})
     except ConfigError as err:

@@ -25,6 +25,9 @@ the selector's fact (ratio, scope) or the common default.
                      lower clip, upper 2); KL-Cov has no ratio clip (its authors' 0.2 / 0.2 moves
                      only the clip-fraction metric, so it keeps the common range).
     entropy_bonus    GRPO on every token minus ENTROPY_BONUS x the policy's entropy.
+    entropy_advantage  Cheng et al., arXiv 2506.14758 (v3; no public code): GRPO with each
+                     token's advantage shaped by its entropy, A + min(0.4 H, |A| / 2), the
+                     authors' token mean and clip 0.2 / 0.28, no entropy or KL loss.
     w_reinforce, nsr, psr  Zhu et al., arXiv 2506.01347 (code TianHongZXY/RLVR-Decomposed) as
                      their scripts run them: no baseline (advantage w_reinforce: lambda 0.1 on
                      correct, -1 on incorrect; nsr: -1 on incorrect only; psr: +1 on correct
@@ -72,6 +75,7 @@ class Method:
     entropy_coef: the entropy bonus's coefficient (ict.loss.policy_loss).
     eps_low / eps_high: the clip range the method's authors run (None: ict.loss's 0.2 / 0.28).
     advantage: the advantage estimator (ict.loss.ADVANTAGE_ESTIMATORS; None: grpo).
+    entropy_advantage: alpha of the entropy-based advantage shaping (ict.loss.shape_advantages).
     """
 
     name: str
@@ -88,6 +92,7 @@ class Method:
     eps_low: float | None = None
     eps_high: float | None = None
     advantage: str | None = None
+    entropy_advantage: float | None = None
 
     def resolved(self) -> Method:
         """A copy with every None field filled from the selector's facts and the defaults."""
@@ -109,6 +114,7 @@ class Method:
             eps_low=self.eps_low if self.eps_low is not None else LossConfig.eps_low,
             eps_high=self.eps_high if self.eps_high is not None else LossConfig.eps_high,
             advantage=self.advantage or DEFAULT_ADVANTAGE,
+            entropy_advantage=self.entropy_advantage or 0.0,
         )
 
     def fixes_clip_range(self) -> bool:
@@ -198,6 +204,8 @@ def available_methods() -> list[str]:
 
 def _builtin() -> None:
     """The built-in methods, in the order reports list them: baselines, controls, ICT, variants."""
+    from ict.loss.policy import ENTROPY_ADVANTAGE_ALPHA, ENTROPY_ADVANTAGE_KAPPA
+
     register_method(Method("grpo", "every", "GRPO: every valid token."))
     register_method(
         Method(
@@ -238,6 +246,17 @@ def _builtin() -> None:
             "every",
             f"GRPO minus {ENTROPY_BONUS} x the policy's entropy (an entropy bonus).",
             entropy_coef=ENTROPY_BONUS,
+        )
+    )
+    register_method(
+        Method(
+            "entropy_advantage",
+            "every",
+            f"Entropy-based advantage (Cheng et al. 2025, arXiv 2506.14758 v3): GRPO, each token's "
+            f"advantage plus min({ENTROPY_ADVANTAGE_ALPHA} x its entropy, |A| / "
+            f"{ENTROPY_ADVANTAGE_KAPPA:g}), detached; token mean, clip 0.2 / 0.28.",
+            loss_agg="token_mean",
+            entropy_advantage=ENTROPY_ADVANTAGE_ALPHA,
         )
     )
     for name, selector, what in (

@@ -270,6 +270,11 @@ class ICTGRPOConfig(MethodOptions, GRPOConfig):
 
 def ict_computes_loss(method: Method) -> bool:
     """Whether ict.loss.policy_loss computes the method's loss in TRL: a loss mode other than
-    vanilla (Clip-Cov, KL-Cov) or an entropy bonus, which TRL's own loss cannot compute (TRL's
-    entropy term is a plain per-micro-batch token mean, not the method's aggregation)."""
-    return method.loss_mode != "vanilla" or method.entropy_coef != 0.0
+    vanilla (Clip-Cov, KL-Cov), an entropy bonus or the entropy-based advantage, which TRL's own
+    loss cannot compute (TRL's entropy term is a plain per-micro-batch token mean, not the
+    method's aggregation; TRL's advantages are per response)."""
+    return (
+        method.loss_mode != "vanilla"
+        or method.entropy_coef != 0.0
+        or (method.entropy_advantage or 0.0) != 0.0
+    )
