@@ -15,6 +15,7 @@ METHODS: tuple[tuple[str, str, str], ...] = (
     ('kl_cov', 'every', 'KL-Cov (Cui et al. 2025): GRPO without the ratio clip, a |log-ratio| penalty on the tokens of highest advantage-log-prob covariance; token mean.'),
     ('entropy_bonus', 'every', "GRPO minus 0.01 x the policy's entropy (an entropy bonus)."),
     ('entropy_advantage', 'every', "Entropy-based advantage (Cheng et al. 2025, arXiv 2506.14758 v3): GRPO, each token's advantage plus min(0.4 x its entropy, |A| / 2), detached; token mean, clip 0.2 / 0.28."),
+    ('passk', 'every', "Pass@k Training (Chen et al. 2025, arXiv 2508.10751; code RUCAIBox/Passk_Training): the analytic pass@k advantage (k = 4), DAPO's token mean and clip 0.2 / 0.28."),
     ('w_reinforce', 'every', 'W-REINFORCE (Zhu et al. 2025, arXiv 2506.01347; code TianHongZXY/RLVR-Decomposed): no baseline, advantage lambda = 0.1 on correct responses, -1 on incorrect ones; token mean, clip 0.2 / 0.2, entropy bonus 0.001.'),
     ('nsr', 'nonzero_advantage', 'NSR (Zhu et al. 2025, arXiv 2506.01347; code TianHongZXY/RLVR-Decomposed): no baseline, advantage -1 on incorrect responses only (correct ones dropped); token mean, clip 0.2 / 0.2, entropy bonus 0.001.'),
     ('psr', 'nonzero_advantage', 'PSR (Zhu et al. 2025, arXiv 2506.01347; code TianHongZXY/RLVR-Decomposed): no baseline, advantage +1 on correct responses only (incorrect ones dropped); token mean, clip 0.2 / 0.2, entropy bonus 0.001.'),

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ict.loss.advantages import compute_advantages
+from ict.loss.advantages import ADVANTAGE_ESTIMATORS, compute_advantages, group_stats
 
 
 def _method_cases() -> list[tuple[str, dict]]:
@@ -163,7 +163,11 @@ def equivalence_cases(
         mean = torch.zeros(B).index_add_(0, group_ids, rewards)[group_ids] / G
         advantages = rewards - mean + 0.1 * torch.randn(B, generator=g)
         estimator = _estimator(options)
-        if estimator != "grpo":  # the method's own (w_reinforce, nsr, psr: 0 on some rows)
+        if estimator == "passk":  # k = 2: with k = G = 4 every subset is the whole group, A = 0
+            advantages = ADVANTAGE_ESTIMATORS["passk"](
+                rewards, group_stats(rewards, group_ids), eps=1e-6, k=2
+            )
+        elif estimator != "grpo":  # the method's own (w_reinforce, nsr, psr: 0 on some rows)
             advantages = compute_advantages(rewards, group_ids, mode=estimator)[0]
         logp = torch.log_softmax(hidden @ weight.T / options["temperature"], dim=-1)
         old_logprob = logp.gather(-1, tokens[..., None]).squeeze(-1) * mask

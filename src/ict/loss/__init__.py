@@ -12,7 +12,7 @@ from ict.lazy import lazy_exports
 
 _LAZY = {
     **dict.fromkeys(
-        ("ADVANTAGE_ESTIMATORS", "DEFAULT_ADVANTAGE", "GroupStats", "W_REINFORCE_LAMBDA",
+        ("ADVANTAGE_ESTIMATORS", "DEFAULT_ADVANTAGE", "ENGINE_ADVANTAGES", "GroupStats", "PASSK_K", "W_REINFORCE_LAMBDA",
          "compute_advantages", "group_stats", "register_advantage_estimator",
          "zero_variance_rows", "zero_variance_share"),
         "ict.loss.advantages",

@@ -19,6 +19,7 @@ from ict.lazy import lazy_exports
 from ict.methods.options import (
     METHOD_FIELDS,
     MethodOptions,
+    check_engine_advantage,
     resolve_method,
     selector_kwargs,
     validate_method_options,
@@ -92,6 +93,7 @@ __all__ = [
     "StepResult",
     "StepSelection",
     "available_methods",
+    "check_engine_advantage",
     "get_method",
     "is_dense",
     "normaliser_counts",

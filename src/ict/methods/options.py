@@ -106,7 +106,8 @@ class MethodOptions:
         None,
         "loss",
         "advantage estimator (ict.loss.ADVANTAGE_ESTIMATORS): grpo | dr_grpo | w_reinforce | nsr "
-        "| psr (none = the method's: its authors' for w_reinforce, nsr, psr, else grpo)",
+        "| psr | passk, or verl's own grpo_passk on verl (none = the method's: its authors' for "
+        "w_reinforce, nsr, psr, passk, else grpo)",
     )
     entropy_advantage: float | None = _opt(
         None,
@@ -143,6 +144,21 @@ def resolve_method(options: MethodOptions):
     return get_method(options.method).with_overrides(**overrides)
 
 
+def check_engine_advantage(options: MethodOptions, engine: str) -> None:
+    """ConfigError (one line) when the method's advantage is another engine's own estimator
+    (ict.loss.ENGINE_ADVANTAGES: verl's grpo_passk), which `engine` cannot compute."""
+    from ict.loss.advantages import ENGINE_ADVANTAGES
+
+    advantage = resolve_method(options).advantage
+    owner = ENGINE_ADVANTAGES.get(advantage)
+    if owner is not None and owner != engine:
+        raise ConfigError(
+            f"advantage={advantage!r} is {owner}'s own estimator, which {engine} does not compute: "
+            "use advantage='passk' (Pass@k Training's analytic advantage, every engine) or run on "
+            f"{owner}"
+        )
+
+
 def selector_kwargs(options: MethodOptions, selector: str) -> dict:
     """Keyword options for `selector`: STAPO's thresholds and `selector_options`, restricted to
     those the selector declares (ict.select facts), so one set of options serves every method."""
@@ -160,7 +176,7 @@ def selector_kwargs(options: MethodOptions, selector: str) -> dict:
 def validate_method_options(options: MethodOptions, *, prefix: str = "") -> None:
     """Raise ConfigError (one line: the option, the problem, the fix) for the first bad method
     option. `prefix` is how the engine spells the keys (verl: "ict.")."""
-    from ict.loss.advantages import ADVANTAGE_ESTIMATORS
+    from ict.loss.advantages import ADVANTAGE_ESTIMATORS, ENGINE_ADVANTAGES
     from ict.loss.policy import LOSS_AGGREGATIONS, NORMALIZE_BY, LossConfig
     from ict.methods.registry import get_method
     from ict.select import GRANULARITIES, SCOPES
@@ -179,7 +195,7 @@ def validate_method_options(options: MethodOptions, *, prefix: str = "") -> None
         ("normalize_by", NORMALIZE_BY),
         ("loss_agg", LOSS_AGGREGATIONS),
         ("loss_mode", LOSS_MODES),
-        ("advantage", tuple(ADVANTAGE_ESTIMATORS)),
+        ("advantage", (*ADVANTAGE_ESTIMATORS, *ENGINE_ADVANTAGES)),
     ):
         value = getattr(options, name)
         if value is not None and value not in allowed:

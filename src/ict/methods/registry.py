@@ -25,6 +25,9 @@ the selector's fact (ratio, scope) or the common default.
                      lower clip, upper 2); KL-Cov has no ratio clip (its authors' 0.2 / 0.2 moves
                      only the clip-fraction metric, so it keeps the common range).
     entropy_bonus    GRPO on every token minus ENTROPY_BONUS x the policy's entropy.
+    passk            Pass@k Training (arXiv 2508.10751, code RUCAIBox/Passk_Training): GRPO on
+                     every token with the analytic pass@k advantage (ict.loss.advantages), the
+                     authors' DAPO token mean and clip 0.2 / 0.28, no KL or entropy term.
     entropy_advantage  Cheng et al., arXiv 2506.14758 (v3; no public code): GRPO with each
                      token's advantage shaped by its entropy, A + min(0.4 H, |A| / 2), the
                      authors' token mean and clip 0.2 / 0.28, no entropy or KL loss.
@@ -257,6 +260,16 @@ def _builtin() -> None:
             f"{ENTROPY_ADVANTAGE_KAPPA:g}), detached; token mean, clip 0.2 / 0.28.",
             loss_agg="token_mean",
             entropy_advantage=ENTROPY_ADVANTAGE_ALPHA,
+        )
+    )
+    register_method(
+        Method(
+            "passk",
+            "every",
+            "Pass@k Training (Chen et al. 2025, arXiv 2508.10751; code RUCAIBox/Passk_Training): "
+            "the analytic pass@k advantage (k = 4), DAPO's token mean and clip 0.2 / 0.28.",
+            loss_agg="token_mean",
+            advantage="passk",
         )
     )
     for name, selector, what in (

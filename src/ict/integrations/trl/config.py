@@ -15,6 +15,7 @@ from ict.loss.policy import LOSS_AGGREGATIONS
 from ict.methods import (
     Method,
     MethodOptions,
+    check_engine_advantage,
     get_method,
     resolve_method,
     selector_kwargs,
@@ -144,6 +145,7 @@ class ICTGRPOConfig(MethodOptions, GRPOConfig):
         validate_method_options(self)
         self._cpu_precision()
         method = resolve_method(self)
+        check_engine_advantage(self, "TRL")
         if method.advantage != "grpo" and (
             self.multi_objective_aggregation != "sum_then_normalize" or self.scale_rewards != "group"
         ):

@@ -72,6 +72,7 @@ LOSS_MODES: dict[str, str] = {
     "ict_nsr": "nsr",
     "ict_psr": "psr",
     "ict_entropy_advantage": "entropy_advantage",
+    "ict_passk": "passk",
 }
 # What the verl old-policy pass computes (a subset of ict.stats.REFERENCES / ict.select SCOPES):
 VERL_REFERENCES = ("group_position", "batch_mean")  # others need more than verl gives the hook
