@@ -9,7 +9,7 @@ tests/docs/test_generated_lists.py fails when this file and the registries diffe
 METHODS: tuple[tuple[str, str, str], ...] = (
     ('grpo', 'every', 'GRPO: every valid token.'),
     ('entropy', 'entropy_top', "20-Entropy (Wang et al. 2025): global top 20% by entropy, DAPO's token mean over the selected tokens."),
-    ('stapo', 'not_spurious', 'STAPO: every token except the spurious ones.'),
+    ('stapo', 'not_spurious', "STAPO (arXiv 2602.15620): every token except the spurious ones, with a secondary source's thresholds (p < 0.01, entropy below the valid tokens' 5% quantile), not a paper version's (docs/METHOD.md: v1 runs 0.002 and 0.75 over low-p tokens)."),
     ('random', 'uniform', "Control: a random 10% of the batch's tokens."),
     ('clip_cov', 'every', 'Clip-Cov (Cui et al. 2025): GRPO, with the gradient cut on a random few tokens of high advantage-log-prob covariance; token mean, clip range 1 / 1.'),
     ('kl_cov', 'every', 'KL-Cov (Cui et al. 2025): GRPO without the ratio clip, a |log-ratio| penalty on the tokens of highest advantage-log-prob covariance; token mean.'),

@@ -219,7 +219,15 @@ def _builtin() -> None:
             loss_agg="token_mean",
         )
     )
-    register_method(Method("stapo", "not_spurious", "STAPO: every token except the spurious ones."))
+    register_method(
+        Method(
+            "stapo",
+            "not_spurious",
+            "STAPO (arXiv 2602.15620): every token except the spurious ones, with a secondary "
+            "source's thresholds (p < 0.01, entropy below the valid tokens' 5% quantile), not a "
+            "paper version's (docs/METHOD.md: v1 runs 0.002 and 0.75 over low-p tokens).",
+        )
+    )
     register_method(Method("random", "uniform", "Control: a random 10% of the batch's tokens."))
     register_method(
         Method(
