@@ -69,6 +69,8 @@ def test_every_registered_method_runs_one_forward_or_says_why(batch, method):
         assert "needs the statistics of the whole batch" in plan.one_forward_off
         return
     assert plan.one_forward, plan.one_forward_off
+    if plan.method.advantage == "passk":  # G = k = 4: a group is its only 4-subset, so A = 0
+        return  # (tests/loss/test_passk.py; the equivalence suite runs passk with k = 2)
     assert_same_step(batch, dict(method=method, dense_warmup_steps=0))
 
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ict.loss.advantages import compute_advantages
+from ict.loss.advantages import ADVANTAGE_ESTIMATORS, compute_advantages, group_stats
 
 
 def _method_cases() -> list[tuple[str, dict]]:
@@ -84,6 +84,8 @@ _CASES = [
     ("entropy_bonus_0.1_token_mean",
      {"method": "entropy_bonus", "entropy_coef": 0.1, "loss_agg": "token_mean"}),
     ("ict_with_entropy_bonus", {"method": "ict", "entropy_coef": 0.05}),
+    # the entropy-based advantage with the paper's ICT's loss (its per-response mean)
+    ("ict_with_entropy_advantage", {"method": "ict", "entropy_advantage": 0.4}),
     ("ict_temperature_0.7", {"temperature": 0.7}),
     ("ict_group_position_global", {"scope": "global", "ratio": 0.2}),
     ("ict_group_position_valid_t0.7",
@@ -121,15 +123,15 @@ DEFAULT_OPTIONS = {
     # the rollout batch (1-based: past the paper's 10 dense steps) and the run's seed
     "step": 11, "seed": 0,
     "temperature": 1.0, "eps_low": None, "eps_high": None, "dual_clip": None,  # None: method's
-    "loss_mode": None, "entropy_coef": None,  # the method's
+    "loss_mode": None, "entropy_coef": None, "entropy_advantage": None,  # the method's
     # the loss modes' settings (ict.loss.modes defaults)
     "clip_cov_ratio": 2e-4, "clip_cov_lb": 1.0, "clip_cov_ub": 5.0, "kl_cov_ratio": 2e-3,
     "kl_cov_coef": 1.0,
 }  # fmt: skip
 METHOD_OPTION_KEYS = ("method", "ratio", "reference", "scope", "loss_agg", "normalize_by",
                       "dense_warmup_steps", "granularity", "loss_mode", "entropy_coef",
-                      "clip_cov_ratio", "clip_cov_lb", "clip_cov_ub", "kl_cov_ratio",
-                      "kl_cov_coef")  # fmt: skip
+                      "entropy_advantage", "clip_cov_ratio", "clip_cov_lb", "clip_cov_ub",
+                      "kl_cov_ratio", "kl_cov_coef")  # fmt: skip
 # Clip-Cov draws its tokens from torch's global generator (as verl): an engine test seeds it with
 # LOSS_SEED right before its loss call, as native_reference does
 LOSS_SEED = 2026
@@ -161,7 +163,11 @@ def equivalence_cases(
         mean = torch.zeros(B).index_add_(0, group_ids, rewards)[group_ids] / G
         advantages = rewards - mean + 0.1 * torch.randn(B, generator=g)
         estimator = _estimator(options)
-        if estimator != "grpo":  # the method's own (w_reinforce, nsr, psr: 0 on some rows)
+        if estimator == "passk":  # k = 2: with k = G = 4 every subset is the whole group, A = 0
+            advantages = ADVANTAGE_ESTIMATORS["passk"](
+                rewards, group_stats(rewards, group_ids), eps=1e-6, k=2
+            )
+        elif estimator != "grpo":  # the method's own (w_reinforce, nsr, psr: 0 on some rows)
             advantages = compute_advantages(rewards, group_ids, mode=estimator)[0]
         logp = torch.log_softmax(hidden @ weight.T / options["temperature"], dim=-1)
         old_logprob = logp.gather(-1, tokens[..., None]).squeeze(-1) * mask
@@ -233,7 +239,7 @@ def case_loss_config(options: dict):
         case_options(options), eps_low=eps_low, eps_high=eps_high,
         dual_clip=options["dual_clip"], loss_agg=method.loss_agg,
         normalize_by=method.normalize_by, loss_mode=method.loss_mode,
-        entropy_coef=method.entropy_coef,
+        entropy_coef=method.entropy_coef, entropy_advantage=method.entropy_advantage,
     )  # fmt: skip
 
 
@@ -274,7 +280,7 @@ def native_loss(
     torch.manual_seed(LOSS_SEED)
     loss, _ = policy_loss(
         logprob, old_logprob, case.advantages, case.mask, selected, config,
-        entropy=entropy if config.entropy_coef else None, max_response_length=case.mask.size(1),
+        entropy=entropy if config.needs_entropy else None, max_response_length=case.mask.size(1),
     )  # fmt: skip
     return loss
 

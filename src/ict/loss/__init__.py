@@ -13,7 +13,7 @@ from ict.lazy import lazy_exports
 
 _LAZY = {
     **dict.fromkeys(
-        ("ADVANTAGE_ESTIMATORS", "DEFAULT_ADVANTAGE", "GroupStats", "W_REINFORCE_LAMBDA",
+        ("ADVANTAGE_ESTIMATORS", "DEFAULT_ADVANTAGE", "ENGINE_ADVANTAGES", "GroupStats", "PASSK_K", "W_REINFORCE_LAMBDA",
          "compute_advantages", "group_stats", "register_advantage_estimator",
          "zero_variance_rows", "zero_variance_share"),
         "ict.loss.advantages",
@@ -24,7 +24,9 @@ _LAZY = {
         ("RowCounts", "loss_masks", "normaliser_shares", "row_counts"), "ict.loss.normaliser"
     ),
     **dict.fromkeys(
-        ("KL_ESTIMATORS", "LOSS_AGGREGATIONS", "LossConfig", "clipped_token_loss", "policy_loss"),
+        ("ENTROPY_ADVANTAGE_ALPHA", "ENTROPY_ADVANTAGE_KAPPA", "KL_ESTIMATORS",
+         "LOSS_AGGREGATIONS", "LossConfig", "clipped_token_loss", "policy_loss",
+         "shape_advantages"),
         "ict.loss.policy",
     ),
 }  # fmt: skip

@@ -11,10 +11,17 @@ pure function `fn(rewards[N], groups: GroupStats, *, eps) -> advantages[N]` in
                            PSR: A = R (+1 on correct, 0 on incorrect); NSR: A = R - 1 (-1 on
                            incorrect, 0 on correct); W-REINFORCE: lambda on correct, -1 on
                            incorrect, lambda = W_REINFORCE_LAMBDA = 0.1 (their README's value).
+    passk                  Pass@k Training's analytic advantage (Chen et al., arXiv 2508.10751;
+                           code RUCAIBox/Passk_Training, `code/passk_adv.py`), rewards 0/1: with
+                           N responses, c correct, rho = 1 - C(N - c, k) / C(N, k) and
+                           sigma = sqrt(rho (1 - rho)), A = (1 - rho) / (sigma + 1e-6) on correct
+                           responses and (1 - rho - C(N - c - 1, k - 1) / C(N - 1, k - 1)) /
+                           (sigma + 1e-6) on incorrect ones; k = PASSK_K.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -32,6 +39,7 @@ class GroupStats:
     std: Tensor  # sample (unbiased) or population std, see group_stats; 0 for a group of one
     zero_variance: Tensor  # bool: every reward in the group is equal
     num_groups: int
+    size: Tensor | None = None  # long: the number of responses in the group
 
 
 def group_stats(rewards: Tensor, group_ids: Tensor, *, std_unbiased: bool = True) -> GroupStats:
@@ -51,7 +59,9 @@ def group_stats(rewards: Tensor, group_ids: Tensor, *, std_unbiased: bool = True
     rmax = torch.full_like(mean, -torch.inf).scatter_reduce(0, inverse, rewards, "amax")
     rmin = torch.full_like(mean, torch.inf).scatter_reduce(0, inverse, rewards, "amin")
     zero_var = rmax == rmin
-    return GroupStats(mean[inverse], std[inverse], zero_var[inverse], num_groups)
+    return GroupStats(
+        mean[inverse], std[inverse], zero_var[inverse], num_groups, count.long()[inverse]
+    )
 
 
 ADVANTAGE_ESTIMATORS: dict[str, Callable[..., Tensor]] = {}
@@ -59,6 +69,13 @@ DEFAULT_ADVANTAGE = "grpo"  # what a method that fixes none runs
 # W-REINFORCE's weight of the positive samples: the lambda of arXiv 2506.01347, "recommended value
 # is 0.1" (TianHongZXY/RLVR-Decomposed README, `algorithm.positive_advantage_weight`)
 W_REINFORCE_LAMBDA = 0.1
+# Pass@k Training's k: their code takes it as an argument (`compute_advantage(..., K)`) and neither
+# it nor the paper's setup (arXiv 2508.10751, App. A.2) states one default; 4 is this project's
+# choice (docs/METHOD.md), fixed for now: every group needs >= k responses
+PASSK_K = 4
+# the engines' own estimators `ict` exposes without rewriting them: name -> the engine that runs it
+# (`advantage=grpo_passk` is verl's `algorithm.adv_estimator=grpo_passk`; refused elsewhere)
+ENGINE_ADVANTAGES = {"grpo_passk": "verl"}
 
 
 def register_advantage_estimator(name: str):
@@ -115,6 +132,37 @@ def w_reinforce_advantages(
     """Weighted REINFORCE: A_i = weight (lambda) on correct responses, -1 on incorrect ones."""
     _binary(rewards, "w_reinforce")
     return torch.where(rewards == 1, weight * rewards, rewards - 1)
+
+
+def _comb(n: int, r: int) -> int:
+    """C(n, r), 0 when n < 0 (no such subset; scipy.special.comb's value, which the authors use)."""
+    return math.comb(n, r) if n >= 0 else 0
+
+
+@register_advantage_estimator("passk")
+def passk_advantages(rewards: Tensor, groups: GroupStats, *, eps: float, k: int = PASSK_K) -> Tensor:
+    """Pass@k Training's analytic advantage (module docstring): each group's expected pass@k
+    reward over its k-subsets, normalised like GRPO's. Needs every group to hold >= k responses.
+    The 1e-6 is the authors' (`sigma + 1e-6`), whatever `eps`."""
+    _binary(rewards, "passk")
+    size = groups.size.to(torch.long)
+    if int(size.min()) < k:
+        raise DataError(
+            f"advantage 'passk' needs at least k = {k} responses per prompt, got a group of "
+            f"{int(size.min())}: raise num_generations (rollout.n) to >= {k}"
+        )
+    correct = torch.round(groups.mean.double() * size).long()
+    out = torch.empty_like(rewards, dtype=torch.float64)
+    pairs = torch.stack([size, correct], dim=1)
+    for n, c in torch.unique(pairs, dim=0).tolist():
+        rho = 1 - _comb(n - c, k) / _comb(n, k)
+        sigma = math.sqrt(rho * (1 - rho))
+        positive = (1 - rho) / (sigma + 1e-6)
+        negative = (1 - rho - _comb(n - c - 1, k - 1) / _comb(n - 1, k - 1)) / (sigma + 1e-6)
+        rows = (size == n) & (correct == c)
+        values = out.new_tensor([negative, positive])
+        out[rows] = values[(rewards[rows] == 1).long()]
+    return out.to(rewards.dtype)
 
 
 def compute_advantages(

@@ -1,5 +1,7 @@
 """The clipped policy-gradient loss on selected tokens (METHOD.md, "Policy loss").
 
+    A_t   <- A_t + min(alpha * detach(H_t), |A_t| / kappa)     (optional entropy-based advantage
+             shaping, arXiv 2506.14758: alpha = entropy_advantage, kappa = ENTROPY_ADVANTAGE_KAPPA)
     rho_t = exp(log pi_theta(y_t) - log pi_old(y_t))
     l_t   = -min(rho_t A, clip(rho_t, 1 - eps_low, 1 + eps_high) A)    (clip-higher)
     l_t   = min(l_t, -c A) where A < 0          (optional dual clip, c > 1; the vanilla mode only)
@@ -95,6 +97,10 @@ KL_ESTIMATORS: dict[str, Callable[[Tensor], Tensor]] = {
 }  # fmt: skip
 NORMALIZE_BY = ("selected", "valid")
 KL_ON = ("selected", "valid")
+# Cheng et al., "Reasoning with Exploration: An Entropy Perspective" (arXiv 2506.14758, v3, sec. 4):
+# "We fix kappa to 2 throughout all experiments, and set alpha to 0.4 for GRPO"
+ENTROPY_ADVANTAGE_KAPPA = 2.0
+ENTROPY_ADVANTAGE_ALPHA = 0.4
 
 
 @dataclass(frozen=True)
@@ -104,7 +110,8 @@ class LossConfig:
     eps_low / eps_high: clip range (clip-higher); dual_clip: c > 1 or None; loss_agg: a key of
     LOSS_AGGREGATIONS; normalize_by: "selected" | "valid"; max_response_length: Dr. GRPO's constant
     (tokens); kl_coef / kl_estimator / kl_on: the KL penalty; entropy_coef: the entropy bonus;
-    loss_mode: a key of ict.loss.modes.LOSS_MODES, with Clip-Cov's and KL-Cov's settings.
+    loss_mode: a key of ict.loss.modes.LOSS_MODES, with Clip-Cov's and KL-Cov's settings;
+    entropy_advantage: alpha of the entropy-based advantage shaping (0: off; `shape_advantages`).
     """
 
     eps_low: float = 0.2
@@ -123,6 +130,7 @@ class LossConfig:
     clip_cov_ub: float = CovarianceOptions.clip_cov_ub
     kl_cov_ratio: float = CovarianceOptions.kl_cov_ratio
     kl_cov_coef: float = CovarianceOptions.kl_cov_coef
+    entropy_advantage: float = 0.0
 
     def __post_init__(self):
         self.validate()
@@ -149,6 +157,12 @@ class LossConfig:
     def covariance(self) -> CovarianceOptions:
         """Clip-Cov's and KL-Cov's settings (ict.loss.modes)."""
         return CovarianceOptions(**{k: getattr(self, k) for k in COVARIANCE_FIELDS})
+
+    @property
+    def needs_entropy(self) -> bool:
+        """Whether the loss reads the policy's per-token entropy (`entropy=`): the entropy bonus
+        or the entropy-based advantage shaping."""
+        return self.entropy_coef != 0.0 or self.entropy_advantage != 0.0
 
     @property
     def reads_every_valid_token(self) -> bool:
@@ -264,6 +278,8 @@ def policy_loss(
     )
     dtype = torch.promote_types(logprob.dtype, torch.float32)
     logprob = logprob.to(dtype)
+    if c.entropy_advantage != 0.0:
+        A = shape_advantages(A.to(dtype), entropy, c.entropy_advantage)
     per_token, ratio, clipped_loss = clipped_token_loss(
         logprob, old_logprob, A, M, eps_low=c.eps_low, eps_high=c.eps_high, dual_clip=c.dual_clip
     )
@@ -302,6 +318,17 @@ def policy_loss(
     )
     metrics["pg_loss"], metrics["loss"] = float(pg_loss.detach()), float(loss.detach())
     return loss, metrics
+
+
+def shape_advantages(
+    advantages: Tensor, entropy: Tensor, alpha: float, kappa: float = ENTROPY_ADVANTAGE_KAPPA
+) -> Tensor:
+    """Entropy-based advantage shaping (arXiv 2506.14758, eqs. 5-6): A + min(alpha * H, |A| /
+    kappa) with H detached, so the term never exceeds |A| / kappa (nor flips a negative A's sign)
+    and adds no entropy gradient. advantages: [B, T] (or broadcastable); entropy: [B, T] nats,
+    the policy's entropy at each position. Returns [B, T]."""
+    entropy = entropy.detach().to(advantages.dtype)
+    return advantages + torch.minimum(alpha * entropy, advantages.abs() / kappa)
 
 
 @torch.no_grad()
@@ -391,11 +418,20 @@ def _check_settings(c: LossConfig) -> None:
 def _check_call(c: LossConfig, has_ref, has_entropy, denominator, kl_denominator) -> None:
     """One loss call's checks (LossConfig.validate): its inputs and normalisers."""
     kl_coef, kl_on, normalize_by, loss_agg = c.kl_coef, c.kl_on, c.normalize_by, c.loss_agg
-    entropy_coef = c.entropy_coef
+    entropy_coef, entropy_advantage = c.entropy_coef, c.entropy_advantage
     if kl_coef != 0 and not has_ref:
         raise ConfigError("kl_coef > 0 needs ref_logprob= (the reference model's log-probs)")
     if entropy_coef != 0 and not has_entropy:
         raise ConfigError("entropy_coef != 0 needs entropy= (the policy's per-token entropy)")
+    if not (isinstance(entropy_advantage, (int, float)) and 0 <= entropy_advantage < float("inf")):
+        raise ConfigError(
+            f"entropy_advantage (alpha of the entropy-based advantage) must be a finite number "
+            f">= 0, e.g. {ENTROPY_ADVANTAGE_ALPHA}, got {entropy_advantage!r}"
+        )
+    if entropy_advantage != 0 and not has_entropy:
+        raise ConfigError(
+            "entropy_advantage != 0 needs entropy= (the policy's per-token entropy)"
+        )
     if denominator is not None:
         if not float(denominator) >= 0:
             raise ConfigError(

@@ -17,6 +17,7 @@ from ict.lazy import lazy_exports
 from ict.methods.options import (
     METHOD_FIELDS,
     MethodOptions,
+    check_engine_advantage,
     resolve_method,
     selector_kwargs,
     validate_method_options,
@@ -47,6 +48,7 @@ __all__ = [
     "MethodOptions",
     "PAPER_DENSE_WARMUP",
     "available_methods",
+    "check_engine_advantage",
     "get_method",
     "register_method",
     "resolve_method",

@@ -6,7 +6,7 @@ and one check everywhere. Each field's metadata holds `help` (read by `ict train
 Hugging Face's argument parser) and `section` (the native config's grouping).
 
     method, ratio, scope, reference, loss_agg, normalize_by, dense_warmup_steps, loss_mode,
-    entropy_coef, advantage: what runs
+    entropy_coef, advantage, entropy_advantage: what runs
     granularity, stapo_prob_below, stapo_entropy_quantile, selector_options: selector settings
     clip_cov_ratio, clip_cov_lb, clip_cov_ub, kl_cov_ratio, kl_cov_coef: the loss modes' settings
 
@@ -24,7 +24,7 @@ from ict.loss.options import COVARIANCE_FIELDS, LOSS_MODES, CovarianceOptions
 # the fields a Method fixes; an explicit (non-None) value overrides the method's
 METHOD_FIELDS = (
     "ratio", "scope", "reference", "loss_agg", "normalize_by", "dense_warmup_steps", "loss_mode",
-    "entropy_coef", "advantage",
+    "entropy_coef", "advantage", "entropy_advantage",
 )  # fmt: skip
 # the clip range, which a Method may also fix; each engine spells it its own way (native eps_low /
 # eps_high, TRL epsilon / epsilon_high, verl clip_ratio_low / clip_ratio_high), so it is not a
@@ -106,7 +106,14 @@ class MethodOptions:
         None,
         "loss",
         "advantage estimator (ict.loss.ADVANTAGE_ESTIMATORS): grpo | dr_grpo | w_reinforce | nsr "
-        "| psr (none = the method's: its authors' for w_reinforce, nsr, psr, else grpo)",
+        "| psr | passk, or verl's own grpo_passk on verl (none = the method's: its authors' for "
+        "w_reinforce, nsr, psr, passk, else grpo)",
+    )
+    entropy_advantage: float | None = _opt(
+        None,
+        "loss",
+        "alpha of the entropy-based advantage A + min(alpha H, |A| / 2), arXiv 2506.14758 (none "
+        "= the method's: 0.4 for entropy_advantage, else 0 = off)",
     )
     clip_cov_ratio: float = _opt(
         CovarianceOptions.clip_cov_ratio,
@@ -137,6 +144,21 @@ def resolve_method(options: MethodOptions):
     return get_method(options.method).with_overrides(**overrides)
 
 
+def check_engine_advantage(options: MethodOptions, engine: str) -> None:
+    """ConfigError (one line) when the method's advantage is another engine's own estimator
+    (ict.loss.ENGINE_ADVANTAGES: verl's grpo_passk), which `engine` cannot compute."""
+    from ict.loss.advantages import ENGINE_ADVANTAGES
+
+    advantage = resolve_method(options).advantage
+    owner = ENGINE_ADVANTAGES.get(advantage)
+    if owner is not None and owner != engine:
+        raise ConfigError(
+            f"advantage={advantage!r} is {owner}'s own estimator, which {engine} does not compute: "
+            "use advantage='passk' (Pass@k Training's analytic advantage, every engine) or run on "
+            f"{owner}"
+        )
+
+
 def selector_kwargs(options: MethodOptions, selector: str) -> dict:
     """Keyword options for `selector`: STAPO's thresholds and `selector_options`, restricted to
     those the selector declares (ict.select facts), so one set of options serves every method."""
@@ -154,7 +176,7 @@ def selector_kwargs(options: MethodOptions, selector: str) -> dict:
 def validate_method_options(options: MethodOptions, *, prefix: str = "") -> None:
     """Raise ConfigError (one line: the option, the problem, the fix) for the first bad method
     option. `prefix` is how the engine spells the keys (verl: "ict.")."""
-    from ict.loss.advantages import ADVANTAGE_ESTIMATORS
+    from ict.loss.advantages import ADVANTAGE_ESTIMATORS, ENGINE_ADVANTAGES
     from ict.loss.policy import LOSS_AGGREGATIONS, NORMALIZE_BY, LossConfig
     from ict.methods.registry import get_method
     from ict.select import GRANULARITIES, SCOPES
@@ -173,7 +195,7 @@ def validate_method_options(options: MethodOptions, *, prefix: str = "") -> None
         ("normalize_by", NORMALIZE_BY),
         ("loss_agg", LOSS_AGGREGATIONS),
         ("loss_mode", LOSS_MODES),
-        ("advantage", tuple(ADVANTAGE_ESTIMATORS)),
+        ("advantage", (*ADVANTAGE_ESTIMATORS, *ENGINE_ADVANTAGES)),
     ):
         value = getattr(options, name)
         if value is not None and value not in allowed:
@@ -209,6 +231,14 @@ def validate_method_options(options: MethodOptions, *, prefix: str = "") -> None
         isinstance(coef, bool) or not isinstance(coef, (int, float)) or not 0 <= coef < math.inf
     ):
         raise ConfigError(f"{prefix}entropy_coef={coef!r} must be a finite number >= 0, e.g. 0.01")
+    shaping = options.entropy_advantage
+    if shaping is not None and (
+        isinstance(shaping, bool) or not isinstance(shaping, (int, float))
+        or not 0 <= shaping < math.inf
+    ):  # fmt: skip
+        raise ConfigError(
+            f"{prefix}entropy_advantage={shaping!r} must be a finite number >= 0, e.g. 0.4"
+        )
     try:  # the loss modes' settings: one check, LossConfig's
         LossConfig(**{k: getattr(options, k) for k in COVARIANCE_FIELDS})
     except ConfigError as err:

@@ -51,6 +51,7 @@ class Method:
     entropy_coef: the entropy bonus's coefficient (ict.loss.policy_loss).
     eps_low / eps_high: the clip range the method's authors run (None: ict.loss's 0.2 / 0.28).
     advantage: the advantage estimator (ict.loss.ADVANTAGE_ESTIMATORS; None: grpo).
+    entropy_advantage: alpha of the entropy-based advantage shaping (ict.loss.shape_advantages).
     """
 
     name: str
@@ -67,6 +68,7 @@ class Method:
     eps_low: float | None = None
     eps_high: float | None = None
     advantage: str | None = None
+    entropy_advantage: float | None = None
 
     def resolved(self) -> Method:
         """A copy with every None field filled from the selector's facts and the defaults."""
@@ -88,6 +90,7 @@ class Method:
             eps_low=self.eps_low if self.eps_low is not None else LossConfig.eps_low,
             eps_high=self.eps_high if self.eps_high is not None else LossConfig.eps_high,
             advantage=self.advantage or DEFAULT_ADVANTAGE,
+            entropy_advantage=self.entropy_advantage or 0.0,
         )
 
     def fixes_clip_range(self) -> bool:
@@ -177,6 +180,8 @@ def available_methods() -> list[str]:
 
 def _builtin() -> None:
     """The built-in methods, in the order reports list them: baselines, controls, ICT, variants."""
+    from ict.loss.policy import ENTROPY_ADVANTAGE_ALPHA, ENTROPY_ADVANTAGE_KAPPA
+
     register_method(Method("grpo", "every", "GRPO: every valid token."))
     register_method(
         Method(
@@ -187,7 +192,15 @@ def _builtin() -> None:
             loss_agg="token_mean",
         )
     )
-    register_method(Method("stapo", "not_spurious", "STAPO: every token except the spurious ones."))
+    register_method(
+        Method(
+            "stapo",
+            "not_spurious",
+            "STAPO (arXiv 2602.15620): every token except the spurious ones, with a secondary "
+            "source's thresholds (p < 0.01, entropy below the valid tokens' 5% quantile), not a "
+            "paper version's (docs/METHOD.md: v1 runs 0.002 and 0.75 over low-p tokens).",
+        )
+    )
     register_method(Method("random", "uniform", "Control: a random 10% of the batch's tokens."))
     register_method(
         Method(
@@ -217,6 +230,27 @@ def _builtin() -> None:
             "every",
             f"GRPO minus {ENTROPY_BONUS} x the policy's entropy (an entropy bonus).",
             entropy_coef=ENTROPY_BONUS,
+        )
+    )
+    register_method(
+        Method(
+            "entropy_advantage",
+            "every",
+            f"Entropy-based advantage (Cheng et al. 2025, arXiv 2506.14758 v3): GRPO, each token's "
+            f"advantage plus min({ENTROPY_ADVANTAGE_ALPHA} x its entropy, |A| / "
+            f"{ENTROPY_ADVANTAGE_KAPPA:g}), detached; token mean, clip 0.2 / 0.28.",
+            loss_agg="token_mean",
+            entropy_advantage=ENTROPY_ADVANTAGE_ALPHA,
+        )
+    )
+    register_method(
+        Method(
+            "passk",
+            "every",
+            "Pass@k Training (Chen et al. 2025, arXiv 2508.10751; code RUCAIBox/Passk_Training): "
+            "the analytic pass@k advantage (k = 4), DAPO's token mean and clip 0.2 / 0.28.",
+            loss_agg="token_mean",
+            advantage="passk",
         )
     )
     for name, selector, what in (

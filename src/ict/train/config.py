@@ -25,7 +25,12 @@ from ict.data.tasks import SPLITS
 from ict.errors import ConfigError
 from ict.evidence.health import HealthCriterion
 from ict.files import write_atomic
-from ict.methods.options import MethodOptions, resolve_method, validate_method_options
+from ict.methods.options import (
+    MethodOptions,
+    check_engine_advantage,
+    resolve_method,
+    validate_method_options,
+)
 from ict.precision import CHOICES as PRECISION_CHOICES
 
 SECTIONS = {
@@ -342,6 +347,14 @@ class TrainConfig(MethodOptions):
         if self.dynamic_sampling and self.num_generations < 2:
             raise ConfigError(
                 "dynamic_sampling needs num_generations >= 2 (one response has no rewards to differ)"
+            )
+        check_engine_advantage(self, "the native trainer")
+        from ict.loss.advantages import PASSK_K
+
+        if resolve_method(self).advantage == "passk" and self.num_generations < PASSK_K:
+            raise ConfigError(
+                f"advantage 'passk' (pass@{PASSK_K}) needs num_generations >= {PASSK_K}, got "
+                f"{self.num_generations}: raise num_generations"
             )
         if self.num_generations < 2 and resolve_method(self).advantage == "grpo":
             raise ConfigError("num_generations must be >= 2 for group-relative advantages (grpo)")

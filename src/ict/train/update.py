@@ -263,7 +263,7 @@ class _UpdateRun:
             logprob, entropy = token_logprobs_from_hidden(
                 hidden, self.policy.head, self.ids[micro, cols], where[micro, cols],
                 temperature=cfg.temperature, chunk_size=cfg.stats_chunk_size,
-                with_entropy=lc.entropy_coef > 0,
+                with_entropy=lc.needs_entropy,
             )  # fmt: skip
         old = logprob.detach() if self.on_policy else b.old_logprob[micro, cols]
         loss, metrics = policy_loss(

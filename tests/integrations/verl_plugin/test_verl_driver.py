@@ -137,7 +137,8 @@ def test_the_ict_sections_loss_settings_reach_the_update():
     from ict.loss import CovarianceOptions
 
     cfg = _config("ict_kl_cov")
-    cfg.ict = {"kl_cov_ratio": 0.1, "kl_cov_coef": 2.0, "entropy_coef": 0.05, "clip_cov_ub": 4.0}
+    cfg.ict = {"kl_cov_ratio": 0.1, "kl_cov_coef": 2.0, "entropy_coef": 0.05, "clip_cov_ub": 4.0,
+               "entropy_advantage": 0.3}
     batch, mask = _batch()
     workers = FakeWorkers(torch.randn(4, 4, V, generator=torch.Generator().manual_seed(1)))
     trainer = types.SimpleNamespace(config=cfg, actor_rollout_wg=workers, global_steps=3)
@@ -149,11 +150,11 @@ def test_the_ict_sections_loss_settings_reach_the_update():
     settings = tu.get_non_tensor_data(td, verl_loss.LOSS_SETTINGS_KEY, None)
     assert settings == {"loss_mode": "kl_cov", "entropy_coef": 0.05, "clip_cov_ratio": 2e-4,
                         "clip_cov_lb": 1.0, "clip_cov_ub": 4.0, "kl_cov_ratio": 0.1,
-                        "kl_cov_coef": 2.0}  # fmt: skip
+                        "kl_cov_coef": 2.0, "entropy_advantage": 0.3}  # fmt: skip
     assert torch.equal(td[verl_loss.SELECTED_KEY].bool(), mask)  # kl_cov: every valid token
     assert verl_loss.LOSS_SETTINGS_KEY not in batch.meta_info  # sent, not left behind
     fields = verl_loss.settings_fields(settings)
-    assert fields == {"loss_mode": "kl_cov", "entropy_coef": 0.05,
+    assert fields == {"loss_mode": "kl_cov", "entropy_coef": 0.05, "entropy_advantage": 0.3,
                       "covariance": CovarianceOptions(2e-4, 1.0, 4.0, 0.1, 2.0)}  # fmt: skip
     # the method's own settings from the loss name alone
     for name, want in (("ict_clip_cov", ("clip_cov", 0.0)), ("ict_entropy_bonus", ("vanilla", 0.01)),

@@ -225,14 +225,14 @@ def test_icts_advantage_estimators_run_through_verls_compute_advantage():
     from ict.integrations.verl.advantages import register_advantages, verl_advantages
     from ict.loss import compute_advantages
 
-    assert register_advantages() == ["dr_grpo", "psr", "nsr", "w_reinforce"]  # idempotent
+    assert register_advantages() == ["dr_grpo", "psr", "nsr", "w_reinforce", "passk"]
     assert ADV_ESTIMATOR_REGISTRY["grpo"] is not verl_advantages
     mask = torch.tensor([[1, 1, 0], [1, 0, 0], [1, 1, 1], [1, 1, 0]] * 2, dtype=torch.float32)
     correct = torch.tensor([1.0, 0, 0, 1, 0, 0, 0, 0])  # the second prompt: all wrong
     rewards = torch.zeros(8, 3)
     rewards[torch.arange(8), mask.sum(-1).long() - 1] = correct  # on the last response token
     uids = np.array(["a"] * 4 + ["b"] * 4, dtype=object)
-    for name in ("w_reinforce", "nsr", "psr", "dr_grpo"):
+    for name in ("w_reinforce", "nsr", "psr", "dr_grpo", "passk"):
         data = DataProto.from_dict(
             tensors={"token_level_rewards": rewards, "response_mask": mask},
             non_tensors={"uid": uids},
@@ -262,3 +262,9 @@ def test_a_methods_advantage_must_be_verls_adv_estimator():
     with pytest.raises(ConfigError, match="set algorithm.adv_estimator=psr"):
         from_verl_config(cfg("ict_grpo", "grpo", advantage="psr"))
     from_verl_config(cfg("ict", "grpo_passk"))  # a grpo method leaves verl's estimator free
+    # verl's own grpo_passk, exposed as it is (not rewritten): named by ict.advantage, run by verl
+    assert from_verl_config(cfg("ict_grpo", "grpo_passk", advantage="grpo_passk"))
+    with pytest.raises(ConfigError, match="set algorithm.adv_estimator=grpo_passk"):
+        from_verl_config(cfg("ict_grpo", "grpo", advantage="grpo_passk"))
+    with pytest.raises(ConfigError, match="set algorithm.adv_estimator=passk"):
+        from_verl_config(cfg("ict", "grpo_passk", method="passk"))

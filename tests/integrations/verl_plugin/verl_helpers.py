@@ -253,6 +253,8 @@ def _estimator(loss_mode, ict) -> str:
     from ict.methods import get_method
 
     ict = dict(ict or {})
+    if loss_mode not in LOSS_MODES:  # verl's own loss: verl's estimator
+        return "grpo"
     name = ict.get("method") or LOSS_MODES[loss_mode]
     return ict.get("advantage") or get_method(name).resolved().advantage
 

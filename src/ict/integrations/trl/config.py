@@ -15,6 +15,7 @@ from ict.loss.policy import LOSS_AGGREGATIONS
 from ict.methods import (
     Method,
     MethodOptions,
+    check_engine_advantage,
     get_method,
     resolve_method,
     selector_kwargs,
@@ -144,6 +145,7 @@ class ICTGRPOConfig(MethodOptions, GRPOConfig):
         validate_method_options(self)
         self._cpu_precision()
         method = resolve_method(self)
+        check_engine_advantage(self, "TRL")
         if method.advantage != "grpo" and (
             self.multi_objective_aggregation != "sum_then_normalize" or self.scale_rewards != "group"
         ):
@@ -270,6 +272,11 @@ class ICTGRPOConfig(MethodOptions, GRPOConfig):
 
 def ict_computes_loss(method: Method) -> bool:
     """Whether ict.loss.policy_loss computes the method's loss in TRL: a loss mode other than
-    vanilla (Clip-Cov, KL-Cov) or an entropy bonus, which TRL's own loss cannot compute (TRL's
-    entropy term is a plain per-micro-batch token mean, not the method's aggregation)."""
-    return method.loss_mode != "vanilla" or method.entropy_coef != 0.0
+    vanilla (Clip-Cov, KL-Cov), an entropy bonus or the entropy-based advantage, which TRL's own
+    loss cannot compute (TRL's entropy term is a plain per-micro-batch token mean, not the
+    method's aggregation; TRL's advantages are per response)."""
+    return (
+        method.loss_mode != "vanilla"
+        or method.entropy_coef != 0.0
+        or (method.entropy_advantage or 0.0) != 0.0
+    )

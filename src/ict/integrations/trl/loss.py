@@ -83,6 +83,7 @@ class LossSteps:
             loss_agg=method.loss_agg, normalize_by=method.normalize_by,
             max_response_length=self.max_completion_length, entropy_coef=method.entropy_coef,
             loss_mode=method.loss_mode, **{k: getattr(self.args, k) for k in COVARIANCE_FIELDS},
+            entropy_advantage=method.entropy_advantage,
             kl_coef=self.beta, kl_estimator="k3", kl_on="selected",  # TRL's KL term, as TRL's loss
         )  # fmt: skip
 

@@ -9,7 +9,7 @@ the verl environment), or `VERL_USE_EXTERNAL_MODULES=ict.integrations.verl`. Imp
 2. registers the policy losses `ict`, `ict_entropy`, `ict_stapo`, `ict_random`, `ict_grpo`,
    `ict_clip_cov`, `ict_kl_cov`, `ict_entropy_bonus` (config.LOSS_MODES: each a method's name;
    every one runs the method's selection, loss mode and entropy bonus),
-3. registers ict's advantage estimators verl lacks (w_reinforce, nsr, psr, dr_grpo) for
+3. registers ict's advantage estimators verl lacks (w_reinforce, nsr, psr, dr_grpo, passk) for
    `algorithm.adv_estimator` (advantages.py),
 4. wraps five verl methods so the old policy's per-token statistics reach the loss and the step's
    metrics reach verl's log (hooks.py, metrics.py), and verl's start-up `validate_config` so a bad

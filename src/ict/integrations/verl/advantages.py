@@ -4,7 +4,7 @@ verl 0.9.1 computes advantages on the driver (`ray_trainer.compute_advantage`) w
 its registry holds under `algorithm.adv_estimator`, called with the token-level rewards [B, T], the
 response mask [B, T], the prompt uids [B] and the algorithm config. `register_advantages` adds every
 estimator of ict.loss.ADVANTAGE_ESTIMATORS whose name verl's registry lacks (w_reinforce, nsr, psr,
-dr_grpo; verl keeps its own grpo), each a wrapper of `ict.loss.compute_advantages`: the outcome
+dr_grpo, passk; verl keeps its own grpo and grpo_passk), each a wrapper of `ict.loss.compute_advantages`: the outcome
 reward is the row's summed token rewards, as verl's outcome estimators read it. A method that fixes
 its estimator (ict.methods: w_reinforce, nsr, psr) must name it in `algorithm.adv_estimator`
 (config.validate says so in one line).

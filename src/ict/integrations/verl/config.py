@@ -22,6 +22,8 @@ names in LOSS_MODES). Everything else is optional; a setting left null is the me
       selector_options: {}    # e.g. {prob_below: 0.01, entropy_quantile: 0.05} for stapo
       loss_mode: null         # vanilla, clip_cov or kl_cov (Cui et al.); null: the method's
       entropy_coef: null      # ict's entropy bonus; null: the method's (entropy_bonus: 0.01)
+      entropy_advantage: null # alpha of the entropy-based advantage; the method's (0.4 for
+                              # entropy_advantage, else 0)
       advantage: null         # the method's estimator (w_reinforce, nsr, psr fix theirs), which
                               # algorithm.adv_estimator must then name (advantages.py)
       clip_cov_ratio: 2e-4    # the loss modes' settings (the paper's recipe); these, not verl's
@@ -70,6 +72,8 @@ LOSS_MODES: dict[str, str] = {
     "ict_w_reinforce": "w_reinforce",
     "ict_nsr": "nsr",
     "ict_psr": "psr",
+    "ict_entropy_advantage": "entropy_advantage",
+    "ict_passk": "passk",
 }
 # What the verl old-policy pass computes (a subset of ict.stats.REFERENCES / ict.select SCOPES):
 VERL_REFERENCES = ("group_position", "batch_mean")  # others need more than verl gives the hook
@@ -138,6 +142,7 @@ class IctVerlConfig(MethodOptions):
         return {
             "loss_mode": method.loss_mode,
             "entropy_coef": float(method.entropy_coef),
+            "entropy_advantage": float(method.entropy_advantage),
             **{k: float(getattr(self, k)) for k in COVARIANCE_FIELDS},
         }
 

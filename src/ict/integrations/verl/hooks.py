@@ -219,14 +219,16 @@ def _wrap_prepare_model_outputs(original):
             )
         ict_loss.set_current(selection)
         model_output = original(self, output, output_args, micro_batch, logits_processor_func)
-        if selection is not None and selection.entropy_coef != 0.0:
-            # the bonus's entropy: verl's own (with grad), in the loss's padded response layout
+        if selection is not None and selection.needs_entropy:
+            # the bonus's (or the shaping's) entropy: verl's own (with grad), in the loss's padded
+            # response layout
             from verl.workers.utils.padding import no_padding_2_padding
 
             entropy = model_output.get("entropy", None)
             if entropy is None:
                 raise ConfigError(
-                    "ict.entropy_coef needs verl's entropy in the update pass, which verl did not "
+                    "ict.entropy_coef / entropy_advantage need verl's entropy in the update pass, "
+                    "which verl did not "
                     "compute: set actor_rollout_ref.actor.calculate_entropy=True"
                 )
             selection.entropy = no_padding_2_padding(entropy, micro_batch)
@@ -347,7 +349,8 @@ def _wrap_forward_backward_batch(original):
                 },
             )
             settings = _non_tensor(data, ict_loss.LOSS_SETTINGS_KEY, None) or {}
-            if settings.get("entropy_coef", 0.0) != 0.0:  # the bonus reads verl's entropy
+            if settings.get("entropy_coef", 0.0) != 0.0 or settings.get("entropy_advantage", 0.0):
+                # the bonus and the shaping read verl's entropy
                 tu.assign_non_tensor(data, calculate_entropy=True)
         return original(self, data, loss_function, forward_only)
 

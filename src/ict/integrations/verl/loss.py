@@ -45,7 +45,7 @@ from ict.errors import ConfigError
 from ict.loss import CovarianceOptions, clipped_token_loss
 from ict.loss.modes import apply_loss_mode, loss_mode_metrics
 from ict.loss.options import COVARIANCE_FIELDS
-from ict.loss.policy import loss_masks
+from ict.loss.policy import loss_masks, shape_advantages
 
 SELECTED_KEY = "ict_selected"  # bool [B, R] in the batch: the selection of each response token
 ROW_COUNTS_KEY = "ict_row_counts"  # float [B, 2] in the batch: each row's normaliser counts
@@ -71,9 +71,10 @@ class MicroBatchSelection:
     loss_agg:     an ict.loss aggregation (the method's), or None for verl's loss_agg_mode
     loss_mode:    ict.loss.modes mode (the method's): vanilla, clip_cov, kl_cov
     entropy_coef: the method's entropy bonus (0: none)
+    entropy_advantage: alpha of the method's entropy-based advantage shaping (0: none)
     covariance:   Clip-Cov's and KL-Cov's settings (the `ict:` section's)
     entropy:      FloatTensor[b, R], the current policy's entropy (padded like response_mask;
-                  the engine hook sets it when entropy_coef != 0)
+                  the engine hook sets it when `needs_entropy`)
     """
 
     selected: Tensor
@@ -85,6 +86,12 @@ class MicroBatchSelection:
     entropy_coef: float = 0.0
     covariance: CovarianceOptions = CovarianceOptions()
     entropy: Tensor | None = None
+    entropy_advantage: float = 0.0
+
+    @property
+    def needs_entropy(self) -> bool:
+        """Whether the loss reads verl's entropy: the entropy bonus or the shaping."""
+        return self.entropy_coef != 0.0 or self.entropy_advantage != 0.0
 
 
 def settings_fields(settings: dict | None) -> dict[str, Any]:
@@ -95,6 +102,7 @@ def settings_fields(settings: dict | None) -> dict[str, Any]:
     return {
         "loss_mode": settings.get("loss_mode", "vanilla"),
         "entropy_coef": float(settings.get("entropy_coef", 0.0)),
+        "entropy_advantage": float(settings.get("entropy_advantage", 0.0)),
         "covariance": CovarianceOptions(
             **{k: float(settings[k]) for k in COVARIANCE_FIELDS if k in settings}
         ),
@@ -219,6 +227,17 @@ def ict_policy_loss(
     eps_high = config.clip_ratio_high if config.clip_ratio_high is not None else eps
     # the dual clip is the vanilla loss's only (verl's clip_cov / kl_cov have none)
     clip_c = config.get("clip_ratio_c", 3.0) if selection.loss_mode == "vanilla" else None
+    if selection.needs_entropy and selection.entropy is None:
+        raise ConfigError(
+            "the ict loss reads the policy's entropy (ict.entropy_coef or ict.entropy_advantage) "
+            "but none reached it: the engine hook was not applied (load the plugin in every verl "
+            "process)"
+        )
+    if selection.entropy_advantage != 0.0:  # ict.loss.shape_advantages, as natively
+        entropy = selection.entropy.to(device=advantages.device)
+        advantages = shape_advantages(
+            advantages, torch.where(valid, entropy, 0.0), selection.entropy_advantage
+        )
     # the one per-token clipped surrogate (ict.loss), as verl's vanilla loss (log-ratio clamp 20)
     token_loss, ratio, clipped_loss = clipped_token_loss(
         log_prob, old_log_prob, advantages, valid, eps_low=eps_low, eps_high=eps_high,
@@ -265,11 +284,6 @@ def ict_policy_loss(
     maskf = mask.float()
     metrics = {}
     if selection.entropy_coef != 0.0:  # ict's bonus: the policy term's tokens and normalisers
-        if selection.entropy is None:
-            raise ConfigError(
-                "the ict loss has an entropy bonus (ict.entropy_coef) but no entropy reached it: "
-                "the engine hook was not applied (load the plugin in every verl process)"
-            )
         entropy = selection.entropy.to(device=token_loss.device, dtype=token_loss.dtype)
         bonus = agg_loss(
             loss_mat=torch.where(mask, entropy, 0.0),
