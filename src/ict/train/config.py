@@ -532,9 +532,17 @@ def load_yaml(path: str | Path) -> dict:
     return data or {}
 
 
+def packaged_presets() -> list[str]:
+    """The names of the packaged training presets (ict/configs/*.yaml: "default", ...)."""
+    return sorted(p.stem for p in (Path(__file__).resolve().parent.parent / "configs").glob("*.yaml"))
+
+
 def preset_path(name: str) -> Path:
-    """Path of a packaged preset in ict/configs (e.g. "default")."""
+    """Path of a packaged preset in ict/configs (e.g. "default"); ConfigError naming the packaged
+    presets when there is none of that name."""
     path = Path(__file__).resolve().parent.parent / "configs" / f"{name}.yaml"
     if not path.is_file():
-        raise ConfigError(f"no packaged preset {name!r} (expected {path})")
+        raise ConfigError(
+            f"no packaged preset {name!r}; packaged presets: {', '.join(packaged_presets())}"
+        )
     return path
