@@ -130,7 +130,9 @@ def test_negative_values_are_joined_to_their_flag_only():
     ]  # fmt: skip
 
 
-def test_an_unknown_config_name_lists_the_packaged_presets(tmp_path, capsys, no_model_loads, monkeypatch):
+def test_an_unknown_config_name_lists_the_packaged_presets(
+    tmp_path, capsys, no_model_loads, monkeypatch
+):
     """`--config toy` (a comparison preset's name) is one line naming the packaged training
     presets and the command the comparison preset belongs to."""
     from ict.train.config import packaged_presets

@@ -234,7 +234,9 @@ class TrainConfig(MethodOptions):
     )
     save_every: int = _f(5, "run", "checkpoint every N steps (and at the end); 0 = only at the end")
     keep_last: int = _f(2, "run", "checkpoints kept")
-    log_samples_every: int = _f(5, "run", "write per-token samples every N steps (and step 1)")
+    log_samples_every: int = _f(
+        5, "run", "write per-token samples every N steps (and the first and last steps)"
+    )
     num_log_samples: int = _f(4, "run", "responses written to samples.jsonl per logged step")
     heldout_eval: bool = _f(
         True,
@@ -534,7 +536,9 @@ def load_yaml(path: str | Path) -> dict:
 
 def packaged_presets() -> list[str]:
     """The names of the packaged training presets (ict/configs/*.yaml: "default", ...)."""
-    return sorted(p.stem for p in (Path(__file__).resolve().parent.parent / "configs").glob("*.yaml"))
+    return sorted(
+        p.stem for p in (Path(__file__).resolve().parent.parent / "configs").glob("*.yaml")
+    )
 
 
 def preset_path(name: str) -> Path:
