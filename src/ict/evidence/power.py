@@ -60,3 +60,17 @@ def minimum_detectable_effect(se: float, df: float, alpha: float, power: float =
     if se == 0.0:
         return 0.0
     return detectable_ncp(df, alpha, power) * se
+
+
+def seeds_needed(sd: float, margin: float, alpha: float, power: float = POWER, most: int = 1000):
+    """The fewest seeds n (at least 2) at which the paired t test over seeds (n - 1 degrees of
+    freedom, per-seed differences of SD `sd`) detects a true difference of `margin` with `power`
+    at level `alpha`: its MDE, detectable_ncp(n - 1) x sd / sqrt(n), is at most the margin. None
+    when more than `most` seeds would be needed, or sd or margin is not a finite number (margin
+    > 0)."""
+    if not (math.isfinite(sd) and math.isfinite(margin)) or margin <= 0:
+        return None
+    for n in range(2, most + 1):
+        if detectable_ncp(n - 1, alpha, power) * sd / math.sqrt(n) <= margin:
+            return n
+    return None
