@@ -121,7 +121,7 @@ class TrainConfig(MethodOptions):
     )
     # data
     task: str = _f(
-        'rg:basic_arithmetic?template=chain_sum_2shot&min_terms=2&max_terms=2&min_digits=1&max_digits=2&operators=["%2B"]&allow_parentheses=false&allow_negation=false',
+        'rg:basic_arithmetic?template=sum_2shot&min_terms=2&max_terms=2&min_digits=1&max_digits=2&operators=["%2B"]&allow_parentheses=false&allow_negation=false',
         "data",
         "task spec (ict.data.load_task): rg:<reasoning-gym task>?<options>, a benchmark, hf:<id>?..., or a local .jsonl/.parquet file?question=<col>&answer=<col>",
     )
