@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import random
 import re
+from pathlib import Path
 
 from ict.integrations.trl import ICTGRPOConfig as GRPOConfig
 from ict.integrations.trl import ICTGRPOTrainer as GRPOTrainer
@@ -177,16 +178,41 @@ def main(argv=None):
         processing_class=tokenizer,
     )  # fmt: skip
     trainer.train()
-    for row in trainer.state.log_history[-2:]:
-        print(
-            {
-                k: v
-                for k, v in row.items()
-                if k.split("/")[0]
-                in ("reward", "selected_fraction", "valid", "selected", "overlap")
-            }
-        )
+    report(trainer)
     return trainer
+
+
+SHOWN = (
+    "reward",
+    "reward_std",
+    "selected_fraction",
+    "dense_warmup",
+    "valid/entropy",
+    "selected/js",
+)
+
+
+def report(trainer) -> Path | None:
+    """Write every logged step's metrics to OUTPUT_DIR/metrics.jsonl (one JSON line per step, TRL's
+    log with ict's metrics) and print the last step's main numbers and where the files are (main
+    process only); returns the metrics file's path."""
+    from ict.files import write_jsonl_atomic
+
+    if not trainer.is_world_process_zero():
+        return None
+    steps = [row for row in trainer.state.log_history if "reward" in row]
+    out = Path(trainer.args.output_dir)
+    path = out / "metrics.jsonl"
+    write_jsonl_atomic(path, steps)
+    if steps:
+        last = steps[-1]
+        shown = ", ".join(f"{k} {last[k]:.4g}" for k in SHOWN if k in last)
+        print(f"step {trainer.state.global_step} of {trainer.args.max_steps}: {shown}")
+    print(f"metrics of every step: {path}")
+    saved = sorted(out.glob("checkpoint-*"))
+    if saved:
+        print(f"checkpoints: {', '.join(str(p) for p in saved)}")
+    return path
 
 
 if __name__ == "__main__":

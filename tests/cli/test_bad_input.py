@@ -128,3 +128,20 @@ def test_negative_values_are_joined_to_their_flag_only():
     assert join_negative_values(["--temperature", "-inf", "--", "-2"]) == [
         "--temperature=-inf", "--", "-2",
     ]  # fmt: skip
+
+
+def test_an_unknown_config_name_lists_the_packaged_presets(
+    tmp_path, capsys, no_model_loads, monkeypatch
+):
+    """`--config toy` (a comparison preset's name) is one line naming the packaged training
+    presets and the command the comparison preset belongs to."""
+    from ict.train.config import packaged_presets
+
+    monkeypatch.chdir(tmp_path)  # no file named toy here
+    assert "default" in packaged_presets()
+    assert main(["train", "--config", "toy", "--max-steps", "1"]) == 2
+    line = one_error_line(capsys)
+    assert "packaged presets: default" in line and "ict compare --preset toy" in line
+    assert main(["train", "--config", "no-such-preset", "--max-steps", "1"]) == 2
+    line = one_error_line(capsys)
+    assert "packaged presets: default" in line and "compare" not in line

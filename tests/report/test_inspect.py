@@ -125,3 +125,18 @@ def test_inspect_model_marks_what_a_training_step_selects(tmp_path, monkeypatch,
         assert step_record["tokens"] == inspected["tokens"]
         assert step_record["selected"]["ict"] == inspected["selected"]["ict"]
         assert step_record["js"] == inspected["js"]
+
+
+def test_inspect_writes_plain_text_off_a_terminal_and_colour_on_one(run_dir, capsys, monkeypatch):
+    """Into a file or a pipe (capsys: not a terminal) no ANSI codes; on a terminal, or with
+    --color, coloured; --no-color wins."""
+    assert main(["inspect", str(run_dir), "--no-html"]) == 0
+    out = capsys.readouterr().out
+    assert "(step 5)" in out and "\x1b[" not in out
+    assert main(["inspect", str(run_dir), "--no-html", "--color"]) == 0
+    assert "\x1b[" in capsys.readouterr().out
+    monkeypatch.setattr("sys.stdout.isatty", lambda: True)
+    assert main(["inspect", str(run_dir), "--no-html"]) == 0
+    assert "\x1b[" in capsys.readouterr().out
+    assert main(["inspect", str(run_dir), "--no-html", "--no-color"]) == 0
+    assert "\x1b[" not in capsys.readouterr().out

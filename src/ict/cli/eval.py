@@ -149,6 +149,12 @@ def add_parser(subparsers, summary: str) -> None:
         action="store_true",
         help="discard cached samples in --out made with other settings",
     )
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show third-party logs, warnings and loading bars (transformers, huggingface_hub, "
+        "datasets)",
+    )
     p.set_defaults(func=run)
 
 
@@ -222,7 +228,20 @@ def resolve(args: argparse.Namespace) -> tuple[list[str], EvalSettings, object]:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Evaluate once per seed (the model is loaded once); the paper's table when asked for."""
+    """Evaluate once per seed (the model is loaded once); the paper's table when asked for. The
+    console is quiet (ict.console: no third-party bars, logs or warnings) unless --verbose."""
+    import warnings
+
+    from ict.console import quiet_console
+
+    verbose = getattr(args, "verbose", False)
+    with quiet_console(verbose), warnings.catch_warnings():
+        if not verbose:
+            warnings.simplefilter("ignore")  # third-party warnings (a plot's layout, generation)
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from ict.models import check_model_path
 
     if args.seeds < 1:
@@ -283,10 +302,13 @@ def _write_k_plot(result: dict, out: str):
     if len(ks) < 2:
         return None
     try:
+        from ict.data import short_labels
         from ict.report.plots import k_curves_from_summary, plot_k_curves
 
+        names = short_labels(result["benchmarks"])
+        curves = {names[label]: curve for label, curve in k_curves_from_summary(result).items()}
         return plot_k_curves(
-            k_curves_from_summary(result),
+            curves,
             Path(out) / "pass_at_k.png",
             title=f"pass@k against k - {result['model']} (n = {result['settings']['n']})",
         )

@@ -13,7 +13,7 @@ examples:
   ict inspect runs/my-run                      # samples.jsonl of a run, last logged step
   ict inspect runs/my-run --step 10 --metric entropy
   ict inspect --model runs/my-run --prompt "What is 17+25?" --num-samples 2
-  ict inspect runs/my-run --no-color --html map.html
+  ict inspect runs/my-run --html map.html > map.txt   # plain text in a file
 """
 
 
@@ -77,6 +77,12 @@ def add_parser(subparsers, summary: str) -> None:
     p.add_argument("--no-html", action="store_true", help="terminal output only")
     p.add_argument("--no-terminal", action="store_true", help="HTML only")
     p.add_argument("--no-color", action="store_true", help="terminal output without ANSI colours")
+    p.add_argument(
+        "--color",
+        action="store_true",
+        help="ANSI colours even when the output is not a terminal (default: colours on a "
+        "terminal only, plain text into a file or a pipe)",
+    )
     p.set_defaults(func=run)
 
 
@@ -93,6 +99,14 @@ def pick_records(records: list[dict], step: int | None, all_steps: bool, limit: 
             )
         records = [r for r in records if r.get("step", 0) == wanted]
     return records[:limit]
+
+
+def use_color(args) -> bool:
+    """ANSI colours: on a terminal, or with --color; never with --no-color (a file or a pipe
+    gets plain text)."""
+    if args.no_color:
+        return False
+    return bool(args.color) or sys.stdout.isatty()
 
 
 def run(args) -> int:
@@ -148,7 +162,7 @@ def run(args) -> int:
     if not args.no_terminal:
         sys.stdout.write(
             render_terminal(
-                records, metric=args.metric, selector=args.method, color=not args.no_color
+                records, metric=args.metric, selector=args.method, color=use_color(args)
             )
         )
     if not args.no_html:

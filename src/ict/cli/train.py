@@ -173,13 +173,26 @@ def resolve_config(args: argparse.Namespace):
             try:
                 path = preset_path(config_file)
             except ConfigError:
-                raise ConfigError(
-                    f"--config {config_file}: no such file or packaged preset"
-                ) from None
+                raise ConfigError(unknown_config_text(config_file)) from None
         base.update(read(path))
     if resume and "output_dir" in overrides and Path(overrides["output_dir"]) != Path(resume):
         raise ConfigError("--resume continues the run in place; drop --output-dir")
     return TrainConfig.from_dict({**base, **overrides}, source="--config / flags"), resume
+
+
+def unknown_config_text(name: str) -> str:
+    """The one line for a --config that is neither a file nor a packaged preset: the packaged
+    presets, and `ict compare --preset NAME` when NAME is a comparison preset."""
+    from ict.compare.presets import PRESETS
+    from ict.train.config import packaged_presets
+
+    text = (
+        f"--config {name}: no such file or packaged preset; packaged presets: "
+        f"{', '.join(packaged_presets())}, or pass a YAML file"
+    )
+    if name in PRESETS:
+        text += f" ({name} is a comparison preset: ict compare --preset {name})"
+    return text
 
 
 def run(args: argparse.Namespace) -> int:

@@ -20,7 +20,7 @@ from ict.data.mixture import load_mixture, parse_mixture, split_specs
 from ict.data.prompts import PROMPT_TEMPLATES, render_messages
 from ict.data.rg import EVAL_SEED_OFFSET, load_rg_items, rg_task_names
 from ict.data.sources import find_local_file, read_rows
-from ict.data.specs import file_stem, parse_spec, task_label
+from ict.data.specs import file_stem, parse_spec, short_labels, task_label
 from ict.data.tasks import (
     DEFAULT_TASK,
     HELDOUT_SPLIT,
@@ -64,5 +64,6 @@ __all__ = [
     "rg_task_names",
     "split_specs",
     "task_categorizer",
+    "short_labels",
     "task_label",
 ]

@@ -3,9 +3,10 @@
 Render the messages with `ict.models.format_prompt(tokenizer, messages)` (the chat template).
 Every template asks for a final answer the verifiers can find (`<answer>` tags or `\\boxed{}`).
 
-`chain_sum_2shot` is the default for the embedded SmolLM2-135M-Instruct: a prompt that only asks
-for `<answer>` tags gets no tags from that model, while two worked examples (as earlier chat
-turns) that end in `<answer>N</answer>` are followed. `running_total_3shot` is the smollm-cot
+`chain_sum_2shot` is chain_sum's default for the embedded SmolLM2-135M-Instruct: a prompt that
+only asks for `<answer>` tags gets no tags from that model, while two worked examples (as earlier
+chat turns) that end in `<answer>N</answer>` are followed. `sum_2shot` is the same for the default
+task (basic_arithmetic additions: its question form, addition only). `running_total_3shot` is the smollm-cot
 preset's: one-digit sums written as running totals, 55-80-token chains from that model.
 """
 
@@ -27,6 +28,12 @@ CHAIN_SUM_EXAMPLES = [
     ("State the final answer to the following arithmetic problem: 58 - 21 =", "58 - 21 = 37", "37"),
 ]
 CHAIN_SUM_INSTRUCTION = "Give the final answer inside <answer></answer> tags."
+# the default task's (reasoning-gym basic_arithmetic, two 1-2 digit numbers, addition only): its
+# own question form and operator, so the examples are instances of the task
+SUM_EXAMPLES = [
+    ("Calculate 23 + 19.", "23 + 19 = 42", "42"),
+    ("Calculate 58 + 7.", "58 + 7 = 65", "65"),
+]
 STEPS_EXAMPLES = [
     (
         "State the final answer to the following arithmetic problem: 23 + 19 - 7 + 40 =",
@@ -113,6 +120,13 @@ def chain_sum_2shot(question: str, options: Sequence[str] | None = None) -> list
     return worked_examples(CHAIN_SUM_EXAMPLES, question, CHAIN_SUM_INSTRUCTION, separator=". ")
 
 
+def sum_2shot(question: str, options: Sequence[str] | None = None) -> list[dict]:
+    """Two worked two-term additions in basic_arithmetic's question form ("Calculate a + b.") as
+    earlier chat turns, then the question: the default task's prompt (`chain_sum_2shot` shows a
+    subtraction, which an addition-only task never asks)."""
+    return worked_examples(SUM_EXAMPLES, question, CHAIN_SUM_INSTRUCTION, separator=". ")
+
+
 def steps_2shot(question: str, options: Sequence[str] | None = None) -> list[dict]:
     """Two worked multi-step examples (one running total per step) as earlier chat turns, then the
     question: a written chain of 40-120 tokens from SmolLM2-135M-Instruct (about 4% right on
@@ -132,6 +146,7 @@ PROMPT_TEMPLATES: dict[str, Callable[..., list[dict]]] = {
     "boxed": boxed,
     "choice": choice,
     "chain_sum_2shot": chain_sum_2shot,
+    "sum_2shot": sum_2shot,
     "steps_2shot": steps_2shot,
     "running_total_3shot": running_total_3shot,
 }

@@ -38,6 +38,22 @@ def task_label(spec: str) -> str:
     return re.sub(r"\s+", "", spec)
 
 
+def short_labels(labels) -> dict[str, str]:
+    """{label: what a console or a legend calls it}: the task's name without its options
+    ("rg:basic_arithmetic?template=...&operators=..." -> "rg:basic_arithmetic"), numbered when
+    two labels share a name ("rg:chain_sum (1)", "rg:chain_sum (2)"). Outputs and metric keys
+    keep the full label (task_label)."""
+    labels = list(labels)
+    names = [label.split("?", 1)[0] for label in labels]
+    out, seen = {}, {}
+    for label, name in zip(labels, names, strict=True):
+        if names.count(name) > 1:
+            seen[name] = seen.get(name, 0) + 1
+            name = f"{name} ({seen[name]})"
+        out[label] = name
+    return out
+
+
 def file_stem(label: str) -> str:
     """A file-name-safe version of a label ("rg:chain_sum?a=1" -> "rg_chain_sum_a=1")."""
     return re.sub(r"[^A-Za-z0-9._=-]+", "_", label).strip("_")

@@ -140,10 +140,16 @@ class BatchedSampler:
         return HFStepper(self.model), autocast
 
     def sample_keyed(
-        self, prompts: list[Messages], *, n: int, seeds: list[int]
+        self,
+        prompts: list[Messages],
+        *,
+        n: int,
+        seeds: list[int],
+        on_done: Callable[[int, list[tuple[str, int]]], None] | None = None,
     ) -> list[list[tuple[str, int]]]:
         """n (text, token count) samples of each prompt, sample j of prompt i keyed by
-        (seeds[i], j) (ict.fast.keyed), decoded as one batch."""
+        (seeds[i], j) (ict.fast.keyed), decoded as one batch. `on_done(i, samples)`: prompt i's
+        samples as soon as every one of them has ended at an EOS, while the batch decodes on."""
         from contextlib import nullcontext
 
         import torch
@@ -158,6 +164,12 @@ class BatchedSampler:
         ids, attn = self._encode(prompts)
         stepper, autocast = self._stepper()
         trace = DecodeTrace()
+        stop = list(s.stop)
+
+        def done(i: int, rows) -> None:
+            texts, lengths = response_texts(rows.cpu(), self.tokenizer, eos_ids, stop)
+            on_done(i, list(zip(texts, lengths, strict=True)))
+
         was_training = model.training
         model.eval()
         try:
@@ -167,11 +179,12 @@ class BatchedSampler:
                     row_keys(torch.tensor(seeds, dtype=torch.long), n),
                     temperature=s.temperature, top_p=s.top_p, max_new_tokens=s.max_new_tokens,
                     pad_id=pad_id, eos_ids=sorted(eos_ids), trace=trace,
+                    on_done=done if on_done is not None else None,
                 )  # fmt: skip
         finally:
             model.train(was_training)
         self.traces.append(trace)
-        texts, lengths = response_texts(tokens.cpu(), self.tokenizer, eos_ids, list(s.stop))
+        texts, lengths = response_texts(tokens.cpu(), self.tokenizer, eos_ids, stop)
         return [
             list(zip(texts[i * n : (i + 1) * n], lengths[i * n : (i + 1) * n], strict=True))
             for i in range(len(prompts))

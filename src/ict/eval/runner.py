@@ -37,14 +37,13 @@ from typing import Any
 
 import numpy as np
 
-from ict.data import Item, file_stem, load_task, task_label
+from ict.data import Item, file_stem, load_task, short_labels, task_label
 from ict.errors import ConfigError
 from ict.eval.backends import Sampler, SamplerFactory, hf_sampler
 from ict.eval.metrics import default_ks, pass_at_k_per_problem
 from ict.eval.settings import EvalSettings, chunk_seed, problem_seed
 from ict.evidence.bootstrap import bootstrap_ci
 from ict.files import (
-    JsonlWriter,
     append_jsonl,
     read_json_if_present,
     read_jsonl,
@@ -98,8 +97,10 @@ def evaluate_benchmark(
     model: str,
     cache_path: Path | None = None,
     progress: Progress | None = None,
+    name: str | None = None,
 ) -> list[dict]:
-    """Per-problem records of one benchmark, reusing and extending the cache file if given.
+    """Per-problem records of one benchmark, reusing and extending the cache file if given
+    (`name`: what the progress lines call it, default the label).
 
     judge: `.judge([(item, text), ...]) -> [Verdict]` (an ict.rewards.ItemJudge). The batched path
     runs when `settings.sampler` is "batched" and the sampler has `sample_keyed` (BatchedSampler);
@@ -117,8 +118,11 @@ def evaluate_benchmark(
                     "use another --out directory, or --overwrite to discard them"
                 )
             done[row["index"]] = row
+    shown = name or label
     if keyed:
-        _batched(label, items, sampler, judge, settings, fingerprint, done, cache_path, progress)
+        _batched(
+            label, items, sampler, judge, settings, fingerprint, done, cache_path, progress, shown
+        )
         return [done[i] for i in range(len(items))]
     per_chunk = max(1, settings.batch_size // settings.n)
     for start in range(0, len(items), per_chunk):
@@ -140,17 +144,32 @@ def evaluate_benchmark(
                 append_jsonl(cache_path, record)
             done[index] = record
         if progress:
-            progress(f"{label}: {min(start + per_chunk, len(items))}/{len(items)} problems")
+            progress(f"{shown}: {min(start + per_chunk, len(items))}/{len(items)} problems")
     return [done[i] for i in range(len(items))]
 
 
-def _batched(label, items, sampler, judge, settings, fingerprint, done, cache_path, progress):
+def _batched(
+    label, items, sampler, judge, settings, fingerprint, done, cache_path, progress, shown=None
+):
     """The batched path of `evaluate_benchmark`: the problems not in `done`, as many per batch as
     the sampler's memory budget holds, each problem keyed by `problem_seed` (so the batches do not
-    change the samples), every sample of a batch judged in one call; records into `done`."""
+    change the samples); records into `done`. Each problem is judged and its record written to the
+    cache as soon as its samples are finished: while the batch decodes on when all its samples
+    ended early (the sampler's `on_done`), else when the batch ends. An interrupted evaluation
+    keeps every problem it finished, however few, and resumes from them with the same samples."""
     todo = [i for i in range(len(items)) if i not in done]
     if not todo:
         return
+
+    def finish(index: int, samples) -> None:
+        if index in done:
+            return
+        verdicts = judge.judge([(items[index], text) for text, _ in samples])
+        record = problem_record(index, items[index], samples, verdicts, fingerprint)
+        if cache_path is not None:
+            append_jsonl(cache_path, record)
+        done[index] = record
+
     per_batch = sampler.problems_per_batch([items[i].messages for i in todo], settings.n)
     for first in range(0, len(todo), per_batch):
         indices = todo[first : first + per_batch]
@@ -158,25 +177,14 @@ def _batched(label, items, sampler, judge, settings, fingerprint, done, cache_pa
             [items[i].messages for i in indices],
             n=settings.n,
             seeds=[problem_seed(settings.seed, label, i) for i in indices],
+            on_done=lambda j, samples, indices=indices: finish(indices[j], samples),
         )
-        pairs = [
-            (items[i], text)
-            for i, samples in zip(indices, outputs, strict=True)
-            for text, _ in samples
-        ]
-        verdicts = judge.judge(pairs)
-        records = []
-        for j, (index, samples) in enumerate(zip(indices, outputs, strict=True)):
-            mine = verdicts[j * settings.n : (j + 1) * settings.n]
-            records.append(problem_record(index, items[index], samples, mine, fingerprint))
-        if cache_path is not None:
-            with JsonlWriter(cache_path) as writer:
-                for record in records:
-                    writer.write(record)
-        done.update((r["index"], r) for r in records)
+        for index, samples in zip(indices, outputs, strict=True):
+            finish(index, samples)
         if progress:
             progress(
-                f"{label}: {len(items) - len(todo) + first + len(indices)}/{len(items)} problems"
+                f"{shown or label}: {len(items) - len(todo) + first + len(indices)}/{len(items)} "
+                "problems"
             )
 
 
@@ -299,13 +307,14 @@ def run_eval(
     out = Path(out_dir) if out_dir is not None else None
     loaded = items if items is not None else load_eval_items(tasks, settings, data_dir)
     records = {}
+    names = short_labels(loaded)
     for label, bench_items in loaded.items():
         cache = out / "samples" / f"{file_stem(label)}.jsonl" if out is not None else None
         if cache is not None and overwrite and cache.exists():
             cache.unlink()
         records[label] = evaluate_benchmark(
             label, bench_items, sampler, judge, settings,
-            model=model, cache_path=cache, progress=progress,
+            model=model, cache_path=cache, progress=progress, name=names[label],
         )  # fmt: skip
         if cache is not None:
             write_jsonl_atomic(cache, records[label])
@@ -412,9 +421,11 @@ def _fraction(value: float) -> str:
 
 
 def results_table(result: dict[str, Any]) -> str:
-    """A Markdown table: one row per benchmark, pass@k and accuracy (fractions) with their 95%
+    """A Markdown table: one row per benchmark (by its short name, ict.data.short_labels; the full
+    specs follow the table when they differ), pass@k and accuracy (fractions) with their 95%
     percentile bootstrap intervals over problems, format rate, mean response length (tokens)."""
     ks = result["settings"]["k"]
+    names = short_labels(result["benchmarks"])
     head = (
         ["benchmark", "problems"]
         + [f"pass@{k} (95% CI)" for k in ks]
@@ -422,13 +433,16 @@ def results_table(result: dict[str, Any]) -> str:
     )
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for label, m in result["benchmarks"].items():
-        cells = [label.replace("|", "\\|"), str(m["problems"])]
+        cells = [names[label].replace("|", "\\|"), str(m["problems"])]
         for key in [f"pass@{k}" for k in ks] + ["accuracy"]:
             low, high = m[f"{key}_ci95"]
             cells.append(f"{_fraction(m[key])} [{_fraction(low)}, {_fraction(high)}]")
         fmt = "n/a" if m.get("format_rate") is None else _fraction(m["format_rate"])
         cells += [fmt, f"{m['response_length_mean']:.1f}"]
         lines.append("| " + " | ".join(cells) + " |")
+    specs = [f"{names[label]}: `{label}`" for label in names if names[label] != label]
+    if specs:
+        lines += ["", "Tasks: " + "; ".join(specs)]
     return "\n".join(lines)
 
 

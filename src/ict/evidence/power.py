@@ -105,3 +105,17 @@ def unit_design_mde(
     `power` and level `alpha`, given the between- and within-warm-start SDs of the difference."""
     se = unit_design_se(n_inits, n_seeds, sd_between, sd_within)
     return minimum_detectable_effect(se, n_inits - 1, alpha, power)
+
+
+def seeds_needed(sd: float, margin: float, alpha: float, power: float = POWER, most: int = 1000):
+    """The fewest seeds n (at least 2) at which the paired t test over seeds (n - 1 degrees of
+    freedom, per-seed differences of SD `sd`) detects a true difference of `margin` with `power`
+    at level `alpha`: its MDE, detectable_ncp(n - 1) x sd / sqrt(n), is at most the margin. None
+    when more than `most` seeds would be needed, or sd or margin is not a finite number (margin
+    > 0)."""
+    if not (math.isfinite(sd) and math.isfinite(margin)) or margin <= 0:
+        return None
+    for n in range(2, most + 1):
+        if detectable_ncp(n - 1, alpha, power) * sd / math.sqrt(n) <= margin:
+            return n
+    return None

@@ -9,7 +9,11 @@ ProblemTest (ict.evidence.problem_tests; None when the runs hold no per-problem 
   p = 1), for an exploratory one on its own p. `decided_by` says which test decided;
 - "equivalent": TOST against the comparison's margin passes at alpha for the seed-level test and,
   when there is one, for the over-problems test (the larger p counts; Holm-adjusted over the
-  primary family for primary comparisons), or the arms are identical on every seed;
+  primary family for primary comparisons), or the arms are identical on every seed - and in
+  either case only with the seeds the power calculation needs: the comparison's MDE (below) is
+  within the margin (at least 2 seeds for identical arms, whose SD is 0), so that the study could
+  have detected a difference of the margin's size; with fewer, "inconclusive", the note naming
+  the seeds needed (`ict.evidence.power.seeds_needed`);
 - "inconclusive": otherwise, and always without a seed-level test (one seed).
 The margin is the declared one (`Endpoints.margin`) unless the caller derives one per comparison
 (`margins`: e.g. half of GRPO's measured change on that key, ict.report.verdicts).
@@ -28,7 +32,7 @@ from dataclasses import dataclass, replace
 from ict.evidence.endpoints import Endpoints
 from ict.evidence.equivalence import tost_p
 from ict.evidence.multiplicity import holm
-from ict.evidence.power import POWER, minimum_detectable_effect
+from ict.evidence.power import POWER, minimum_detectable_effect, seeds_needed
 from ict.evidence.problem_tests import ProblemTest
 from ict.evidence.seed_tests import SeedTest
 
@@ -188,13 +192,36 @@ def judge(
             mde = max(mde, minimum_detectable_effect(pt.se, pt.df, level))
         return mde
 
+    def powered(k: Key, word: str, note: str, by: str, mde: float, level: float):
+        """(word, note, by) with "equivalent" kept only with the seeds the power calculation
+        needs (module text)."""
+        if word != "equivalent":
+            return word, note, by
+        test, margin = tests[k], margin_of[k][0]
+        if test.identical and test.n >= 2:
+            return word, note, by
+        if not test.identical and math.isfinite(mde) and mde <= margin:
+            return word, note, by
+        need = seeds_needed(test.sd, margin, level) if not test.identical else 2
+        why = "identical on every seed" if test.identical else "TOST passed"
+        seeds = f"{test.n} seed{'s' * (test.n != 1)}"
+        needed = f"{need} seeds" if need is not None else "more than 1000 seeds"
+        mde_text = f" (MDE {mde:.3g})" if math.isfinite(mde) else ""
+        note = (
+            f"{why}, but with {seeds}: the power calculation needs {needed} to detect the margin "
+            f"{margin:.3g}{mde_text}"
+        )
+        return "inconclusive", note, "power: too few seeds for equivalence"
+
     verdicts: dict[Key, Verdict] = {}
     for i, k in enumerate(family):
         test, pt = tests[k], problem_tests.get(k)
         word, note, by = _word(test, p_holm[i], tost_holm[i], alpha, pt, pp_holm[i])
         level = alpha / m
+        mde = mde_of(test, pt, level)
+        word, note, by = powered(k, word, note, by, mde, level)
         verdicts[k] = Verdict(
-            *k, test, True, p_holm[i], tost_holm[i], mde_of(test, pt, level), level, word, note,
+            *k, test, True, p_holm[i], tost_holm[i], mde, level, word, note,
             problem=pt, p_problems_holm=pp_holm[i] if pt is not None else None,
             margin=margin_of[k][0], margin_source=margin_of[k][1], decided_by=by,
         )  # fmt: skip
@@ -207,8 +234,10 @@ def judge(
             continue
         pt = problem_tests.get(k)
         word, note, by = _word(test, test.p, tost[k], alpha, pt, p_problem(k))
+        mde = mde_of(test, pt, alpha)
+        word, note, by = powered(k, word, note, by, mde, alpha)
         verdicts[k] = Verdict(
-            *k, test, False, None, tost[k], mde_of(test, pt, alpha), alpha, word, note,
+            *k, test, False, None, tost[k], mde, alpha, word, note,
             problem=pt, margin=margin_of[k][0], margin_source=margin_of[k][1], decided_by=by,
         )  # fmt: skip
     return Judgement(verdicts, family, missing, endpoints)

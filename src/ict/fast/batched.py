@@ -22,6 +22,7 @@ rows, under the caller's autocast).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -101,10 +102,15 @@ def decode_keyed(
     eos_ids: list[int],
     compact_at: float = 0.75,
     trace: DecodeTrace | None = None,
+    on_done: Callable[[int, torch.Tensor], None] | None = None,
 ) -> torch.Tensor:
     """Sampled tokens [U * G, R] of `num_samples` (G) samples of each prompt [U, P] (rows of
     prompt i: i*G .. i*G + G - 1), each row drawn with its key `keys` [U * G]; pad after a row's
-    EOS (kept), R = the steps until every row ended or the budget."""
+    EOS (kept), R = the steps until every row ended or the budget.
+
+    `on_done(i, tokens [G, r])`: called as soon as every row of prompt i has ended at an EOS
+    (r = the steps so far; the rows equal the returned ones up to their padding), while the
+    other prompts decode on, so that a caller keeps what is finished (an evaluation's cache)."""
     u_prompts = prompt_ids.shape[0]
     n = u_prompts * num_samples
     state = stepper.start(
@@ -118,6 +124,8 @@ def decode_keyed(
     tokens = prompt_ids[:, -1].repeat_interleave(num_samples)
     keys = keys.long().to(device)
     live, steps = n, 0
+    ended = torch.zeros(n, dtype=torch.bool, device=device)  # by original row
+    reported = torch.zeros(u_prompts, dtype=torch.bool)  # prompts given to on_done
     if trace is not None:
         trace.prompts, trace.prompt_width = u_prompts, prompt_ids.shape[1]
     for step in range(max_new_tokens):
@@ -137,6 +145,12 @@ def decode_keyed(
             continue
         alive &= ~torch.isin(tokens, eos)
         live = int(alive.sum())
+        if on_done is not None and live < rows.shape[0]:
+            ended[rows[~alive]] = True
+            finished = ended.view(u_prompts, num_samples).all(1).cpu() & ~reported
+            for i in finished.nonzero().squeeze(1).tolist():
+                on_done(i, out[i * num_samples : (i + 1) * num_samples, :steps])
+            reported |= finished
         if live == 0:
             break
         if live <= compact_at * rows.shape[0]:

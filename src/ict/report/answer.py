@@ -1,6 +1,8 @@
-"""The comparison report's answer, first: its declared question and a forest plot of the verdicts.
+"""The comparison report's answer, first: each declared comparison's verdict and number, the verdict
+rule, and a forest plot of the verdicts.
 
-The question is the declared primary comparisons (ict.evidence.endpoints) in words; the figure
+The answer is one line per declared primary comparison (ict.evidence.endpoints): its verdict,
+the difference with the interval the rule faces, Holm p and seeds; the figure
 draws every comparison the verdicts judged on the held-out pass@k keys (one panel per k, in order
 of k, titled "pass@4"): the difference of the seed means with its paired t interval over seeds
 (the seed-level test's own interval), primary comparisons starred, the verdict beside each. A
@@ -14,15 +16,19 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from ict.evidence.intervals import format_interval
 from ict.evidence.verdict import Judgement, Verdict
 from ict.report.plots import ForestRow, plot_answer, plot_forest
 from ict.report.verdicts import (
     IDENTICAL_RUNS,
     Values,
     adjusted_interval,
+    key_names,
+    p_text,
     pass_key,
     seed_interval,
     test_interval,
+    verdict_rule_text,
 )
 
 FOREST_STEM = "answer_forest"
@@ -31,11 +37,46 @@ DECLARED_STEM = "answer_declared"
 
 def metric_title(key: str, several_benchmarks: bool = False) -> str:
     """A held-out key as a reader says it: 'eval/toy:cot/pass@4' -> 'pass@4' ('pass@4 on toy:cot'
-    when the report holds several benchmarks)."""
+    when the report holds several benchmarks, each by its task's name without its options)."""
     bench, k = pass_key(key) or (key, None)
     if k is None:
         return key
-    return f"pass@{k} on {bench}" if several_benchmarks else f"pass@{k}"
+    return f"pass@{k} on {bench.split('?', 1)[0]}" if several_benchmarks else f"pass@{k}"
+
+
+def answer_lines(judgement: Judgement, confidence: float) -> list[str]:
+    """One line per declared primary comparison, in declaration order: its verdict and its number
+    (the difference with the interval the verdict rule faces, Holm p, seeds), then any declared
+    comparison these runs could not make."""
+    names = key_names(judgement)
+    m = judgement.family_size
+    primary = judgement.endpoints.primary
+
+    def declared_at(k) -> int:
+        return next((i for i, e in enumerate(primary) if e.matches(*k)), len(primary))
+
+    lines = []
+    for k in sorted(judgement.family, key=declared_at):
+        v = judgement.verdicts[k]
+        t = v.test
+        what = f"**{v.a} - {v.b}, {names[v.key]}: {v.word}**"
+        seeds = f"{t.n} seed{'s' * (t.n != 1)}"
+        if t.identical:
+            number = f"identical on every seed ({seeds})"
+        else:
+            iv = adjusted_interval(v, m, confidence)
+            diff = (
+                f"{format_interval(iv, signed=True)} ({iv.confidence * 100:.3g}% interval "
+                f"{iv.method}, Holm family of {m})"
+                if iv is not None
+                else (f"{t.mean:+.3f}" if math.isfinite(t.mean) else "no difference measured")
+            )
+            number = f"difference {diff}; Holm p {p_text(v.p_holm)}; {seeds}"
+        note = f"; {v.note}" if v.note else ""
+        lines.append(f"{what}: {number}{note}.")
+    for spec in judgement.missing:
+        lines.append(f"**{spec}: not run** (in the Holm family with p = 1).")
+    return lines
 
 
 def _several_benchmarks(judgement: Judgement) -> bool:
@@ -153,10 +194,15 @@ def write_answer_section(
     *,
     title: str = "",
 ) -> Path | None:
-    """The "Answer" section: the declared question, then the forest plot of every held-out pass@k
-    comparison (plots/answer_forest.png). Returns the figure's path (None: nothing held out)."""
+    """The "Answer" section: each declared primary comparison's verdict and number, one line each
+    (answer_lines; without a declaration, the exploratory question), then the verdict rule, then
+    the forest plot of every held-out pass@k comparison (plots/answer_forest.png). Returns the
+    figure's path (None: nothing held out)."""
     doc.heading("Answer")
-    doc.para(question_text(judgement, baseline))
+    lines = answer_lines(judgement, confidence)
+    for line in lines or [question_text(judgement, baseline)]:
+        doc.para(line)
+    doc.para(verdict_rule_text(judgement))
     pct = int(round(confidence * 100))
     path = plot_forest(
         forest_panels(judgement, values, confidence),

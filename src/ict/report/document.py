@@ -2,6 +2,11 @@
 
 Blocks: headings, paragraphs (with `code` and **bold**), tables, images (relative links in
 Markdown, base64 PNG in HTML) and preformatted text. No external assets in the HTML.
+
+Tables fit a 1200 px window: a table wraps its cells at spaces, and one whose narrowest
+rendering (`min_width_px`: every column as wide as its longest word) is wider than the page's
+text column (`TABLE_PX`) is split into several, each repeating the first column
+(`Document.table`); the HTML also breaks a word longer than its column.
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ from pathlib import Path
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width:64em;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
-table{border-collapse:collapse;margin:.6em 0;font-size:.9em} th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left}
+h1,h2,h3,p,figcaption{overflow-wrap:anywhere}
+table{border-collapse:collapse;margin:.6em 0;font-size:.9em;max-width:100%} th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left;overflow-wrap:anywhere}
 th{background:#f3f3f3} td.num{text-align:right;font-variant-numeric:tabular-nums}
 img{max-width:100%;border:1px solid #eee;margin:.4em 0} figure{margin:1em 0} figcaption{font-size:.85em;color:#555}
 code,pre{font-family:ui-monospace,Menlo,Consolas,monospace;background:#f6f6f6} pre{padding:.6em;overflow:auto;font-size:.85em}
@@ -26,6 +32,49 @@ def _inline_html(text: str) -> str:
     out = html.escape(text)
     out = re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
     return re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", out)
+
+
+# the page's text column (body max-width 64em at 16 px) inside a 1200 px window; a table cell's
+# character (0.9em of 16 px, system-ui: about 0.55em, rounded up) and its padding and border
+TABLE_PX = 1024
+CHAR_PX = 8
+CELL_PX = 19
+LONG_WORD = 40  # characters: a longer word (a task spec, a path) is broken by the CSS instead
+
+
+def _words(text: str) -> list[str]:
+    return re.sub(r"\*\*|`", "", str(text)).split() or [""]
+
+
+def column_px(cells: list[str]) -> int:
+    """The narrowest a column renders: its longest word (cells wrap at spaces; a word longer than
+    LONG_WORD characters breaks anywhere), in px."""
+    return max(min(len(w), LONG_WORD) for c in cells for w in _words(c)) * CHAR_PX + CELL_PX
+
+
+def min_width_px(header: list[str], rows: list[list[str]]) -> int:
+    """The narrowest a table renders without breaking a word, in px."""
+    return sum(column_px([h, *(r[i] for r in rows)]) for i, h in enumerate(header))
+
+
+def split_columns(header: list[str], rows: list[list[str]], limit: int = TABLE_PX):
+    """[(header, rows)]: the table as is when it fits `limit` px, else its columns after the first
+    in consecutive groups that fit beside the first column (a column too wide by itself alone)."""
+    if min_width_px(header, rows) <= limit or len(header) < 3:
+        return [(header, rows)]
+    widths = [column_px([h, *(r[i] for r in rows)]) for i, h in enumerate(header)]
+    groups: list[list[int]] = [[]]
+    used = widths[0]
+    for i in range(1, len(header)):
+        if groups[-1] and used + widths[i] > limit:
+            groups.append([])
+            used = widths[0]
+        groups[-1].append(i)
+        used += widths[i]
+    return [
+        ([header[0], *(header[i] for i in g)], [[r[0], *(r[i] for i in g)] for r in rows])
+        for g in groups
+    ]
 
 
 def _md_cell(text: str) -> str:
@@ -44,7 +93,10 @@ class Document:
         self.blocks.append(("p", text))
 
     def table(self, header: list[str], rows: list[list]) -> None:
-        self.blocks.append(("table", header, [[str(c) for c in row] for row in rows]))
+        """One table, or several when it is wider than the page (split_columns)."""
+        rows = [[str(c) for c in row] for row in rows]
+        for part in split_columns([str(h) for h in header], rows):
+            self.blocks.append(("table", *part))
 
     def image(self, path: Path, caption: str) -> None:
         self.blocks.append(("img", Path(path), caption))

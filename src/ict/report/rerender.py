@@ -99,7 +99,7 @@ def parse_markdown(text: str, base: Path) -> Document:
             while i < len(lines) and lines[i].startswith("| "):
                 rows.append(_cells(lines[i]))
                 i += 1
-            doc.table(header, rows)
+            doc.blocks.append(("table", header, rows))  # as written: no re-layout
         elif line.startswith("!["):
             match = re.fullmatch(r"!\[(.*)\]\((.+)\)", line)
             if match is None:

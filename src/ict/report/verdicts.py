@@ -202,7 +202,13 @@ def endpoints_paragraphs(endpoints: Endpoints, judgement: Judgement | None = Non
             )
         lines.append(text + ".")
     lines += list(e.notes)
-    lines.append(
+    return lines
+
+
+def verdict_rule_text(judgement: Judgement | None = None) -> str:
+    """The verdict rule in one paragraph (the Answer section prints it after the verdicts); the
+    seed-level test named as `judgement`'s design made it (plain, blocked, warm starts as unit)."""
+    return (
         "**Verdict rule**: **higher** / **lower** only when the seed-level test ("
         + _seed_test_text(judgement)
         + ") passes at alpha AND, where the runs hold per-problem values, the over-problems "
@@ -211,7 +217,8 @@ def endpoints_paragraphs(endpoints: Endpoints, judgement: Judgement | None = Non
         "each after Holm over the primary family for a primary comparison; the table says which "
         "test decided. **equivalent** only when TOST against the margin passes at alpha on both "
         "tests (Holm-adjusted over the primary family for a primary comparison), or the arms are "
-        "identical on every seed; otherwise **inconclusive**. Without the over-problems test a "
+        "identical on every seed - and only with the seeds the power calculation needs (the "
+        "comparison's MDE within the margin; 2 for identical arms); otherwise **inconclusive**. Without the over-problems test a "
         "verdict is about the problems evaluated, not about new problems. Comparisons not declared primary are **exploratory**: their "
         "own unadjusted p and verdict, a hypothesis for the next study, not a finding. MDE: the "
         "true difference the test would detect with 80% power at the level it faces (primary: "
@@ -220,7 +227,6 @@ def endpoints_paragraphs(endpoints: Endpoints, judgement: Judgement | None = Non
         "the t test's; its smallest possible value is 2^(1-n), so it cannot pass 0.05 below 6 "
         "seeds."
     )
-    return lines
 
 
 def _seed_test_text(judgement: Judgement | None) -> str:
@@ -260,6 +266,16 @@ def adjusted_interval(v: Verdict, family_size: int, confidence: float) -> Interv
     return clipped(iv, -1.0, 1.0)
 
 
+def key_names(judgement: Judgement) -> dict[str, str]:
+    """{report key: its name in a table}: 'eval/<benchmark>/pass@k' with the benchmark's short
+    name (ict.data.short_labels: a task spec without its options); other keys as they are."""
+    from ict.data import short_labels
+
+    keys = sorted({v.key for v in judgement.verdicts.values()})
+    benches = short_labels(sorted({b for k in keys if (b := (pass_key(k) or ("",))[0])}))
+    return {k: f"eval/{benches[pk[0]]}/pass@{pk[1]}" if (pk := pass_key(k)) else k for k in keys}
+
+
 def primary_rows(
     judgement: Judgement, values: Values, confidence: float
 ) -> tuple[list[str], list[list[str]]]:
@@ -270,9 +286,10 @@ def primary_rows(
     pct = 100.0 * (1.0 - (1.0 - confidence) / max(1, m))
     header = [
         "comparison", "key", "seeds", f"difference [{pct:g}% interval, Holm family of {m}]",
-        "seed-level p", "Holm p", "over-problems p", "Holm p (problems)", "TOST p (Holm)",
-        "margin", "MDE (80% power)", "verdict", "decided by",
+        "verdict", "decided by", "seed-level p", "Holm p", "over-problems p", "Holm p (problems)",
+        "TOST p (Holm)", "margin", "MDE (80% power)",
     ]  # fmt: skip
+    short = key_names(judgement)
     rows = []
     for a, b, key in judgement.family:
         v = judgement.verdicts[(a, b, key)]
@@ -292,13 +309,13 @@ def primary_rows(
         holm_prob = p_text(v.p_problems_holm) if pt is not None and pt.tested else "n/a"
         margin = f"{v.margin:.3f} ({v.margin_source})" if math.isfinite(v.margin) else "n/a"
         rows.append([
-            f"{a} - {b}", key, str(t.n), diff, p, holm, p_prob, holm_prob, p_text(v.p_tost),
-            margin, mde, word, v.decided_by,
+            f"{a} - {b}", short[key], str(t.n), diff, word, v.decided_by, p, holm, p_prob,
+            holm_prob, p_text(v.p_tost), margin, mde,
         ])  # fmt: skip
     for spec in judgement.missing:
         rows.append(
-            [spec, "", "0", "not run", "n/a", "counted as 1", "n/a", "n/a", "n/a", "n/a", "n/a",
-             "not run", ""]
+            [spec, "", "0", "not run", "not run", "", "n/a", "counted as 1", "n/a", "n/a", "n/a",
+             "n/a", "n/a"]
         )  # fmt: skip
     return header, rows
 

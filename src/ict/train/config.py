@@ -126,7 +126,7 @@ class TrainConfig(MethodOptions):
     )
     # data
     task: str = _f(
-        'rg:basic_arithmetic?template=chain_sum_2shot&min_terms=2&max_terms=2&min_digits=1&max_digits=2&operators=["%2B"]&allow_parentheses=false&allow_negation=false',
+        'rg:basic_arithmetic?template=sum_2shot&min_terms=2&max_terms=2&min_digits=1&max_digits=2&operators=["%2B"]&allow_parentheses=false&allow_negation=false',
         "data",
         "task spec (ict.data.load_task): rg:<reasoning-gym task>?<options>, a benchmark, hf:<id>?..., or a local .jsonl/.parquet file?question=<col>&answer=<col>",
     )
@@ -238,7 +238,9 @@ class TrainConfig(MethodOptions):
     )
     save_every: int = _f(5, "run", "checkpoint every N steps (and at the end); 0 = only at the end")
     keep_last: int = _f(2, "run", "checkpoints kept")
-    log_samples_every: int = _f(5, "run", "write per-token samples every N steps (and step 1)")
+    log_samples_every: int = _f(
+        5, "run", "write per-token samples every N steps (and the first and last steps)"
+    )
     num_log_samples: int = _f(4, "run", "responses written to samples.jsonl per logged step")
     heldout_eval: bool = _f(
         True,
@@ -544,9 +546,19 @@ def load_yaml(path: str | Path) -> dict:
     return data or {}
 
 
+def packaged_presets() -> list[str]:
+    """The names of the packaged training presets (ict/configs/*.yaml: "default", ...)."""
+    return sorted(
+        p.stem for p in (Path(__file__).resolve().parent.parent / "configs").glob("*.yaml")
+    )
+
+
 def preset_path(name: str) -> Path:
-    """Path of a packaged preset in ict/configs (e.g. "default")."""
+    """Path of a packaged preset in ict/configs (e.g. "default"); ConfigError naming the packaged
+    presets when there is none of that name."""
     path = Path(__file__).resolve().parent.parent / "configs" / f"{name}.yaml"
     if not path.is_file():
-        raise ConfigError(f"no packaged preset {name!r} (expected {path})")
+        raise ConfigError(
+            f"no packaged preset {name!r}; packaged presets: {', '.join(packaged_presets())}"
+        )
     return path

@@ -253,7 +253,9 @@ class Trainer:
         metrics.update(self.signal.update(step, metrics["zero_variance_share"]))
         metrics = {"step": step, **metrics}
 
-        if cfg.log_samples_every and (step == 1 or step % cfg.log_samples_every == 0):
+        if cfg.log_samples_every and (
+            step in (1, cfg.max_steps) or step % cfg.log_samples_every == 0
+        ):  # the last step too: `ict inspect` shows the trained run's own last step
             score = scored.stats.kl if "kl" in plan.method.needs() else scored.stats.js
             metrics["score_curve"] = sorted_score_curve(score, scored.mask)
             self._write_samples(step, batch, scored)
