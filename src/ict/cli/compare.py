@@ -11,7 +11,7 @@ from ict.compare.tuning import tuning_path
 from ict.console import quiet_console
 from ict.errors import ConfigError
 from ict.evidence.endpoints import ALPHA, MARGIN, Endpoints, declare
-from ict.files import load_json, read_json
+from ict.files import check_writable, load_json, read_json
 
 EXAMPLES = """\
 examples:
@@ -234,6 +234,8 @@ def run(args) -> int:
     if args.rerender:
         from ict.report.rerender import rerender
 
+        check_writable(args.rerender, flag="--rerender")  # rewritten in place
+
         endpoints = endpoints_from(args, _named_preset(args))
         command = "ict " + " ".join(shlex.quote(a) for a in sys.argv[1:])
         md = rerender(args.rerender, endpoints, command=command)
@@ -242,9 +244,10 @@ def run(args) -> int:
     if args.runs:
         return _report_from_runs(args)
 
+    preset, out = _preset_and_out(args)
+    check_writable(out, flag="--out")  # read-only or full: before any cell or model loads (torch)
     from ict.compare.grid import run_grid
 
-    preset, out = _preset_and_out(args)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None
     if args.seeds is not None and args.seeds < 1:
         raise ConfigError(f"--seeds must be >= 1, got {args.seeds}")
@@ -275,6 +278,7 @@ def _report_from_runs(args) -> int:
     from ict.report.comparison import build_report
 
     out = Path(args.out or "compare-report")
+    check_writable(out, flag="--out")
     md = build_report(
         args.runs,
         out,

@@ -96,9 +96,11 @@ def pick_records(records: list[dict], step: int | None, all_steps: bool, limit: 
 
 
 def run(args) -> int:
-    from ict.files import write_atomic
+    from ict.files import check_writable, write_atomic
     from ict.report.tokenmap import render_html, render_terminal
 
+    if args.html and not args.no_html:  # read-only or full: before the model loads
+        check_writable(Path(args.html).parent, flag="--html")
     if args.model:
         if not args.prompt:
             raise UserError('--model needs at least one --prompt "..."')
@@ -109,6 +111,10 @@ def run(args) -> int:
 
         name = None if args.model == "default" else args.model
         check_model_path(name)  # a mistyped local path: at once, not tried as a hub id
+        stem = file_stem(Path(name).name if name else EMBEDDED_DEFAULT)
+        default_html = Path("runs") / "inspect" / stem / "token_map.html"  # runs/: git-ignored
+        if not args.html and not args.no_html:  # read-only or full: before the model loads
+            check_writable(default_html.parent, flag="--html")
         model, tokenizer = load_model_and_tokenizer(name)
         precision = choose_precision(args.autocast, next(model.parameters()).device)
         print(precision.describe(), file=sys.stderr)
@@ -124,8 +130,6 @@ def run(args) -> int:
             method=args.method,
         )
         title = f"ict token map - {args.model}"
-        stem = file_stem(Path(name).name if name else EMBEDDED_DEFAULT)
-        default_html = Path("runs") / "inspect" / stem / "token_map.html"  # runs/: git-ignored
     else:
         if not args.run:
             raise UserError(
@@ -144,6 +148,8 @@ def run(args) -> int:
             raise DataError(f"{samples} holds no samples yet")
         title = f"ict token map - {path.name}"
         default_html = (path if path.is_dir() else path.parent) / "token_map.html"
+        if not args.html and not args.no_html:
+            check_writable(default_html.parent, flag="--html")
     records = records[: args.max_responses]
     if not args.no_terminal:
         sys.stdout.write(
