@@ -288,3 +288,20 @@ def test_a_write_failing_later_is_one_line(tmp_path, monkeypatch, capsys):
         f"error: could not write {tmp_path / 'e' / 'x.json'} (No space left on device); "
         "free space or make it writable"
     )
+
+
+def test_the_bad_input_table_lists_the_new_lines_as_they_are_printed(tmp_path, capsys):
+    """docs/training.md's table quotes the YAML flag's line exactly as `ict train` prints it,
+    and the other new lines in the form the code writes them."""
+    from pathlib import Path
+
+    table = (Path(__file__).resolve().parents[2] / "docs" / "training.md").read_text()
+    assert main(["train", "--task-config", "{min_terms: [}", "--output-dir", str(tmp_path)]) == 2
+    assert f"`{one_error_line(capsys)}`" in table
+    for part in (
+        "cannot be written (Read-only file system in DIR); pass a writable --output-dir",
+        "(at least 64 MiB needed); free space there or pass a writable --out",
+        "is a file, not a directory; pass a writable --output-dir",
+        "(No space left on device); free space or make it writable; the last checkpoint",
+    ):
+        assert part in table, part

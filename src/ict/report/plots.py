@@ -301,7 +301,11 @@ def fit_canvas(fig, pad_inches: float = 0.05) -> None:
     beside a panel) lies inside its canvas, keeping each axes' size in inches and its place
     relative to the others; a figure already inside is left as it is. Call after the layout
     (tight_layout / subplots_adjust) and before saving."""
-    for _ in range(3):  # a resize moves no artist relative to the axes: one pass settles it
+    if not hasattr(fig.canvas, "get_renderer"):  # a Figure made without pyplot: draw with Agg
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        FigureCanvasAgg(fig)
+    for _ in range(3):  # a resize moves no artist relative to the axes: one pass usually fits
         renderer = fig.canvas.get_renderer()
         box = fig.get_tightbbox(renderer)  # inches
         width, height = fig.get_size_inches()
