@@ -232,9 +232,8 @@ def _named_preset(args):
 
 def run(args) -> int:
     if args.rerender:
-        from ict.report.rerender import rerender
-
         check_writable(args.rerender, flag="--rerender")  # rewritten in place
+        from ict.report.rerender import rerender
 
         endpoints = endpoints_from(args, _named_preset(args))
         command = "ict " + " ".join(shlex.quote(a) for a in sys.argv[1:])
@@ -275,10 +274,10 @@ def run(args) -> int:
 
 def _report_from_runs(args) -> int:
     """`--runs`: the report from existing run directories only."""
-    from ict.report.comparison import build_report
-
     out = Path(args.out or "compare-report")
     check_writable(out, flag="--out")
+    from ict.report.comparison import build_report
+
     md = build_report(
         args.runs,
         out,

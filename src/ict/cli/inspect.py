@@ -95,26 +95,44 @@ def pick_records(records: list[dict], step: int | None, all_steps: bool, limit: 
     return records[:limit]
 
 
+def _model_html(model: str) -> Path:
+    """The token map's default path for --model: runs/inspect/<model>/token_map.html (runs/ is
+    git-ignored)."""
+    from ict.data import file_stem
+    from ict.models import EMBEDDED_DEFAULT
+
+    name = None if model == "default" else model
+    return (
+        Path("runs")
+        / "inspect"
+        / file_stem(Path(name).name if name else EMBEDDED_DEFAULT)
+        / "token_map.html"
+    )
+
+
 def run(args) -> int:
     from ict.files import check_writable, write_atomic
+
+    if args.html and not args.no_html:  # read-only or full: before torch and the model load
+        check_writable(Path(args.html).parent, flag="--html")
+    elif not args.no_html and (args.model or args.run):  # the default place of the map
+        run = Path(args.run or ".")
+        default = (
+            _model_html(args.model).parent if args.model else run if run.is_dir() else run.parent
+        )
+        check_writable(default, flag="--html")
     from ict.report.tokenmap import render_html, render_terminal
 
-    if args.html and not args.no_html:  # read-only or full: before the model loads
-        check_writable(Path(args.html).parent, flag="--html")
     if args.model:
         if not args.prompt:
             raise UserError('--model needs at least one --prompt "..."')
-        from ict.data import file_stem
-        from ict.models import EMBEDDED_DEFAULT, check_model_path, load_model_and_tokenizer
+        from ict.models import check_model_path, load_model_and_tokenizer
         from ict.precision import choose_precision
         from ict.train.inspect import records_from_model
 
         name = None if args.model == "default" else args.model
         check_model_path(name)  # a mistyped local path: at once, not tried as a hub id
-        stem = file_stem(Path(name).name if name else EMBEDDED_DEFAULT)
-        default_html = Path("runs") / "inspect" / stem / "token_map.html"  # runs/: git-ignored
-        if not args.html and not args.no_html:  # read-only or full: before the model loads
-            check_writable(default_html.parent, flag="--html")
+        default_html = _model_html(args.model)
         model, tokenizer = load_model_and_tokenizer(name)
         precision = choose_precision(args.autocast, next(model.parameters()).device)
         print(precision.describe(), file=sys.stderr)
@@ -148,8 +166,6 @@ def run(args) -> int:
             raise DataError(f"{samples} holds no samples yet")
         title = f"ict token map - {path.name}"
         default_html = (path if path.is_dir() else path.parent) / "token_map.html"
-        if not args.html and not args.no_html:
-            check_writable(default_html.parent, flag="--html")
     records = records[: args.max_responses]
     if not args.no_terminal:
         sys.stdout.write(
