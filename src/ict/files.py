@@ -57,11 +57,10 @@ _STEP_DIR = re.compile(r"step_(\d+)")
 
 # ---- output locations ------------------------------------------------------------------------
 MIN_FREE_BYTES = 64 * 2**20  # an output location with less free space is refused at once
-# the causes of a failed write that the user fixes (space, quota, permissions, a read-only mount)
+# the causes of a failed write that the user fixes (space, quota, file size, a read-only mount);
+# not EACCES / EPERM, which a read can raise too (permissions are checked up front)
 WRITE_ERRNOS = frozenset(
-    getattr(errno, name)
-    for name in ("ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM", "EFBIG")
-    if hasattr(errno, name)
+    getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EROFS", "EFBIG") if hasattr(errno, name)
 )
 
 
@@ -105,7 +104,7 @@ def check_writable(
 
 def is_write_failure(err: BaseException) -> bool:
     """Whether `err` is a write that failed for a cause the user fixes (WRITE_ERRNOS: no space,
-    quota, permissions, a read-only file system)."""
+    quota, file size, a read-only file system)."""
     return isinstance(err, OSError) and err.errno in WRITE_ERRNOS
 
 

@@ -349,3 +349,14 @@ def test_the_one_line_comes_before_torch_is_imported(argv, tmp_path):
     err = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(err) == 1 and err[0].startswith("error: "), done.stderr
     assert done.stdout.strip() == "False"  # torch was not imported
+
+
+def test_a_permission_error_on_a_read_is_not_called_a_failed_write():
+    import errno
+
+    from ict.files import is_write_failure
+
+    assert is_write_failure(OSError(errno.ENOSPC, "No space left on device", "x"))
+    assert is_write_failure(OSError(errno.EROFS, "Read-only file system", "x"))
+    assert not is_write_failure(OSError(errno.EACCES, "Permission denied", "x"))
+    assert not is_write_failure(FileNotFoundError(errno.ENOENT, "No such file", "x"))
