@@ -223,7 +223,10 @@ def run(args: argparse.Namespace) -> int:
         try:
             summary = trainer.train()
         except OSError as err:
-            raise _write_failure(err, trainer.run_dir) from err
+            failure = _write_failure(err, trainer.run_dir)
+            if failure is err:
+                raise
+            raise failure from err
     paths = summary.get("paths", {})
     print(f"\ndone: {summary.get('steps')} steps in {summary.get('seconds_this_session', 0):.0f} s")
     heldout = summary.get("heldout")
