@@ -20,6 +20,12 @@ forbids `<>:"/\\|?*`, control characters, trailing dots and spaces, and names su
 `relative_path` names a path relative to a base directory, for reports that must not carry the
 absolute paths of the machine they were made on.
 
+Output locations. `check_writable` tries, before any model loads, to create a file where an
+output directory is (or, when it does not exist yet, in its nearest existing parent) and reads
+the free space there: a read-only or full location fails in one UserError line naming the path
+and the fix. A write that fails later (the disk fills during a run) is `write_failure`'s: one
+line naming the file and the cause (`is_write_failure` tells such an OSError apart).
+
 Run directory. Checkpoints live in RUN_DIR/checkpoints/step_NNNNNN/; `checkpoints/latest` names
 the newest one. A checkpoint is complete when it holds every file `save_checkpoint` writes
 (config.json, the safetensors weights, trainer_state.pt); `latest_checkpoint` is the one lookup.
@@ -27,6 +33,7 @@ the newest one. A checkpoint is complete when it holds every file `save_checkpoi
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import math
@@ -37,7 +44,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ict.errors import DataError
+from ict.errors import DataError, UserError
 
 logger = logging.getLogger("ict.files")
 
@@ -46,6 +53,70 @@ LATEST = "latest"
 STATE_FILE = "trainer_state.pt"
 WEIGHTS_FILES = ("model.safetensors", "model.safetensors.index.json")  # single file or sharded
 _STEP_DIR = re.compile(r"step_(\d+)")
+
+
+# ---- output locations ------------------------------------------------------------------------
+MIN_FREE_BYTES = 64 * 2**20  # an output location with less free space is refused at once
+# the causes of a failed write that the user fixes (space, quota, file size, a read-only mount);
+# not EACCES / EPERM, which a read can raise too (permissions are checked up front)
+WRITE_ERRNOS = frozenset(
+    getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EROFS", "EFBIG") if hasattr(errno, name)
+)
+
+
+def _existing_parent(path: Path) -> Path:
+    """`path` itself when it exists, else its nearest existing parent (the current directory
+    for a relative path none of whose parts exist)."""
+    path = Path(os.path.abspath(path))
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    return path
+
+
+def check_writable(
+    path: str | os.PathLike, *, flag: str, min_free_bytes: int = MIN_FREE_BYTES
+) -> None:
+    """Raise UserError (one line: the path, the cause, the fix) unless files can be written in
+    the directory `path` (created later when absent): a file is created and removed in `path`,
+    or in its nearest existing parent, and that file system must have `min_free_bytes` free.
+    Creates nothing that stays. `flag` names the option that sets the path (e.g. --output-dir)."""
+    path = Path(path)
+    base = _existing_parent(path)
+    fix = f"pass a writable {flag}"
+    if not base.is_dir():
+        raise UserError(f"{flag} {path}: {base} is a file, not a directory; {fix}")
+    try:
+        fd, tmp = _create_temp(base / ".ict-write-check")
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as err:
+        cause = err.strerror or type(err).__name__
+        raise UserError(
+            f"{flag} {path} cannot be written ({cause} in {base}); {fix}, or make {base} writable"
+        ) from None
+    free = shutil.disk_usage(base).free
+    if free < min_free_bytes:
+        raise UserError(
+            f"{flag} {path}: only {free / 2**20:.0f} MiB free in {base} (at least "
+            f"{min_free_bytes / 2**20:.0f} MiB needed); free space there or {fix}"
+        )
+
+
+def is_write_failure(err: BaseException) -> bool:
+    """Whether `err` is a write that failed for a cause the user fixes (WRITE_ERRNOS: no space,
+    quota, file size, a read-only file system)."""
+    return isinstance(err, OSError) and err.errno in WRITE_ERRNOS
+
+
+def write_failure(err: OSError, *, after: str = "") -> UserError:
+    """The one-line UserError of a failed write (`is_write_failure`): the file, the cause and
+    the fix; `after` adds what is left intact and how to continue (e.g. the last checkpoint)."""
+    name = err.filename or "an output file"
+    cause = err.strerror or str(err)
+    return UserError(
+        f"could not write {name} ({cause}); free space or make it writable"
+        + (f"; {after}" if after else "")
+    )
 
 
 # ---- atomic writes ---------------------------------------------------------------------------

@@ -77,8 +77,10 @@ def test_check_trl_version():
         ),
         (dict(method="kl_cov", loss_mode="cov"), "loss_mode='cov' is unknown"),
         (dict(method="w_reinforce", scale_rewards="batch"), "leave them at 'group'"),
-        (dict(method="grpo", advantage="psr", multi_objective_aggregation="normalize_then_sum"),
-         "advantage='psr'.*leave them at"),
+        (
+            dict(method="grpo", advantage="psr", multi_objective_aggregation="normalize_then_sum"),
+            "advantage='psr'.*leave them at",
+        ),
         (dict(method="grpo", advantage="gae"), "advantage='gae' is unknown"),
         (dict(method="kl_cov", kl_cov_ratio=0.0), r"kl_cov_ratio must be in \(0, 1\]"),
     ],

@@ -33,7 +33,10 @@ def test_the_defaults_are_the_papers():
     assert (ENTROPY_ADVANTAGE_ALPHA, ENTROPY_ADVANTAGE_KAPPA) == (0.4, 2.0)
     m = METHODS["entropy_advantage"].resolved()
     assert (m.selector, m.advantage, m.entropy_advantage, m.entropy_coef) == (
-        "every", "grpo", 0.4, 0.0
+        "every",
+        "grpo",
+        0.4,
+        0.0,
     )
     assert (m.loss_agg, m.eps_low, m.eps_high, m.loss_mode) == ("token_mean", 0.2, 0.28, "vanilla")
     assert METHODS["grpo"].resolved().entropy_advantage == 0.0

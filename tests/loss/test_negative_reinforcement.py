@@ -50,7 +50,11 @@ def test_defaults_are_the_cited_ones():
                            ("psr", "nonzero_advantage")):  # fmt: skip
         m = METHODS[name].resolved()
         assert (m.selector, m.advantage, m.eps_low, m.eps_high, m.entropy_coef) == (
-            selector, name, 0.2, 0.2, 0.001
+            selector,
+            name,
+            0.2,
+            0.2,
+            0.001,
         )
         assert (m.loss_agg, m.normalize_by, m.dense_warmup_steps) == ("token_mean", "selected", 0)
     assert get_method("grpo").resolved().advantage == "grpo"

@@ -52,7 +52,7 @@ def test_equals_the_mean_group_advantage_over_every_k_subset(n, k):
             continue
         want = []
         for i in range(n):
-            mine = [(x - mean) / std for s, x in zip(subsets, scores) if i in s]
+            mine = [(x - mean) / std for s, x in zip(subsets, scores, strict=True) if i in s]
             want.append(sum(mine) / len(mine))
         got = _passk(rewards, k)
         scale = std / (std + 1e-6)  # the authors' sigma + 1e-6
@@ -73,7 +73,9 @@ def test_groups_batched_and_refusals():
     adv, _ = compute_advantages(rewards, torch.tensor([3, 3, 3, 3, 7, 7, 7, 7]), mode="passk")
     assert adv[:4].tolist() == pytest.approx(_passk([1.0, 0, 0, 0], PASSK_K).tolist())
     assert adv[4:].tolist() == pytest.approx(_passk([1.0, 1, 0, 1], PASSK_K).tolist())
-    with pytest.raises(DataError, match="needs at least k = 4 responses per prompt, got a group of 2"):
+    with pytest.raises(
+        DataError, match="needs at least k = 4 responses per prompt, got a group of 2"
+    ):
         compute_advantages(rewards[:2], torch.tensor([0, 0]), mode="passk")
     with pytest.raises(DataError, match="advantage 'passk' needs 0/1 rewards"):
         compute_advantages(torch.tensor([1.0, 0.5, 0, 0]), torch.zeros(4, dtype=torch.long),
@@ -86,10 +88,16 @@ def test_method_defaults_and_engine_checks():
     assert PASSK_K == 4
     m = METHODS["passk"].resolved()
     assert (m.selector, m.advantage, m.loss_agg, m.eps_low, m.eps_high) == (
-        "every", "passk", "token_mean", 0.2, 0.28
+        "every",
+        "passk",
+        "token_mean",
+        0.2,
+        0.28,
     )
     assert m.entropy_coef == 0.0 and m.entropy_advantage == 0.0
     with pytest.raises(ConfigError, match="'passk' \\(pass@4\\) needs num_generations >= 4, got 2"):
         TrainConfig(method="passk", num_generations=2)
-    with pytest.raises(ConfigError, match="'grpo_passk' is verl's own estimator.*use advantage='passk'"):
+    with pytest.raises(
+        ConfigError, match="'grpo_passk' is verl's own estimator.*use advantage='passk'"
+    ):
         TrainConfig(advantage="grpo_passk")

@@ -162,3 +162,49 @@ def test_sigkill_then_resume_matches_uninterrupted(tiny_model_dir, task_file, tm
 
     assert load(run) == load(tmp_path / "full")
     assert json.loads((run / "summary.json").read_text())["steps"] == 30
+
+
+def test_a_disk_filling_during_training_ends_in_one_line_and_keeps_the_last_checkpoint(
+    tiny_model_dir, task_file, tmp_path, monkeypatch, capsys
+):
+    """The second checkpoint's save finds the disk full (torch.save reports it as a
+    RuntimeError): one line naming the last checkpoint, which stays complete, and no partial
+    checkpoint left taking space; `--resume` then continues from it."""
+    import shutil
+
+    import ict.train.checkpoint as ckpt
+    from ict.files import is_complete_checkpoint, latest_checkpoint
+
+    out_dir = tmp_path / "run"
+    real_save, real_usage = ckpt.torch.save, shutil.disk_usage
+    disk = {"full": False}
+
+    def save(obj, path, *args, **kwargs):
+        if obj.get("step") == 2:
+            disk["full"] = True
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos")
+        return real_save(obj, path, *args, **kwargs)
+
+    def usage(path):
+        u = real_usage(path)
+        return u._replace(free=0) if disk["full"] else u
+
+    monkeypatch.setattr(ckpt.torch, "save", save)
+    monkeypatch.setattr(shutil, "disk_usage", usage)
+    argv = ["train", "--model", str(tiny_model_dir), "--task", task_file, "--output-dir",
+            str(out_dir), "--save-every", "1", "--eval-size", "2", "--eval-num-samples", "1",
+            *FAST]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()  # the run's log lines, then the error
+    assert not any("Traceback" in line for line in err), err
+    last = out_dir / "checkpoints" / "step_000001"
+    assert err[-1] == (
+        f"error: could not write {out_dir / 'checkpoints' / 'step_000002'} (No space left on "
+        f"device); free space or make it writable; the last checkpoint {last} is intact: "
+        f"`ict train --resume {out_dir}` continues from it"
+    )
+    assert latest_checkpoint(out_dir) == last and is_complete_checkpoint(last)
+    assert sorted(p.name for p in (out_dir / "checkpoints").iterdir()) == ["latest", "step_000001"]
+    monkeypatch.undo()
+    assert main(["train", "--resume", str(out_dir)]) == 0  # the space is back: it continues
+    assert latest_checkpoint(out_dir).name == "step_000002"

@@ -106,3 +106,30 @@ def test_report_to_without_the_package_is_a_clear_config_error(monkeypatch, tmp_
     monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)
     with pytest.raises(ConfigError, match="pip install tensorboard"):
         ExternalLogger("tensorboard", tmp_path, {})
+
+
+def test_summary_and_final_line_name_the_phase_of_a_collapse():
+    """The default run's collapse fell in its dense warm-up (GRPO): summary.json's health and the
+    final line say so, apart from the method's own steps (issue 50)."""
+    from ict.train.evaluation import headline
+
+    health = EntropyHealth()
+    entropy = [0.71, 0.52, 0.21, 0.08, 0.08, 0.07]
+    for step, h in enumerate(entropy, 1):
+        health.update(step, h, None, dense=step <= 3)
+    summary = health.summary("ict")
+    assert summary["entropy_collapse"] and summary["collapse_in"] == "warm-up"
+    assert summary["phases"]["warm-up"]["steps"] == [1, 3]
+    text = (
+        "entropy collapse in the dense warm-up (GRPO, steps 1-3: H 0.71 -> 0.21 nats), "
+        "not in ict's own steps 4-6 (H 0.08 -> 0.07 nats)"
+    )
+    assert summary["entropy_collapse_text"] == text
+    assert headline(None, {"health": summary}) == text
+    clone = EntropyHealth()
+    clone.load_state_dict(health.state_dict())
+    assert clone.summary("ict") == summary
+    old = EntropyHealth()  # a checkpoint written before the phases: judged as a whole only
+    old.load_state_dict({"entropies": entropy, "formats": []})
+    assert "phases" not in old.summary() and old.summary()["entropy_collapse"]
+    assert headline(None, {"health": old.summary()}) == "entropy collapse"

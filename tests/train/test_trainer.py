@@ -188,9 +188,12 @@ def test_dense_warmup_updates_every_token_and_logs_the_method_selection(
     """The paper's schedule: dense GRPO for the first Theta steps, then the sparse selection;
     the method's own selection is logged during the warm-up too."""
     config = tiny_config(method="ict", max_steps=3, dense_warmup_steps=2)
-    train(config, model=tiny[0], tokenizer=tiny[1], problems=digit_problems)
+    summary = train(config, model=tiny[0], tokenizer=tiny[1], problems=digit_problems)
     rows = read_jsonl(Path(config.output_dir) / "metrics.jsonl")
     assert [r["dense_warmup"] for r in rows] == [True, True, False]
+    phases = summary["health"]["phases"]  # the warm-up's health judged apart (issue 50)
+    assert phases["warm-up"]["steps"] == [1, 2] and phases["method"]["steps"] == [3, 3]
+    assert phases["warm-up"]["entropy_last_step"] == rows[1]["valid/entropy"]
     for row in rows:
         sparse = row["valid_tokens"] and 32 / row["valid_tokens"]
         assert row["by_selector/ict/fraction"] == pytest.approx(sparse)

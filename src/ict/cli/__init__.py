@@ -103,6 +103,13 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as err:  # bad input: one clear message, no traceback
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:  # a write that failed on the way (disk full, read-only): one line
+        from ict.files import is_write_failure, write_failure
+
+        if not is_write_failure(err):
+            raise
+        print(f"error: {write_failure(err)}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -11,7 +11,11 @@ from ict.compare.tuning import tuning_path
 from ict.console import quiet_console
 from ict.errors import ConfigError
 from ict.evidence.endpoints import ALPHA, MARGIN, Endpoints, declare
-from ict.files import read_json_if_present, read_json_required
+from ict.files import (
+    check_writable,
+    read_json_if_present,
+    read_json_required,
+)
 
 EXAMPLES = """\
 examples:
@@ -235,6 +239,7 @@ def _named_preset(args):
 
 def run(args) -> int:
     if args.rerender:
+        check_writable(args.rerender, flag="--rerender")  # rewritten in place
         from ict.report.rerender import rerender
 
         endpoints = endpoints_from(args, _named_preset(args))
@@ -245,9 +250,10 @@ def run(args) -> int:
     if args.runs:
         return _report_from_runs(args)
 
+    preset, out = _preset_and_out(args)
+    check_writable(out, flag="--out")  # read-only or full: before any cell or model loads (torch)
     from ict.compare.grid import run_grid
 
-    preset, out = _preset_and_out(args)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None
     if args.seeds is not None and args.seeds < 1:
         raise ConfigError(f"--seeds must be >= 1, got {args.seeds}")
@@ -275,9 +281,10 @@ def run(args) -> int:
 
 def _report_from_runs(args) -> int:
     """`--runs`: the report from existing run directories only."""
+    out = Path(args.out or "compare-report")
+    check_writable(out, flag="--out")
     from ict.report.comparison import build_report
 
-    out = Path(args.out or "compare-report")
     md = build_report(
         args.runs,
         out,

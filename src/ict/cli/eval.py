@@ -12,7 +12,12 @@ from ict.eval.metrics import curve_ks
 from ict.eval.paper import check_paper_settings, expand_benchmarks, wants_paper_table
 from ict.eval.runner import load_eval_items, results_table, run_eval
 from ict.eval.settings import DTYPES, SAMPLERS, EvalSettings
-from ict.files import read_json_if_present, write_atomic, write_json_atomic
+from ict.files import (
+    check_writable,
+    read_json_if_present,
+    write_atomic,
+    write_json_atomic,
+)
 from ict.models import EMBEDDED_MODEL_LABEL
 from ict.rewards import Verifier
 
@@ -247,11 +252,12 @@ def _run(args: argparse.Namespace) -> int:
     if args.seeds < 1:
         raise ConfigError(f"--seeds must be >= 1, got {args.seeds}")
     check_model_path(args.model)  # a mistyped local path: at once, not tried as a hub id
+    out = args.out or default_out_dir(args.model)
+    check_writable(out, flag="--out")  # read-only or full: before the model loads
     tasks, settings, config = resolve(args)
     paper = wants_paper_table(tasks)
     if paper:
         check_paper_settings(settings.n, settings.k)
-    out = args.out or default_out_dir(args.model)
     label = args.model or EMBEDDED_MODEL_LABEL
     results, sampler = [], None
     for seed in range(settings.seed, settings.seed + args.seeds):

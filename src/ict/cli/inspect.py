@@ -109,20 +109,44 @@ def use_color(args) -> bool:
     return bool(args.color) or sys.stdout.isatty()
 
 
+def _model_html(model: str) -> Path:
+    """The token map's default path for --model: runs/inspect/<model>/token_map.html (runs/ is
+    git-ignored)."""
+    from ict.data import file_stem
+    from ict.models import EMBEDDED_DEFAULT
+
+    name = None if model == "default" else model
+    return (
+        Path("runs")
+        / "inspect"
+        / file_stem(Path(name).name if name else EMBEDDED_DEFAULT)
+        / "token_map.html"
+    )
+
+
 def run(args) -> int:
-    from ict.files import write_atomic
+    from ict.files import check_writable, write_atomic
+
+    if args.html and not args.no_html:  # read-only or full: before torch and the model load
+        check_writable(Path(args.html).parent, flag="--html")
+    elif not args.no_html and (args.model or args.run):  # the default place of the map
+        run = Path(args.run or ".")
+        default = (
+            _model_html(args.model).parent if args.model else run if run.is_dir() else run.parent
+        )
+        check_writable(default, flag="--html")
     from ict.report.tokenmap import render_html, render_terminal
 
     if args.model:
         if not args.prompt:
             raise UserError('--model needs at least one --prompt "..."')
-        from ict.data import file_stem
-        from ict.models import EMBEDDED_DEFAULT, check_model_path, load_model_and_tokenizer
+        from ict.models import check_model_path, load_model_and_tokenizer
         from ict.precision import choose_precision
         from ict.train.inspect import records_from_model
 
         name = None if args.model == "default" else args.model
         check_model_path(name)  # a mistyped local path: at once, not tried as a hub id
+        default_html = _model_html(args.model)
         model, tokenizer = load_model_and_tokenizer(name)
         precision = choose_precision(args.autocast, next(model.parameters()).device)
         print(precision.describe(), file=sys.stderr)
@@ -138,8 +162,6 @@ def run(args) -> int:
             method=args.method,
         )
         title = f"ict token map - {args.model}"
-        stem = file_stem(Path(name).name if name else EMBEDDED_DEFAULT)
-        default_html = Path("runs") / "inspect" / stem / "token_map.html"  # runs/: git-ignored
     else:
         if not args.run:
             raise UserError(

@@ -200,7 +200,15 @@ def run(args: argparse.Namespace) -> int:
     import os
 
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from ict.files import check_writable
+
+    resume_dir, output_dir = getattr(args, "resume", None), getattr(args, "output_dir", None)
+    if resume_dir and Path(resume_dir).is_dir():  # read-only or full: before the config's
+        check_writable(resume_dir, flag="--resume")  # checks import torch
+    elif output_dir and not resume_dir:
+        check_writable(output_dir, flag="--output-dir")
     config, resume = resolve_config(args)
+    check_writable(config.output_dir or "runs", flag="--output-dir")  # e.g. a --config file's
     from ict.models import check_model_path
     from ict.train.outputs import check_report_to
 
@@ -225,7 +233,13 @@ def run(args: argparse.Namespace) -> int:
             f"task {config.task}, {config.max_steps} steps; outputs in {trainer.run_dir}",
             flush=True,
         )
-        summary = trainer.train()
+        try:
+            summary = trainer.train()
+        except OSError as err:
+            failure = _write_failure(err, trainer.run_dir)
+            if failure is err:
+                raise
+            raise failure from err
     paths = summary.get("paths", {})
     print(f"\ndone: {summary.get('steps')} steps in {summary.get('seconds_this_session', 0):.0f} s")
     heldout = summary.get("heldout")
@@ -244,3 +258,20 @@ def run(args: argparse.Namespace) -> int:
     print(f"next: ict eval --model {paths.get('run_dir')}   |   ict inspect {paths.get('run_dir')}")
     print(summary.get("headline", ""))
     return 0
+
+
+def _write_failure(err: OSError, run_dir: Path) -> Exception:
+    """A write that failed during training (ict.files.is_write_failure: the disk filled, the
+    location turned read-only) as one line naming the last checkpoint, which a failed save
+    leaves intact (ict.train.checkpoint.save_checkpoint); any other OSError as it is."""
+    from ict.files import is_write_failure, latest_checkpoint, write_failure
+
+    if not is_write_failure(err):
+        return err
+    last = latest_checkpoint(run_dir)
+    after = (
+        f"the last checkpoint {last} is intact: `ict train --resume {run_dir}` continues from it"
+        if last is not None
+        else "no checkpoint was written yet: start again with a writable --output-dir"
+    )
+    return write_failure(err, after=after)

@@ -11,6 +11,11 @@ printed beside every flag, e.g. "last-10 mean H 0.12x first-10 (collapse < 0.2x)
 One copy of the criterion: the trainer's EntropyHealth (summary.json) and the report's health
 section both call `judge_health`.
 
+Phases (`judge_phases`): a run whose first steps were a dense warm-up (every valid token
+selected, i.e. GRPO; the logged `dense_warmup` metric) is also judged phase by phase, so that a
+collapse in the warm-up is reported as the warm-up's, apart from the method's own steps: the
+final line, summary.json's health and the report say which phase a flag belongs to.
+
 Learning signal (`judge_signal`): a group whose rewards are all equal (`zero_variance_share`, the
 share of such groups in a step's batch, logged by every engine) has advantage 0 and teaches the
 policy nothing; a step with no other group makes no policy-gradient update. A run is flagged when
@@ -122,6 +127,119 @@ def judge_health(
         if not math.isfinite(format_ratio):
             format_ratio = None
     return HealthJudgement(w, first, last, ratio, format_ratio, collapse, explosion, criterion)
+
+
+# ---- the phases of a run with a dense warm-up ------------------------------------------------
+WARMUP, METHOD = "warm-up", "method"
+
+
+@dataclass(frozen=True)
+class PhaseHealth:
+    """The window judgement of each phase of a run whose first steps were a dense warm-up
+    (every valid token selected: plain GRPO) and whose later steps were the method's own:
+    `warmup` / `method` the judgement of each phase's own steps (None with fewer than 2),
+    `warmup_steps` / `method_steps` the (first, last) logged step of each, `entropy` the
+    (first, last) logged entropy of each phase (nats), and `collapse_in` / `explosion_in`: the
+    phase the run's flag is attributed to (None when the run is not flagged).
+
+    Attribution: the method's steps are blamed only when their own judgement is flagged (then
+    also the warm-up when its own is); a run flagged overall whose method steps are not lost
+    (or gained) its entropy before them: in the warm-up, or at the switch from it."""
+
+    warmup_steps: tuple[int, int]
+    method_steps: tuple[int, int]
+    warmup_entropy: tuple[float, float]
+    method_entropy: tuple[float, float]
+    warmup: HealthJudgement | None
+    method: HealthJudgement | None
+    collapse_in: str | None
+    explosion_in: str | None
+
+    def where(self, flag: str) -> str | None:
+        """The phase `flag` ("collapse" or "explosion") is attributed to."""
+        return self.collapse_in if flag == "collapse" else self.explosion_in
+
+    def text(self, flag: str, method: str) -> str:
+        """'entropy collapse in the dense warm-up (GRPO, steps 1-3: H 0.71 -> 0.21 nats), not in
+        ict's own steps 4-6 (H 0.21 -> 0.19 nats)'; the plain flag when not attributed."""
+        where = self.where(flag)
+        (w0, w1), (m0, m1) = self.warmup_steps, self.method_steps
+        warm = (
+            f"the dense warm-up (GRPO, steps {w0}-{w1}: H {self.warmup_entropy[0]:.2f} -> "
+            f"{self.warmup_entropy[1]:.2f} nats)"
+        )
+        own = (
+            f"{method}'s own steps {m0}-{m1} (H {self.method_entropy[0]:.2f} -> "
+            f"{self.method_entropy[1]:.2f} nats)"
+        )
+        if where == WARMUP:
+            return f"entropy {flag} in {warm}, not in {own}"
+        if where == METHOD:
+            return f"entropy {flag} in {own}, not in {warm}"
+        if where == f"{WARMUP} and {METHOD}":
+            return f"entropy {flag} in {warm} and in {own}"
+        return f"entropy {flag}"
+
+    def as_dict(self) -> dict:
+        def phase(steps, entropy, j):
+            return {
+                "steps": list(steps), "entropy_first_step": entropy[0],
+                "entropy_last_step": entropy[1], **(j.as_dict() if j is not None else {}),
+            }  # fmt: skip
+
+        return {
+            WARMUP: phase(self.warmup_steps, self.warmup_entropy, self.warmup),
+            METHOD: phase(self.method_steps, self.method_entropy, self.method),
+            "collapse_in": self.collapse_in,
+            "explosion_in": self.explosion_in,
+        }
+
+
+def _attribute(run_flag: bool, warmup_flag: bool, method_flag: bool) -> str | None:
+    if not run_flag:
+        return None
+    if method_flag:
+        return f"{WARMUP} and {METHOD}" if warmup_flag else METHOD
+    return WARMUP
+
+
+def judge_phases(
+    steps: Sequence[int],
+    entropy: Sequence[float],
+    dense: Sequence[bool],
+    format_rate: Sequence[float] | None = None,
+    criterion: HealthCriterion = HealthCriterion(),
+) -> PhaseHealth | None:
+    """The judgement of each phase (PhaseHealth) of a run's logged steps: `steps`, `entropy`
+    (nats) and `dense` (whether the step was a dense warm-up step, the `dense_warmup` metric)
+    aligned, one per logged step; `format_rate` aligned too, or None. None when the run has no
+    warm-up step, or no step after it, or fewer than 2 entropies."""
+    rows = [
+        (int(st), float(h), bool(d), None if format_rate is None else format_rate[i])
+        for i, (st, h, d) in enumerate(zip(steps, entropy, dense, strict=True))
+        if h is not None and math.isfinite(h)
+    ]
+    warm = [r for r in rows if r[2]]
+    own = [r for r in rows if not r[2]]
+    if not warm or not own:
+        return None
+    overall = judge_health(
+        [r[1] for r in rows], None if format_rate is None else [r[3] for r in rows], criterion
+    )
+    if overall is None:
+        return None
+
+    def judge(part):
+        fmt = None if format_rate is None else [r[3] for r in part]
+        return judge_health([r[1] for r in part], fmt, criterion)
+
+    jw, jm = judge(warm), judge(own)
+    return PhaseHealth(
+        (warm[0][0], warm[-1][0]), (own[0][0], own[-1][0]),
+        (warm[0][1], warm[-1][1]), (own[0][1], own[-1][1]), jw, jm,
+        _attribute(overall.collapse, bool(jw and jw.collapse), bool(jm and jm.collapse)),
+        _attribute(overall.explosion, bool(jw and jw.explosion), bool(jm and jm.explosion)),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)

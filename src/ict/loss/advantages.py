@@ -140,7 +140,9 @@ def _comb(n: int, r: int) -> int:
 
 
 @register_advantage_estimator("passk")
-def passk_advantages(rewards: Tensor, groups: GroupStats, *, eps: float, k: int = PASSK_K) -> Tensor:
+def passk_advantages(
+    rewards: Tensor, groups: GroupStats, *, eps: float, k: int = PASSK_K
+) -> Tensor:
     """Pass@k Training's analytic advantage (module docstring): each group's expected pass@k
     reward over its k-subsets, normalised like GRPO's. Needs every group to hold >= k responses.
     The 1e-6 is the authors' (`sigma + 1e-6`), whatever `eps`."""

@@ -429,9 +429,7 @@ def _check_call(c: LossConfig, has_ref, has_entropy, denominator, kl_denominator
             f">= 0, e.g. {ENTROPY_ADVANTAGE_ALPHA}, got {entropy_advantage!r}"
         )
     if entropy_advantage != 0 and not has_entropy:
-        raise ConfigError(
-            "entropy_advantage != 0 needs entropy= (the policy's per-token entropy)"
-        )
+        raise ConfigError("entropy_advantage != 0 needs entropy= (the policy's per-token entropy)")
     if denominator is not None:
         if not float(denominator) >= 0:
             raise ConfigError(

@@ -7,6 +7,10 @@ Entropy health: each run is judged by ict.evidence.health.judge_health on its lo
 ict.evidence.health when absent). Per-step health flags an older trainer logged
 (`health/entropy_collapse` rows) are counted but are not verdicts.
 
+Phases: a run that logged `dense_warmup` (its dense warm-up steps, every valid token selected:
+GRPO) is also judged phase by phase (ict.evidence.health.judge_phases), and a flag names the
+phase it fell in, so a collapse in the warm-up is not read as the method's.
+
 Learning signal: each run's `zero_variance_share` series (the share of its groups whose rewards
 were all equal, every engine logs it) judged by ict.evidence.health.judge_signal, with the steps
 that had no group with signal, and, for runs with dynamic sampling (`dynamic/*` metrics,
@@ -28,7 +32,9 @@ import numpy as np
 from ict.evidence.health import (
     HealthCriterion,
     HealthJudgement,
+    PhaseHealth,
     judge_health,
+    judge_phases,
     judge_signal,
     no_signal_advice,
 )
@@ -58,6 +64,25 @@ def run_health(run: Run) -> HealthJudgement | None:
     return judge_health(entropy, formats or None, run_criterion(run))
 
 
+def run_phases(run: Run) -> PhaseHealth | None:
+    """The judgement of each phase of one run (its dense warm-up and the method's own steps, by
+    the logged `dense_warmup` metric), None when it logged no warm-up step or none after it."""
+    rows = [
+        r for r in run.metrics
+        if isinstance(r.get("valid/entropy"), (int, float)) and "dense_warmup" in r
+    ]  # fmt: skip
+    if not rows or len(rows) != len(run.series("valid/entropy")[0]):
+        return None
+    formats = [r.get("format_rate") for r in rows]
+    return judge_phases(
+        [r.get("step", i + 1) for i, r in enumerate(rows)],
+        [float(r["valid/entropy"]) for r in rows],
+        [bool(r["dense_warmup"]) for r in rows],
+        formats if all(isinstance(f, (int, float)) for f in formats) else None,
+        run_criterion(run),
+    )
+
+
 def _step_flags(run: Run) -> int:
     """Steps at which an older trainer logged a per-step health flag."""
     keys = ("health/entropy_collapse", "health/entropy_explosion")
@@ -67,18 +92,28 @@ def _step_flags(run: Run) -> int:
 def write_health_section(doc, runs: Sequence[Run], groups: dict[str, list[Run]]) -> dict:
     """The "Entropy health" section; returns {"runs": [...], "flagged": n, "step_flags": n}."""
     doc.heading("Entropy health")
-    rows, flagged, judged, records = [], 0, 0, []
+    rows, flagged, judged, records, in_warmup = [], 0, 0, [], 0
     blips = sum(_step_flags(r) > 0 for r in runs)
     for method, rs in groups.items():
         found = [(r, run_health(r)) for r in rs]
+        phases = {id(r): run_phases(r) for r, _ in found}
         records += [
-            {"method": method, "seed": r.seed, **(j.as_dict() if j else {})} for r, j in found
-        ]
+            {"method": method, "seed": r.seed, **(j.as_dict() if j else {}),
+             **({"phases": phases[id(r)].as_dict()} if phases[id(r)] else {})}
+            for r, j in found
+        ]  # fmt: skip
         found = [(r, j) for r, j in found if j is not None]
         if not found:
             continue
         judged += len(found)
-        flags = [f"{r.seed}: {_flag(j)}" for r, j in found if j.collapse or j.explosion]
+        flags = [
+            f"{r.seed}: {_flag(j, phases[id(r)])}" for r, j in found if j.collapse or j.explosion
+        ]
+        in_warmup += sum(
+            bool(p and p.where("collapse" if j.collapse else "explosion") == "warm-up")
+            for r, j in found
+            if (j.collapse or j.explosion) and (p := phases[id(r)]) is not None
+        )
         flagged += len(flags)
         ratios = "; ".join(f"s{r.seed} {j.ratio:.2f}x" for r, j in found)
         criteria = sorted({j.criterion_text for _, j in found})
@@ -92,6 +127,12 @@ def write_health_section(doc, runs: Sequence[Run], groups: dict[str, list[Run]])
             "Judged over windows, not steps: the mean entropy of the last W logged steps against "
             "the first W (W shrinks to half the steps for short runs), each run by its own "
             f"config's criterion. {flagged} of {judged} runs flagged."
+            + (
+                f" {in_warmup} of them in the dense warm-up (its first steps: every valid token "
+                "selected, i.e. GRPO), not in the method's own steps, which are judged apart."
+                if in_warmup
+                else ""
+            )
         )
         doc.table(
             ["method", "runs", "flags (seed: flag)", "last-W / first-W mean H", "criterion"], rows
@@ -160,8 +201,17 @@ def _write_signal(doc, groups: dict[str, list[Run]]) -> dict:
     return {"runs": records, "flagged": flagged}
 
 
-def _flag(j: HealthJudgement) -> str:
-    return "COLLAPSE" if j.collapse else "EXPLOSION"
+def _flag(j: HealthJudgement, phases: PhaseHealth | None = None) -> str:
+    """'COLLAPSE', with the phase it fell in for a run with a dense warm-up ('COLLAPSE in the
+    warm-up (GRPO)', 'COLLAPSE in the method's steps')."""
+    flag = "collapse" if j.collapse else "explosion"
+    where = phases.where(flag) if phases is not None else None
+    named = {
+        "warm-up": " in the warm-up (GRPO)",
+        "method": " in the method's steps",
+        "warm-up and method": " in the warm-up (GRPO) and the method's steps",
+    }
+    return flag.upper() + named.get(where or "", "")
 
 
 def _loss_mode_methods(groups: dict[str, list[Run]]) -> list[str]:

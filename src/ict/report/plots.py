@@ -154,16 +154,12 @@ def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Pat
         for i, (label, steps, values) in enumerate(lines):
             color = colors[i % len(colors)]
             ax.scatter(steps, values, color=color, **RAW_STYLE)
-            ax.plot(steps, smoothed(values), color=color, label=label)
-        ax.set(title=f"{title} - {run.method}", xlabel="step", ylabel=ylabel)
+            ax.plot(steps, smoothed(values), color=color, label=wrap_label(label))
+        ax.set(title=wrap_label(f"{title} - {run.method}", 60), xlabel="step", ylabel=ylabel)
         ax.grid(alpha=0.3)
         n_points = max(len(steps) for _, steps, _ in lines)
         ax.legend(fontsize=8, title=line_legend(n_points), title_fontsize=7)
-        fig.tight_layout()
-        path = out / f"{stem}.png"
-        fig.savefig(path)
-        plt.close(fig)
-        written.append(path)
+        written.append(save_figure(fig, out / f"{stem}.png"))
     curve = score_curve_plot(run, out, plt)
     if curve is not None:
         written.append(curve)
@@ -183,17 +179,13 @@ def score_curve_plot(run: Run, out: Path, plt) -> Path | None:
     ax.plot(ranks, curve, label=f"step {row['step']}")
     ax.axvline(10, color="gray", ls="--", lw=1, label="top 10% (ICT's cut)")
     ax.set(
-        title=f"Sorted token scores - {run.method}",
+        title=wrap_label(f"Sorted token scores - {run.method}", 60),
         xlabel="rank among the step's valid tokens (%)",
         ylabel="score (nats)",
     )
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = out / "score_curve.png"
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save_figure(fig, out / "score_curve.png")
 
 
 def band(runs: Sequence[Run], key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -235,7 +227,7 @@ def plot_methods(
             if len(steps) == 0:
                 continue
             drawn = True
-            label = f"{method} ({suffix})" if suffix else method
+            label = wrap_label(f"{method} ({suffix})" if suffix else method)
             ax.scatter(steps, mean, color=color, **RAW_STYLE)
             ax.plot(steps, smoothed(mean), color=color, ls="-" if j == 0 else "--", label=label)
             n_points = max(n_points, len(steps))
@@ -244,7 +236,7 @@ def plot_methods(
     if not drawn:
         plt.close(fig)
         return None
-    ax.set(title=title, xlabel="step", ylabel=ylabel)
+    ax.set(title=wrap_label(title, 80), xlabel="step", ylabel=ylabel)
     ax.grid(alpha=0.3)
     ax.legend(
         fontsize=7,
@@ -258,18 +250,86 @@ def plot_methods(
 
 
 def save_figure(fig, path: str | Path) -> Path:
-    """Lay out `fig`, write it to `path` (creating its folder) as PNG, close it; returns the path
-    written, whose file name is made portable (ict.files.safe_filename: `eval_toy:cot` ->
-    `eval_toy_cot`)."""
+    """Lay out `fig`, grow it until every artist lies inside its canvas (`fit_canvas`), write it
+    to `path` (creating its folder) as PNG, close it; returns the path written, whose file name
+    is made portable (ict.files.safe_filename: `eval_toy:cot` -> `eval_toy_cot`)."""
+    import warnings
+
     import matplotlib.pyplot as plt
 
-    fig.tight_layout()
+    with warnings.catch_warnings():  # a layout tight_layout cannot fit is fit_canvas's to grow
+        warnings.filterwarnings("ignore", message="Tight layout not applied")
+        fig.tight_layout()
+    fit_canvas(fig)
     path = Path(path)
     path = path.with_name(safe_filename(path.name))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+LABEL_WIDTH = 40  # characters of a legend label a line (a task spec wraps at its ? & , /)
+
+
+def wrap_label(text: str, width: int = LABEL_WIDTH) -> str:
+    """`text` in full on lines of at most `width` characters: broken after spaces and the
+    separators of task specs (`?`, `&`, `,`, `/`), a part longer than a line cut at `width`."""
+    import re
+
+    if len(text) <= width:
+        return text
+    lines, line = [], ""
+    for part in re.split(r"(?<=[ ?&,/])", text):
+        while len(part) > width:
+            if line:
+                lines.append(line)
+                line = ""
+            lines.append(part[:width])
+            part = part[width:]
+        if line and len(line) + len(part) > width:
+            lines.append(line)
+            line = ""
+        line += part
+    if line:
+        lines.append(line)
+    return "\n".join(x.rstrip() for x in lines)
+
+
+def fit_canvas(fig, pad_inches: float = 0.05) -> None:
+    """Grow `fig` so that every artist (legends placed beside the axes, titles, labels, texts
+    beside a panel) lies inside its canvas, keeping each axes' size in inches and its place
+    relative to the others; a figure already inside is left as it is. Call after the layout
+    (tight_layout / subplots_adjust) and before saving."""
+    if not hasattr(fig.canvas, "get_renderer"):  # a Figure made without pyplot: draw with Agg
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        FigureCanvasAgg(fig)
+    for _ in range(3):  # a resize moves no artist relative to the axes: one pass usually fits
+        renderer = fig.canvas.get_renderer()
+        box = fig.get_tightbbox(renderer)  # inches
+        width, height = fig.get_size_inches()
+        left = max(0.0, pad_inches - box.x0)
+        right = max(0.0, box.x1 - width + pad_inches)
+        bottom = max(0.0, pad_inches - box.y0)
+        top = max(0.0, box.y1 - height + pad_inches)
+        if max(left, right, bottom, top) <= 1e-3:
+            return
+        new_w, new_h = width + left + right, height + bottom + top
+        for ax in fig.axes:
+            pos = ax.get_position()
+            ax.set_position(
+                [
+                    (pos.x0 * width + left) / new_w,
+                    (pos.y0 * height + bottom) / new_h,
+                    pos.width * width / new_w,
+                    pos.height * height / new_h,
+                ]
+            )
+        for text in fig.texts:  # suptitle and figure texts: same place in inches
+            x, y = text.get_position()
+            text.set_position(((x * width + left) / new_w, (y * height + bottom) / new_h))
+        fig.set_size_inches(new_w, new_h)
 
 
 # ---- pass@k against k, and the exploration numbers against training step ----------------------
@@ -319,18 +379,18 @@ def plot_k_curves(
     all_ks: set[int] = set()
     for label, (ks, mean, low, high) in curves.items():
         color = method_color(label)
-        ax.plot(ks, mean, marker="o", ms=3, color=color, label=label)
+        ax.plot(ks, mean, marker="o", ms=3, color=color, label=wrap_label(label))
         ax.fill_between(ks, low, high, color=color, alpha=0.12, lw=0)
         all_ks |= set(ks)
     if reference is not None:
         label, (ks, mean, low, high) = reference
-        ax.plot(ks, mean, ls="--", marker="s", ms=3, color=REFERENCE_COLOR, label=label)
+        ax.plot(ks, mean, ls="--", marker="s", ms=3, color=REFERENCE_COLOR, label=wrap_label(label))
         ax.fill_between(ks, low, high, color="0.5", alpha=0.10, lw=0)
         all_ks |= set(ks)
     if zero_line:
         ax.axhline(0.0, color="black", lw=0.8)
     _k_axis(ax, sorted(all_ks))
-    ax.set(title=title, xlabel="k (log scale)", ylabel=ylabel)
+    ax.set(title=wrap_label(title, 70), xlabel="k (log scale)", ylabel=ylabel)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="band: 95% interval",
               title_fontsize=7)  # fmt: skip
@@ -355,7 +415,7 @@ def plot_step_panels(
     for ax, (ptitle, ylabel, curves) in zip(axes.flat, panels, strict=False):
         for method, (steps, mean, low, high) in curves.items():
             color = method_color(method)
-            ax.plot(steps, mean, marker="o", ms=3, color=color, label=method)
+            ax.plot(steps, mean, marker="o", ms=3, color=color, label=wrap_label(method))
             ax.fill_between(steps, low, high, color=color, alpha=0.12, lw=0)
         ax.set(title=ptitle, xlabel="training step", ylabel=ylabel)
         ax.grid(alpha=0.3)
@@ -496,6 +556,7 @@ def plot_answer(
     if not rows:
         return None
     fig = answer_figure(rows, title=title, band_text=band_text, margin=margin)
+    fit_canvas(fig)  # a long verdict beside a row widens the figure rather than leave it
     import matplotlib.pyplot as plt
 
     path = Path(path)

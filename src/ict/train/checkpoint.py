@@ -10,6 +10,8 @@ from the last complete checkpoint. The layout, the completeness test and the loo
 
 from __future__ import annotations
 
+import errno
+import os
 import random
 import shutil
 from pathlib import Path
@@ -21,6 +23,7 @@ from ict.errors import UserError
 from ict.files import (
     CHECKPOINTS,
     LATEST,
+    MIN_FREE_BYTES,
     STATE_FILE,
     checkpoint_name,
     list_checkpoints,
@@ -73,11 +76,20 @@ def save_checkpoint(
     hf_logging.disable_progress_bar()  # no "Writing model shards" bar inside the training bar
     try:
         model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        torch.save({**trainer_state, "step": step, "rng": rng_state()}, tmp / STATE_FILE)
+    except Exception as err:
+        # a failed save (the disk filled) leaves the previous checkpoint and `latest` as they
+        # were and frees what it wrote; torch.save reports a full disk as a RuntimeError, read
+        # here as the OSError it is (ict.files.is_write_failure: one line from the CLI)
+        full = shutil.disk_usage(root).free < MIN_FREE_BYTES
+        shutil.rmtree(tmp, ignore_errors=True)
+        if full and not isinstance(err, OSError):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(final)) from err
+        raise
     finally:
         if bar_was_enabled:
             hf_logging.enable_progress_bar()
-    tokenizer.save_pretrained(tmp)
-    torch.save({**trainer_state, "step": step, "rng": rng_state()}, tmp / STATE_FILE)
     replace_atomic(tmp, final)
     write_atomic(root / LATEST, final.name)
     for old in list_checkpoints(run_dir)[:-keep_last]:

@@ -479,25 +479,62 @@ def coerce(name: str, value: Any, *, source: str = "config") -> Any:
             return float(value)
         if base == "dict":
             if isinstance(value, str):
-                import yaml
-
-                value = yaml.safe_load(value) or {}
+                value = parse_yaml_value(name, value, source=source) or {}
             if not isinstance(value, dict):
                 raise ValueError(value)
             return value
         if base == "list":
             if isinstance(value, str):
-                import yaml
-
-                value = yaml.safe_load(value) if value.strip().startswith("[") else [value]
+                value = (
+                    parse_yaml_value(name, value, source=source)
+                    if value.strip().startswith("[")
+                    else [value]
+                )
             if not isinstance(value, (list, tuple)):
                 raise ValueError(value)
             return [str(v) for v in value]
         if base == "str":
             return str(value)
+    except ConfigError:
+        raise
     except (ValueError, TypeError):
         raise ConfigError(f"{name}={value!r} ({source}) is not a valid {base}") from None
     return value
+
+
+# a valid value of each YAML-valued field, shown when a flag's value does not parse
+YAML_EXAMPLES = {
+    "task_config": "'{min_terms: 3, operators: [\"+\"]}'",
+    "selector_options": "'{prob_below: 0.02}'",
+    "stop": '\'["</answer>", "\\n\\n"]\'',
+}
+
+
+def parse_yaml_value(name: str, text: str, *, source: str = "config"):
+    """The YAML value of field `name` given as the string `text` (a flag such as --task-config,
+    or a string in a config file). A parse error is one ConfigError line naming the flag (or the
+    key and file), the position (line and column, 1-based) and an example of valid input."""
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+        where = ""
+        if mark is not None:
+            where = (
+                f"line {mark.line + 1}, column {mark.column + 1}"
+                if "\n" in text.strip()
+                else f"column {mark.column + 1}"
+            )
+        problem = getattr(err, "problem", None) or "not valid YAML"
+        flag = "--" + name.replace("_", "-")
+        named = f"{flag} {text!r}" if "flag" in source else f"{name}={text!r} ({source})"
+        example = YAML_EXAMPLES.get(name, "'{key: value}'")
+        raise ConfigError(
+            f"{named} is not valid YAML ({problem}{' at ' + where if where else ''}); "
+            f"pass a YAML {'list' if name == 'stop' else 'mapping'} such as {flag} {example}"
+        ) from None
 
 
 def unknown_keys(data: dict, *, source: str) -> None:

@@ -113,7 +113,8 @@ def compare_before_after(before: dict, after: dict, *, seed: int = 0) -> dict:
 def headline(comparison: dict | None, summary: dict) -> str:
     """The line that tells the user what happened, e.g.
     `held-out pass@1 0.22 -> 0.41 (+0.19 [+0.11, +0.27]); reward 0.30 -> 0.52; no entropy collapse`,
-    ending with the learning-signal verdict when most groups carried no signal
+    a flag naming its phase in a run with a dense warm-up (`entropy collapse in the dense warm-up
+    (GRPO, steps 1-3: ...), not in ict's own steps 4-6 (...)`), ending with the learning-signal verdict when most groups carried no signal
     (ict.evidence.health.judge_signal)."""
     parts = []
     if comparison:
@@ -127,8 +128,8 @@ def headline(comparison: dict | None, summary: dict) -> str:
         parts.append(f"reward {r0:.2f} -> {r1:.2f}")
     health = summary.get("health", {})
     flags = [name for name in ("entropy_collapse", "entropy_explosion") if health.get(name)]
-    parts.append(
-        ", ".join(f.replace("_", " ") for f in flags)
+    parts.append(  # a flag with its phase when the run had a dense warm-up (ict.train.outputs)
+        ", ".join(health.get(f"{f}_text") or f.replace("_", " ") for f in flags)
         if flags
         else "no entropy collapse or explosion"
     )

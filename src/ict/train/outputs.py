@@ -18,7 +18,9 @@ from ict.evidence.health import (
     NO_SIGNAL_SHARE,
     HealthCriterion,
     HealthJudgement,
+    PhaseHealth,
     judge_health,
+    judge_phases,
     judge_signal,
 )
 
@@ -210,24 +212,45 @@ class EntropyHealth:
         )
         self.entropies: list[float] = []
         self.formats: list[float] = []
+        self.steps: list[int] = []
+        self.dense: list[bool | None] = []  # whether each step was a dense warm-up step
         self._in_blip = False
 
     def state_dict(self) -> dict:
-        return {"entropies": self.entropies, "formats": self.formats}
+        return {
+            "entropies": self.entropies, "formats": self.formats, "steps": self.steps,
+            "dense": self.dense,
+        }  # fmt: skip
 
     def load_state_dict(self, state: dict) -> None:
         self.entropies, self.formats = list(state["entropies"]), list(state["formats"])
+        n = len(self.entropies)  # a checkpoint written before the phases: steps 1..n, unknown
+        self.steps = list(state.get("steps", range(1, n + 1)))
+        self.dense = list(state.get("dense", [None] * n))
+
+    def phases(self) -> PhaseHealth | None:
+        """The judgement of the dense warm-up and of the method's own steps, each apart (None
+        without both phases, or when a step's phase is unknown)."""
+        if any(d is None for d in self.dense) or len(self.dense) != len(self.entropies):
+            return None
+        formats = self.formats if len(self.formats) == len(self.entropies) else None
+        return judge_phases(self.steps, self.entropies, self.dense, formats, self.criterion)
 
     def judgement(self) -> HealthJudgement | None:
         """The window judgement of the steps so far (None before 2 steps)."""
         return judge_health(self.entropies, self.formats or None, self.criterion)
 
-    def update(self, step: int, entropy: float, format_rate: float | None) -> dict:
+    def update(
+        self, step: int, entropy: float, format_rate: float | None, dense: bool | None = None
+    ) -> dict:
         """Record one step; return the window judgement so far: {"health/entropy_collapse",
         "health/entropy_explosion" (bools), "health/entropy_ratio" (last-W / first-W mean H)},
         the flags False until two whole windows are logged (summary() judges short runs with
-        shrunk windows). Logs a warning when this one step leaves the bounds."""
+        shrunk windows). `dense`: whether the step was a dense warm-up step (its phase). Logs a
+        warning when this one step leaves the bounds."""
         self.entropies.append(float(entropy))
+        self.steps.append(int(step))
+        self.dense.append(None if dense is None else bool(dense))
         if format_rate is not None:
             self.formats.append(float(format_rate))
         self._warn_blip(step, float(entropy))
@@ -256,8 +279,12 @@ class EntropyHealth:
             )  # fmt: skip
         self._in_blip = out
 
-    def summary(self) -> dict:
-        """summary.json's "health": the window judgement with its criterion as text."""
+    def summary(self, method: str = "the method") -> dict:
+        """summary.json's "health": the window judgement with its criterion as text, and, for a
+        run with a dense warm-up, each phase's judgement ("phases"), the phase each flag is
+        attributed to ("collapse_in", "explosion_in": "warm-up", "method", or both) and, for a
+        flag, its sentence naming the phase ("entropy_collapse_text": `method` names the
+        method's own steps; ict.evidence.health.PhaseHealth.text)."""
         j = self.judgement()
         if j is None:
             return {
@@ -265,7 +292,15 @@ class EntropyHealth:
                 "entropy_explosion": False,
                 "criterion": "fewer than 2 logged steps: not judged",
             }
-        return j.as_dict()
+        out = j.as_dict()
+        phases = self.phases()
+        if phases is not None:
+            out["phases"] = phases.as_dict()
+            out["collapse_in"], out["explosion_in"] = phases.collapse_in, phases.explosion_in
+            for flag in ("collapse", "explosion"):
+                if phases.where(flag):
+                    out[f"entropy_{flag}_text"] = phases.text(flag, method)
+        return out
 
 
 class SignalHealth:

@@ -247,9 +247,10 @@ class Trainer:
         )
         self.step = step
         metrics.update(trained)
-        metrics.update(
-            self.health.update(step, metrics["valid/entropy"], metrics.get("format_rate"))
+        health = self.health.update(
+            step, metrics["valid/entropy"], metrics.get("format_rate"), metrics.get("dense_warmup")
         )
+        metrics.update(health)
         metrics.update(self.signal.update(step, metrics["zero_variance_share"]))
         metrics = {"step": step, **metrics}
 
@@ -456,7 +457,7 @@ class Trainer:
             "reward_last_steps": avg(window, "reward/mean"),
             "accuracy_first_steps": avg(first, "accuracy"),
             "accuracy_last_steps": avg(window, "accuracy"),
-            "health": self.health.summary() | self.signal.summary(),
+            "health": self.health.summary(cfg.method) | self.signal.summary(),
             "paths": {
                 "run_dir": str(self.run_dir),
                 "config": str(self.run_dir / "config.yaml"),

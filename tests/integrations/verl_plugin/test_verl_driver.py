@@ -137,8 +137,13 @@ def test_the_ict_sections_loss_settings_reach_the_update():
     from ict.loss import CovarianceOptions
 
     cfg = _config("ict_kl_cov")
-    cfg.ict = {"kl_cov_ratio": 0.1, "kl_cov_coef": 2.0, "entropy_coef": 0.05, "clip_cov_ub": 4.0,
-               "entropy_advantage": 0.3}
+    cfg.ict = {
+        "kl_cov_ratio": 0.1,
+        "kl_cov_coef": 2.0,
+        "entropy_coef": 0.05,
+        "clip_cov_ub": 4.0,
+        "entropy_advantage": 0.3,
+    }
     batch, mask = _batch()
     workers = FakeWorkers(torch.randn(4, 4, V, generator=torch.Generator().manual_seed(1)))
     trainer = types.SimpleNamespace(config=cfg, actor_rollout_wg=workers, global_steps=3)

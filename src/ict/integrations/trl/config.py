@@ -147,7 +147,8 @@ class ICTGRPOConfig(MethodOptions, GRPOConfig):
         method = resolve_method(self)
         check_engine_advantage(self, "TRL")
         if method.advantage != "grpo" and (
-            self.multi_objective_aggregation != "sum_then_normalize" or self.scale_rewards != "group"
+            self.multi_objective_aggregation != "sum_then_normalize"
+            or self.scale_rewards != "group"
         ):
             raise ConfigError(
                 f"advantage={method.advantage!r} (method={self.method!r}'s unless set) is ict's "
