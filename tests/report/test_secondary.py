@@ -1,4 +1,4 @@
-"""A study's declared secondary endpoints (ict.compare.secondary) on synthetic grids: the
+"""A study's declared secondary endpoints (ict.report.secondary) on synthetic grids: the
 non-inferiority verdict against a margin derived from the baseline's measured change, its
 one-sided p checked by hand (blocked paired t) and by scipy, and the entropy ratios."""
 
@@ -9,7 +9,7 @@ import pytest
 from report.helpers import write_run
 from scipy import stats
 
-from ict.compare.secondary import difference_tests, entropy_ratios, non_inferiority
+from ict.report.secondary import difference_tests, entropy_ratios, non_inferiority
 from ict.report.runs import load_run
 
 N, PROBLEMS, SEEDS = 8, 60, 4  # samples per problem, problems, seeds per warm start
