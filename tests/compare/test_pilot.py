@@ -1,9 +1,31 @@
-"""The exploration study's declared pilot choice (ict.compare.explore), on hand-made curves."""
+"""A study's declared pilot choice (ict.compare.pilot, the rule `narrowing_at_stable_lr` of the
+toy-cot-explore study) on hand-made curves, and on the committed pilot's curves."""
+
+import json
+import tarfile
+from pathlib import Path
 
 import pytest
 
-from ict.compare import explore
-from ict.compare.explore import Point, choose, curve_of, ict_stable, narrowing_step
+from ict.compare.pilot import (
+    PILOT_RULES,
+    PilotSpec,
+    Point,
+    curve_of,
+    ict_stable,
+    narrowing_step,
+    overrides,
+)
+from ict.compare.presets import get_preset
+from ict.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+SPEC = PilotSpec.from_values(get_preset("toy-cot-explore").study["pilot"])
+LRS, POOLS = SPEC.values, SPEC.pool_order
+
+
+def choose(curves):
+    return PILOT_RULES["narrowing_at_stable_lr"].choose(curves, SPEC)
 
 START = Point(0, 0.40, 0.95)
 
@@ -21,9 +43,9 @@ def grid(ict=None, grpo=None):
     """Every pilot cell FLAT unless given: {(method, pool, lr): curve}."""
     cells = {
         (m, p, lr): FLAT
-        for m in explore.PILOT_METHODS
-        for p in explore.POOL_ORDER
-        for lr in explore.PILOT_LRS
+        for m in SPEC.methods
+        for p in POOLS
+        for lr in LRS
     }
     cells.update(ict or {})
     cells.update(grpo or {})
@@ -34,14 +56,14 @@ def test_stability_and_narrowing_rules():
     assert ict_stable(FLAT)
     assert not ict_stable(curve((0.41, 0.9), (0.39, 0.9)))  # one evaluation below the start
     assert not ict_stable([START])  # no evaluation after the start: nothing shows stability
-    assert narrowing_step(NARROW) == 100
-    assert narrowing_step(curve((0.42, 0.90))) == 50  # exactly the 0.05 drop counts
-    assert narrowing_step(DAMAGE) is None  # pass@1 fell: damage, not narrowing
-    assert narrowing_step(FLAT) is None
+    assert narrowing_step(NARROW, 0.05) == 100
+    assert narrowing_step(curve((0.42, 0.90)), 0.05) == 50  # exactly the 0.05 drop counts
+    assert narrowing_step(DAMAGE, 0.05) is None  # pass@1 fell: damage, not narrowing
+    assert narrowing_step(FLAT, 0.05) is None
 
 
 def test_choice_prefers_full_pool_at_largest_stable_lr():
-    lo, mid, hi = explore.PILOT_LRS
+    lo, mid, hi = LRS
     cells = grid(
         ict={("ict", "full", hi): DAMAGE},  # ICT unstable at the largest lr: mid is the shared lr
         grpo={("grpo", "full", mid): NARROW, ("grpo", "16", hi): NARROW},
@@ -53,16 +75,16 @@ def test_choice_prefers_full_pool_at_largest_stable_lr():
 
 
 def test_choice_falls_back_to_16_pairs():
-    hi = explore.PILOT_LRS[-1]
+    hi = LRS[-1]
     choice = choose(grid(grpo={("grpo", "16", hi): NARROW}))
     assert (choice.pool, choice.lr, choice.horizon) == ("16", hi, 100)
 
 
 def test_narrowing_at_an_unstable_lr_does_not_count():
-    lo, mid, hi = explore.PILOT_LRS
+    lo, mid, hi = LRS
     cells = grid(
-        ict={("ict", p, hi): DAMAGE for p in explore.POOL_ORDER},
-        grpo={("grpo", p, hi): NARROW for p in explore.POOL_ORDER},
+        ict={("ict", p, hi): DAMAGE for p in POOLS},
+        grpo={("grpo", p, hi): NARROW for p in POOLS},
     )
     choice = choose(cells)
     assert choice.pool is None and not choice.runs_stage_b
@@ -71,7 +93,7 @@ def test_narrowing_at_an_unstable_lr_does_not_count():
 
 def test_no_stable_lr_is_stated():
     cells = grid(
-        ict={("ict", p, lr): DAMAGE for p in explore.POOL_ORDER for lr in explore.PILOT_LRS}
+        ict={("ict", p, lr): DAMAGE for p in POOLS for lr in LRS}
     )
     choice = choose(cells)
     assert choice.stable_lr == {"full": None, "16": None}
@@ -80,8 +102,8 @@ def test_no_stable_lr_is_stated():
 
 def test_missing_cell_raises():
     cells = grid()
-    del cells[("grpo", "16", explore.PILOT_LRS[0])]
-    cells[("ict", "full", explore.PILOT_LRS[-1])] = DAMAGE  # force a look past the full pool
+    del cells[("grpo", "16", LRS[0])]
+    cells[("ict", "full", LRS[-1])] = DAMAGE  # force a look past the full pool
     with pytest.raises(KeyError):
         choose({k: v for k, v in cells.items() if k[1] != "full" or k[0] == "ict"})
 
@@ -93,3 +115,39 @@ def test_curve_of_reads_results_sorted_by_step():
     pts = curve_of([result(100, 0.5, 0.9), result(0, 0.4, 0.95), result(50, 0.45, 0.93)])
     assert [p.step for p in pts] == [0, 50, 100]
     assert pts[0] == Point(0, 0.4, 0.95)
+
+
+def test_the_preset_declares_the_protocols_pilot():
+    """PROTOCOL.md's pilot, now read from the preset (it was compare/explore.py's constants)."""
+    assert SPEC.methods == ("grpo", "ict") and LRS == (2.0e-5, 4.0e-5, 6.3e-5)
+    assert dict(SPEC.pools) == {"full": None, "16": 16} and POOLS == ("full", "16")
+    assert (SPEC.seed, SPEC.metric, SPEC.options["drop"]) == (2000, (1, 32), 0.05)
+    assert (SPEC.validation_size, SPEC.validation_samples) == (128, 32)
+
+
+def test_a_choice_becomes_the_test_cells_overrides():
+    record = {"pool": "16", "lr": 4e-5, "horizon": 150, "reason": "r"}
+    assert overrides(record, SPEC) == {"learning_rate": 4e-5, "max_steps": 150, "train_size": 16}
+    assert "train_size" not in overrides({**record, "pool": "full"}, SPEC)
+    with pytest.raises(ConfigError, match="no stable narrowing regime"):
+        overrides({**record, "pool": None}, SPEC)
+
+
+def test_unknown_rule_or_key_is_refused():
+    with pytest.raises(ConfigError, match="pilot rule 'nope' is not one of"):
+        PilotSpec.from_values({"methods": ["grpo"], "values": [1e-5], "rule": "nope"})
+    with pytest.raises(ConfigError, match=r"unknown keys \['lrs'\]"):
+        PilotSpec.from_values({"methods": ["grpo"], "values": [1e-5], "lrs": [1]})
+
+
+def test_the_committed_choice_re_derives_from_its_curves():
+    """docs/reports/toy-cot-explore's pilot_choice.json (in cells.tar.gz): the registered rule on
+    its 12 curves gives the recorded choice."""
+    with tarfile.open(ROOT / "docs/reports/toy-cot-explore/cells.tar.gz") as tar:
+        record = json.load(tar.extractfile("pilot_choice.json"))
+    curves = {
+        (c["method"], c["pool"], c["lr"]): [Point(**p) for p in c["curve"]] for c in record["cells"]
+    }
+    assert len(curves) == 12
+    assert choose(curves).as_dict() == record["choice"]
+    assert record["choice"]["pool"] == "full" and record["choice"]["horizon"] == 200

@@ -22,6 +22,7 @@ examples:
   ict compare --preset smollm-cot --methods grpo,ict,random_sequence --seeds 2   # SmolLM2 chains
   ict compare --preset toy --methods grpo,ict --seeds 5 --steps 100
   ict compare --preset toy-cot-long --tuning-only   # each method's learning rate on validation
+  ict compare --preset toy-cot-explore --stage decide --out runs/toy-cot-explore   # a study's stage
   ict compare --runs runs/a runs/b runs/c   # report from existing run directories (any engine)
   ict compare --runs runs/* --primary ict-grpo@pass@4 --alpha 0.05 --margin 0.03   # with endpoints
   ict compare --rerender docs/reports/toy-cot --preset toy-cot   # re-render verdicts from report.json
@@ -87,6 +88,18 @@ def _methods_help() -> str:
     )
 
 
+def _stage_names() -> list[str]:
+    from ict.compare.study import STAGES
+
+    return list(STAGES)
+
+
+def _stages_help() -> str:
+    from ict.compare.study import STAGES
+
+    return "; ".join(f"{name}: {stage.text}" for name, stage in STAGES.items())
+
+
 def add_parser(subparsers, summary: str) -> None:
     p = subparsers.add_parser(
         "compare",
@@ -134,6 +147,22 @@ def add_parser(subparsers, summary: str) -> None:
         "--tuning-only",
         action="store_true",
         help="stop after the tuning stage (its method x value table: OUT/tuning/tuning.json)",
+    )
+    p.add_argument(
+        "--stage",
+        choices=_stage_names(),
+        help="run one stage of a preset that declares a study (its `study:` mapping; "
+        "docs/compare.md, Studies): " + _stages_help(),
+    )
+    p.add_argument(
+        "--block",
+        type=int,
+        default=0,
+        help="with --stage test / retest / metrics: the test block (warm start) to run (default 0)",
+    )
+    p.add_argument(
+        "--dest",
+        help="with --stage report: the report folder (default OUT/report)",
     )
     p.add_argument(
         "--out",
@@ -241,10 +270,14 @@ def run(args) -> int:
         return 0
     if args.runs:
         return _report_from_runs(args)
+    preset, out = _preset_and_out(args)
+    if args.stage:
+        return _run_stage(args, preset, out)
+    if args.dest is not None:
+        raise ConfigError("--dest belongs to --stage report (a grid's report goes to OUT/report)")
 
     from ict.compare.grid import run_grid
 
-    preset, out = _preset_and_out(args)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None
     if args.seeds is not None and args.seeds < 1:
         raise ConfigError(f"--seeds must be >= 1, got {args.seeds}")
@@ -267,6 +300,21 @@ def run(args) -> int:
         print(f"tuning: {tuning_path(out)}")
         return 0
     _grid_report(args, preset, out, dirs)
+    return 0
+
+
+def _run_stage(args, preset, out: Path) -> int:
+    """`--stage`: one stage of the preset's study (ict.compare.study.run_stage)."""
+    from ict.compare.study import run_stage
+
+    if args.methods or args.seeds is not None or args.steps is not None or args.tuning:
+        raise ConfigError(
+            "--stage runs the study as its preset declares it: drop --methods / --seeds / "
+            "--steps / --tuning"
+        )
+    with quiet_console(args.verbose):
+        run_stage(preset, args.stage, out, dest=args.dest, block=args.block,
+                  fast=not args.no_fast, log=lambda line: print(line, flush=True))  # fmt: skip
     return 0
 
 

@@ -41,8 +41,8 @@ class PilotSpec:
     curve's points), the validation evaluation (`validation_size` problems x
     `validation_samples`), and the choice `rule` (PILOT_RULES) with its `options` (e.g. drop)."""
 
-    methods: tuple[str, ...]
-    values: tuple[float, ...]
+    methods: tuple[str, ...] = ()
+    values: tuple[float, ...] = ()
     pools: Mapping[str, int | None] = field(default_factory=lambda: {"full": None})
     seed: int = 2000
     metric: tuple[int, int] = (1, 32)
@@ -174,14 +174,18 @@ def narrowing_role(method: str, curve: Sequence[Point], spec: PilotSpec) -> str:
 
 @dataclass(frozen=True)
 class PilotRule:
-    """A pilot's declared choice: `choose` maps the cells' curves and the spec to a PilotChoice;
-    `role` says what the rule makes of one cell (the pilot report's last column); `text`: the rule
-    in words (docs/compare.md)."""
+    """A declared choice: `choose` maps the cells' curves and the spec to a PilotChoice (or any
+    object with `as_dict()` and `reason`); `role` says what the rule makes of one cell (the pilot
+    report's last column); `text`: the rule in words (docs/compare.md); `reads`: the cells it
+    reads, "pilot" (the pilot's, keyed (method, pool, value); the test stage then runs at the
+    choice) or "test" (the finished test cells of every block, keyed (method, "test", seed): a
+    criterion checked on the test grid's own periodic evaluations, e.g. a narrowing screen)."""
 
     name: str
     choose: Callable[[Curves, PilotSpec], PilotChoice]
     role: Callable[[str, Sequence[Point], PilotSpec], str]
     text: str
+    reads: str = "pilot"
 
 
 PILOT_RULES: dict[str, PilotRule] = {}

@@ -173,7 +173,7 @@ class Study:
         if not 0 <= block < self.spec.blocks:
             raise ConfigError(f"--block {block}: this study has blocks 0..{self.spec.blocks - 1}")
         extra = {}
-        if self.spec.pilot is not None:
+        if self.spec.pilot is not None and PILOT_RULES[self.spec.pilot.rule].reads == "pilot":
             extra = overrides(self.choice()["choice"], self.spec.pilot)
         preset = self.preset
         if preset.warm is not None:
@@ -300,17 +300,29 @@ def run_pilot(study: Study, block: int = 0) -> None:
 
 
 def decide(study: Study, block: int = 0):
-    """The pilot rule's choice on the pilot cells' curves -> OUT/pilot_choice.json."""
+    """The declared rule's choice on the curves of the cells it reads (the pilot's, or the
+    finished test cells') -> OUT/pilot_choice.json."""
     from ict.compare.grid import checkpoint_results
 
     spec = study.pilot_spec()
+    rule = PILOT_RULES[spec.rule]
+    if rule.reads == "test":
+        dirs = {
+            (m, "test", seed): d
+            for seed, ds in study.finished_cells().items()
+            for m, d in zip(study.preset.methods, ds, strict=True)
+        }
+        if not dirs:
+            raise ConfigError("no finished test cell: run the test stage first")
+    else:
+        dirs = {key: cell.run_dir for key, cell in study.pilot_cells().items()}
     curves = {}
-    for key, cell in study.pilot_cells().items():
-        before = read_json(cell.run_dir / "heldout_before.json")
-        if before is None or read_json(cell.run_dir / "final_eval.json") is None:
-            raise ConfigError(f"pilot cell {cell.run_dir} is not done: run the pilot stage first")
-        curves[key] = curve_of([before, *checkpoint_results(cell.run_dir)], spec.metric)
-    choice = PILOT_RULES[spec.rule].choose(curves, spec)
+    for key, run_dir in dirs.items():
+        before = read_json(run_dir / "heldout_before.json")
+        if before is None or read_json(run_dir / "final_eval.json") is None:
+            raise ConfigError(f"pilot cell {run_dir} is not done: run the pilot stage first")
+        curves[key] = curve_of([before, *checkpoint_results(run_dir)], spec.metric)
+    choice = rule.choose(curves, spec)
     table = [
         {"method": m, "pool": p, "lr": v, "curve": [dataclasses.asdict(pt) for pt in c]}
         for (m, p, v), c in curves.items()

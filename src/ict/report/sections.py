@@ -156,7 +156,7 @@ def arm_rows(values, fmt: str, signed: str) -> list[str]:
 def benchmark_of(run_dir: Path) -> str:
     """The one benchmark of a run's final evaluation (the key of eval/<benchmark>/pass@k)."""
     result = read_json(Path(run_dir) / "final_eval.json") or {}
-    (bench,) = result.get("benchmarks") or [None]
+    (bench,) = result.get("benchmarks") or result.get("per_problem") or [None]
     if bench is None:
         raise ConfigError(f"{run_dir}/final_eval.json names no benchmark: run the test stage")
     return bench
