@@ -27,6 +27,7 @@ LRS, POOLS = SPEC.values, SPEC.pool_order
 def choose(curves):
     return PILOT_RULES["narrowing_at_stable_lr"].choose(curves, SPEC)
 
+
 START = Point(0, 0.40, 0.95)
 
 
@@ -41,12 +42,7 @@ DAMAGE = curve((0.38, 0.85), (0.37, 0.80))  # pass@32 falls but so does pass@1
 
 def grid(ict=None, grpo=None):
     """Every pilot cell FLAT unless given: {(method, pool, lr): curve}."""
-    cells = {
-        (m, p, lr): FLAT
-        for m in SPEC.methods
-        for p in POOLS
-        for lr in LRS
-    }
+    cells = {(m, p, lr): FLAT for m in SPEC.methods for p in POOLS for lr in LRS}
     cells.update(ict or {})
     cells.update(grpo or {})
     return cells
@@ -92,9 +88,7 @@ def test_narrowing_at_an_unstable_lr_does_not_count():
 
 
 def test_no_stable_lr_is_stated():
-    cells = grid(
-        ict={("ict", p, lr): DAMAGE for p in POOLS for lr in LRS}
-    )
+    cells = grid(ict={("ict", p, lr): DAMAGE for p in POOLS for lr in LRS})
     choice = choose(cells)
     assert choice.stable_lr == {"full": None, "16": None}
     assert "ICT is stable at no pilot lr" in choice.reason

@@ -111,7 +111,9 @@ def test_companion_section_describes_each_arm_and_says_partial(tmp_path):
     assert companion["seeds"] == 6 and companion["ks"] == [1, 2, 4, 8, 16]
     view = _view(tmp_path, {}, companion=companion)
     md = sections.SECTIONS["companion"].write(view, tmp_path / "dest").read_text()
-    assert "PARTIAL: 2 of 6 seeds" in md and "seeds 0, 1; held-out evaluation 30 problems x 16" in md
+    assert (
+        "PARTIAL: 2 of 6 seeds" in md and "seeds 0, 1; held-out evaluation 30 problems x 16" in md
+    )
     rows = {
         line.split(" | ")[0].strip("| "): line for line in md.splitlines() if line.startswith("| ")
     }
@@ -173,7 +175,10 @@ def test_decide_then_test_grid_then_pilot_section(tmp_path):
     assert {c.config.max_steps for c in cells} == {100}
     md = sections.SECTIONS["pilot"].write(study.view(), study.dest).read_text()
     assert f"**{choice.reason}**." in md and "ran in full: 12 cells" in md
-    assert "| grpo | full | 6.3e-05 | 0.400 -> 0.430 | 0.420 | 0.950 -> 0.890 | 0.890 | narrows at step 100 |" in md
+    assert (
+        "| grpo | full | 6.3e-05 | 0.400 -> 0.430 | 0.420 | 0.950 -> 0.890 | 0.890 | narrows at step 100 |"
+        in md
+    )
     assert (study.dest / "pilot" / "plots" / "frontier.png").is_file()
     assert study.finished_cells() == {}  # no test cell done: the comparison sections wait
     assert sections.SECTIONS["comparison"].write(study.view(), study.dest) is None
@@ -255,9 +260,14 @@ def test_a_screen_rule_reads_the_test_cells(tmp_path, monkeypatch):
         (d / "heldout_before.json").write_text(json.dumps(result))
         path = step_eval_path(d, 50)
         path.parent.mkdir()
-        path.write_text(json.dumps({"step": 50, "benchmarks": {"t": {"pass@1": 0.4, "pass@256": low}}}))
+        path.write_text(
+            json.dumps({"step": 50, "benchmarks": {"t": {"pass@1": 0.4, "pass@256": low}}})
+        )
         (d / "final_eval.json").write_text(json.dumps({**result, "step": 50}))
     choice = run_stage(preset, "decide", tmp_path, log=lambda line: None)
     assert set(seen) == {("grpo", "test", 0), ("grpo", "test", 1)}
     assert choice.reason == "largest drop 0.25"
-    assert json.loads((tmp_path / "pilot_choice.json").read_text())["choice"]["reason"] == choice.reason
+    assert (
+        json.loads((tmp_path / "pilot_choice.json").read_text())["choice"]["reason"]
+        == choice.reason
+    )

@@ -6,11 +6,11 @@ import json
 
 import numpy as np
 import pytest
-from report.helpers import write_run
 from scipy import stats
 
-from ict.report.secondary import difference_tests, entropy_ratios, non_inferiority
 from ict.report.runs import load_run
+from ict.report.secondary import difference_tests, entropy_ratios, non_inferiority
+from report.helpers import write_run
 
 N, PROBLEMS, SEEDS = 8, 60, 4  # samples per problem, problems, seeds per warm start
 START = 0.30  # each grid's start model at pass@1

@@ -249,7 +249,9 @@ class Study:
         cells = self.finished_cells()
         notes = list(self.spec.notes)
         if self.spec.retest_note and any(
-            (d / VALIDATION_COPY.format("final_eval")).is_file() for ds in cells.values() for d in ds
+            (d / VALIDATION_COPY.format("final_eval")).is_file()
+            for ds in cells.values()
+            for d in ds
         ):
             notes.insert(0, self.spec.retest_note)
         return StudyView(

@@ -228,7 +228,8 @@ def pilot_section(study: StudyView, dest: Path) -> Path | None:
         rows,
     )  # fmt: skip
     doc.image(
-        frontier, f"The pilot's frontier: validation pass@32 against pass@1 at steps 0-{pilot.steps}"
+        frontier,
+        f"The pilot's frontier: validation pass@32 against pass@1 at steps 0-{pilot.steps}",
     )
     curves = "\n".join(
         f"{c['method']} {c['pool']} lr {c['lr']:g}: "
@@ -303,7 +304,9 @@ def secondary_section(study: StudyView, dest: Path) -> Path | None:
     ni = non_inferiority(groups, m, b, f"eval/{bench}/pass@{k1}", fraction=ni_spec["fraction"],
                          alpha=alpha)  # fmt: skip
     k2, tm = two["k"], two["method"]
-    pairs = {x: difference_tests(groups, tm, x, f"eval/{bench}/pass@{k2}") for x in two["baselines"]}
+    pairs = {
+        x: difference_tests(groups, tm, x, f"eval/{bench}/pass@{k2}") for x in two["baselines"]
+    }
     base = spec.get("entropy_baseline", b)
     ratios = entropy_ratios(groups, base)
     health = run_health(groups[base][0])
@@ -349,7 +352,7 @@ def secondary_section(study: StudyView, dest: Path) -> Path | None:
         f"## Entropy ratio (mean valid-token entropy of the last {window} logged steps / the "
         f"first {window})",
         "",
-        "| arm | seeds | mean [95% t interval] | minus GRPO's | paired p (blocked) |",
+        f"| arm | seeds | mean [95% t interval] | minus {base.upper()}'s | paired p (blocked) |",
         "|---|---|---|---|---|",
     ]
     lines += arm_rows(ratios, "{:.2f}", "{:+.2f}")
@@ -366,7 +369,7 @@ def secondary_section(study: StudyView, dest: Path) -> Path | None:
             "",
             metric.text,
             "",
-            "| arm | seeds | mean [95% t interval] | minus GRPO's | paired p (blocked) |",
+            f"| arm | seeds | mean [95% t interval] | minus {base.upper()}'s | paired p (blocked) |",
             "|---|---|---|---|---|",
         ]
         lines += arm_rows(values, f"{{:.{digits}f}}", f"{{:+.{digits}f}}")
@@ -523,7 +526,9 @@ def companion_section(study: StudyView, dest: Path) -> Path | None:
     keys = ("format_rate", "pass@1", top)
     key = {k: f"eval/{bench}/{k}" for k in keys}
     level = comp["format_learned"]
-    status = f" (PARTIAL: {len(seeds)} of {comp['seeds']} seeds)" if len(seeds) < comp["seeds"] else ""
+    status = (
+        f" (PARTIAL: {len(seeds)} of {comp['seeds']} seeds)" if len(seeds) < comp["seeds"] else ""
+    )
     lines = [
         f"# {study.name} companion: {comp['model']}, exploratory{status}",
         "",
@@ -574,4 +579,3 @@ def companion_section(study: StudyView, dest: Path) -> Path | None:
     )  # fmt: skip
     write_atomic(target / "companion.md", "\n".join(lines))
     return target / "companion.md"
-
