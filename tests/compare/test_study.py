@@ -271,3 +271,17 @@ def test_a_screen_rule_reads_the_test_cells(tmp_path, monkeypatch):
         json.loads((tmp_path / "pilot_choice.json").read_text())["choice"]["reason"]
         == choice.reason
     )
+
+
+def test_the_declared_metric_and_notes_say_what_the_committed_report_says(tmp_path):
+    """The KL metric's heading and paragraph, and the comparison's notes, as the study's view
+    words them from the preset, are the committed report's (the slow re-derivation checks the
+    rest)."""
+    committed = Path(__file__).resolve().parents[2] / "docs" / "reports" / "toy-cot-explore"
+    view = study_of(get_preset(PRESET), tmp_path).view()
+    (kl,) = view.metrics
+    secondary = (committed / "secondary.md").read_text()
+    assert f"## {kl.heading}\n\n{kl.text}\n" in secondary
+    assert kl.heading.endswith("(added after the run)") and "64 test problems" in kl.text
+    report = (committed / "report.md").read_text()
+    assert all(note in report for note in view.notes)

@@ -226,23 +226,21 @@ def _start_note(result: dict) -> str:
 
 
 def endpoints_from(args, preset=None) -> Endpoints:
-    """The declared endpoints: the preset's (when one is given), with --primary / --alpha /
-    --margin replacing its values; none declared without a preset or flags."""
-    primary = list(preset.primary) if preset is not None else []
-    source = f"declared by preset {preset.name}" if preset is not None else ""
+    """The declared endpoints: the preset's (`Preset.declared_endpoints`, when one is given), with
+    --primary / --alpha / --margin replacing its values; none declared without a preset or flags.
+    An absolute --margin replaces a preset's relative one."""
+    declared = preset.declared_endpoints() if preset is not None else declare()
+    primary, source = declared.primary, declared.source
     if args.primary:
         given = [p for p in args.primary if p.lower() != "none"]
         primary, source = given, "declared by --primary" if given else "--primary none"
-    alpha = args.alpha if args.alpha is not None else (preset.alpha if preset else ALPHA)
-    margin = (
-        args.margin
-        if args.margin is not None
-        else (preset.equivalence_margin if preset else MARGIN)
+    return declare(
+        primary,
+        alpha=args.alpha if args.alpha is not None else declared.alpha,
+        margin=args.margin if args.margin is not None else declared.margin,
+        source=source,
+        relative_margin=declared.relative_margin if args.margin is None else None,
     )
-    if not primary and not source:
-        source = "none declared: every comparison is exploratory"
-    relative = preset.relative_margin if preset is not None and args.margin is None else None
-    return declare(primary, alpha=alpha, margin=margin, source=source, relative_margin=relative)
 
 
 def _named_preset(args):

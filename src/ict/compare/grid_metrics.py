@@ -38,7 +38,9 @@ class GridMetric:
     defaults: Mapping[str, Any] = None  # type: ignore[assignment]
 
     def settings(self, given: Mapping | None) -> dict:
-        """The metric's settings: its defaults with the preset's on top."""
+        """The metric's settings: its defaults with the preset's on top (a preset may add `how`,
+        the command its report names, and `after_the_run`, a note that the metric was not
+        declared before the cells ran)."""
         return {**(self.defaults or {}), **(given or {})}
 
     def path(self, run_dir: Path) -> Path:

@@ -237,9 +237,9 @@ class Study:
         for name, given in self.spec.metrics.items():
             metric = GRID_METRICS[name]
             values = metric.settings(given)
-            how = values.get("how", f"`{self.spec.command} kl`")
+            how = values.get("how", f"`{self.spec.command} metrics`")
             note = values.get("after_the_run")
-            text = metric.text.format(**values, how=how)
+            text = metric.text.format(**{**values, "how": how})
             metrics.append(MetricView(
                 name, metric.value,
                 metric.heading + (" (added after the run)" if note else ""),
