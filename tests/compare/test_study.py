@@ -188,6 +188,8 @@ def test_stages_refuse_what_the_study_does_not_declare(tmp_path):
     preset = get_preset(PRESET)
     with pytest.raises(ConfigError, match="unknown study stage 'nope'; choose one of pilot"):
         run_stage(preset, "nope", tmp_path)
+    with pytest.raises(ConfigError, match="--block belongs to the stages test, retest, metrics"):
+        run_stage(preset, "report", tmp_path, block=1)
     with pytest.raises(ConfigError, match="preset toy declares no study"):
         run_stage(get_preset("toy"), "report", tmp_path)
     bare = dataclasses.replace(preset, study={"report": ["comparison"]})

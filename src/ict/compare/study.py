@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ict.compare.pilot import PILOT_RULES, PilotSpec, curve_of, overrides
+from ict.compare.presets import Preset
 from ict.errors import ConfigError
 from ict.files import read_json, write_json_atomic
 
@@ -116,7 +117,7 @@ class Study:
     `log` takes one line; `fast`: ict.fast for warm-started cells; `sampler_factory`: how every
     evaluation samples (tests inject one)."""
 
-    preset: object
+    preset: Preset
     spec: StudySpec
     out: Path
     dest: Path
@@ -461,8 +462,11 @@ def run_stage(preset, stage: str, out, *, dest=None, block: int = 0, **options):
     unknown stage or one the study does not declare."""
     if stage not in STAGES:
         raise ConfigError(f"unknown study stage {stage!r}; choose one of {', '.join(STAGES)}")
-    study = study_of(preset, out, dest, **options)
     entry = STAGES[stage]
+    if block and not entry.blocked:
+        blocked = ", ".join(n for n, s in STAGES.items() if s.blocked)
+        raise ConfigError(f"--block belongs to the stages {blocked}, not {stage}")
+    study = study_of(preset, out, dest, **options)
     if entry.needs and not study.spec.values.get(entry.needs):
         raise ConfigError(
             f"preset {preset.name}'s study declares no {entry.needs}: stage {stage} has nothing "
