@@ -4,7 +4,9 @@
     python scripts/generate_lists.py            # rewrite every generated block and the catalog
     python scripts/generate_lists.py --check    # exit 1 naming each file that drifted (no writes)
 
-Sources: `ict.methods.METHODS`, `ict.select.SELECTORS`, `ict.compare.presets.PRESETS`,
+Sources: `ict.methods.METHODS`, `ict.select.SELECTORS`, `ict.compare.presets.PRESETS`, the
+study registries (`ict.compare.study.STAGES`, `ict.compare.pilot.PILOT_RULES`,
+`ict.compare.grid_metrics.GRID_METRICS`, `ict.report.sections.SECTIONS`),
 `ict.methods.MethodOptions` (the method options every engine shares) and the committed reports'
 report.json (STUDIES: each study's primary verdicts).
 Targets:
@@ -157,6 +159,23 @@ def studies() -> list[tuple[str, str, int, list[str]]]:
     return rows
 
 
+def study_parts() -> list[tuple[str, str, str]]:
+    """(kind, name, text) of every registered study stage, pilot rule, grid metric and report
+    section (ict.compare.study.STAGES, ict.compare.pilot.PILOT_RULES,
+    ict.compare.grid_metrics.GRID_METRICS, ict.report.sections.SECTIONS)."""
+    from ict.compare.grid_metrics import GRID_METRICS
+    from ict.compare.pilot import PILOT_RULES
+    from ict.compare.study import STAGES
+    from ict.report.sections import SECTIONS
+
+    rows = [("stage", n, s.text) for n, s in STAGES.items()]
+    rows += [("pilot rule", n, r.text) for n, r in PILOT_RULES.items()]
+    rows += [("grid metric", n, f"{m.heading}: " + m.text.format(**m.settings(None),
+             how="the `metrics` stage")) for n, m in GRID_METRICS.items()]  # fmt: skip
+    rows += [("report section", n, s.text) for n, s in SECTIONS.items()]
+    return rows
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
@@ -227,6 +246,9 @@ def render(name: str) -> str:
         ]
         lines += [f"| `{n}` | {sel} | {ref} | {kept} | {loss} | {w} | {_cell(d)} |"
                   for n, sel, ref, kept, loss, w, d in method_settings()]  # fmt: skip
+    elif name == "study-parts":
+        lines = ["| kind | name | what it does |", "| --- | --- | --- |"]
+        lines += [f"| {kind} | `{n}` | {_cell(text)} |" for kind, n, text in study_parts()]
     elif name == "method-names":
         lines = [f"Built in: {', '.join(f'`{n}`' for n, _, _ in methods())}."]
     else:
@@ -236,7 +258,7 @@ def render(name: str) -> str:
 
 NAMES = (
     "methods", "method-settings", "selectors", "presets", "options", "studies", "selector-names",
-    "method-names",
+    "method-names", "study-parts",
 )  # fmt: skip
 
 

@@ -26,6 +26,7 @@ examples:
   ict compare --preset smollm-cot --methods grpo,ict,random_sequence --seeds 2   # SmolLM2 chains
   ict compare --preset toy --methods grpo,ict --seeds 5 --steps 100
   ict compare --preset toy-cot-long --tuning-only   # each method's learning rate on validation
+  ict compare --preset toy-cot-explore --stage decide --out runs/toy-cot-explore   # a study's stage
   ict compare --runs runs/a runs/b runs/c   # report from existing run directories (any engine)
   ict compare --runs runs/* --primary ict-grpo@pass@4 --alpha 0.05 --margin 0.03   # with endpoints
   ict compare --rerender docs/reports/toy-cot --preset toy-cot   # re-render verdicts from report.json
@@ -91,6 +92,18 @@ def _methods_help() -> str:
     )
 
 
+def _stage_names() -> list[str]:
+    from ict.compare.study import STAGES
+
+    return list(STAGES)
+
+
+def _stages_help() -> str:
+    from ict.compare.study import STAGES
+
+    return "; ".join(f"{name}: {stage.text}" for name, stage in STAGES.items())
+
+
 def add_parser(subparsers, summary: str) -> None:
     p = subparsers.add_parser(
         "compare",
@@ -138,6 +151,22 @@ def add_parser(subparsers, summary: str) -> None:
         "--tuning-only",
         action="store_true",
         help="stop after the tuning stage (its method x value table: OUT/tuning/tuning.json)",
+    )
+    p.add_argument(
+        "--stage",
+        choices=_stage_names(),
+        help="run one stage of a preset that declares a study (its `study:` mapping; "
+        "docs/compare.md, Studies): " + _stages_help(),
+    )
+    p.add_argument(
+        "--block",
+        type=int,
+        default=0,
+        help="with --stage test / retest / metrics: the test block (warm start) to run (default 0)",
+    )
+    p.add_argument(
+        "--dest",
+        help="with --stage report: the report folder (default OUT/report)",
     )
     p.add_argument(
         "--out",
@@ -201,25 +230,21 @@ def _start_note(result: dict) -> str:
 
 
 def endpoints_from(args, preset=None) -> Endpoints:
-    """The declared endpoints: the preset's (when one is given), with --primary / --alpha /
-    --margin replacing its values; none declared without a preset or flags."""
-    primary = list(preset.primary) if preset is not None else []
-    source = f"declared by preset {preset.name}" if preset is not None else ""
+    """The declared endpoints: the preset's (`Preset.declared_endpoints`, when one is given), with
+    --primary / --alpha / --margin replacing its values; none declared without a preset or flags.
+    An absolute --margin replaces a preset's relative one."""
+    declared = preset.declared_endpoints() if preset is not None else declare()
+    primary, source = declared.primary, declared.source
     if args.primary:
         given = [p for p in args.primary if p.lower() != "none"]
         primary, source = given, "declared by --primary" if given else "--primary none"
-    alpha = args.alpha if args.alpha is not None else (preset.alpha if preset else ALPHA)
-    margin = (
-        args.margin
-        if args.margin is not None
-        else (preset.equivalence_margin if preset else MARGIN)
-    )
-    if not primary and not source:
-        source = "none declared: every comparison is exploratory"
-    relative = preset.relative_margin if preset is not None and args.margin is None else None
-    unit = preset.unit if preset is not None else "seed"
     return declare(
-        primary, alpha=alpha, margin=margin, source=source, relative_margin=relative, unit=unit
+        primary,
+        alpha=args.alpha if args.alpha is not None else declared.alpha,
+        margin=args.margin if args.margin is not None else declared.margin,
+        source=source,
+        relative_margin=declared.relative_margin if args.margin is None else None,
+        unit=declared.unit,
     )
 
 
@@ -249,6 +274,11 @@ def run(args) -> int:
         return 0
     if args.runs:
         return _report_from_runs(args)
+    preset, out = _preset_and_out(args)
+    if args.stage:
+        return _run_stage(args, preset, out)
+    if args.dest is not None:
+        raise ConfigError("--dest belongs to --stage report (a grid's report goes to OUT/report)")
 
     preset, out = _preset_and_out(args)
     check_writable(out, flag="--out")  # read-only or full: before any cell or model loads (torch)
@@ -276,6 +306,21 @@ def run(args) -> int:
         print(f"tuning: {tuning_path(out)}")
         return 0
     _grid_report(args, preset, out, dirs)
+    return 0
+
+
+def _run_stage(args, preset, out: Path) -> int:
+    """`--stage`: one stage of the preset's study (ict.compare.study.run_stage)."""
+    from ict.compare.study import run_stage
+
+    if args.methods or args.seeds is not None or args.steps is not None or args.tuning:
+        raise ConfigError(
+            "--stage runs the study as its preset declares it: drop --methods / --seeds / "
+            "--steps / --tuning"
+        )
+    with quiet_console(args.verbose):
+        run_stage(preset, args.stage, out, dest=args.dest, block=args.block,
+                  fast=not args.no_fast, log=lambda line: print(line, flush=True))  # fmt: skip
     return 0
 
 

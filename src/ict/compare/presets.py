@@ -9,7 +9,7 @@ for the values and the reasons behind them):
 
 A file holds the Preset's fields (`methods`, `seeds`, `primary`, `alpha`, `equivalence_margin`,
 `train`: TrainConfig fields shared by every cell, `method_train`: per-method overrides, `eval`:
-EvalSpec fields, `warm`: WarmStart fields or absent), and may name a preset it `extends` (its
+EvalSpec fields, `warm`: WarmStart fields or absent, `study`: a study's stages, ict.compare.study), and may name a preset it `extends` (its
 values, with this file's on top: `train`, `eval` and `warm` merged key by key). `order` places it
 in `ict compare --help`. The paper's file also names its `model_sizes` (--model-size) and its
 `dry_run` overrides (--dry-run: `model: tiny` is the tiny offline model saved under the grid
@@ -36,7 +36,7 @@ import yaml
 
 from ict.compare.tuning import TuningSpec
 from ict.errors import ConfigError
-from ict.evidence.endpoints import ALPHA, MARGIN
+from ict.evidence.endpoints import ALPHA, MARGIN, declare
 from ict.testing import save_tiny_model
 from ict.train.config import TrainConfig
 from ict.train.problems import task_spec
@@ -108,6 +108,17 @@ class Preset:
     # the tuning stage (ict.compare.tuning): each method's learning rate chosen on validation
     # problems with tuning seeds before the test cells run; None: every method at train's lr
     tuning: TuningSpec | None = None
+    # a study's stages, rules, metrics and report sections (ict.compare.study.StudySpec); None:
+    # the preset is one grid
+    study: dict | None = None
+
+    def declared_endpoints(self):
+        """The preset's declared endpoints (ict.evidence.endpoints.declare)."""
+        return declare(
+            self.primary, alpha=self.alpha, margin=self.equivalence_margin,
+            source=f"declared by preset {self.name}", relative_margin=self.relative_margin,
+            unit=self.unit,
+        )  # fmt: skip
 
     def cell_train(self, method: str) -> dict:
         """The TrainConfig fields of a `method` cell: shared settings, then the method's own."""
@@ -215,6 +226,7 @@ def preset_from_values(
         relative_margin=data.get("relative_margin"),
         unit=str(data.get("unit", "seed")),
         tuning=None if tuning is None else tuning_spec(tuning),
+        study=data.get("study"),
     )  # fmt: skip
     preset.description = describe(preset, model=model_label)
     return preset

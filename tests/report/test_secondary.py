@@ -1,4 +1,4 @@
-"""A study's declared secondary endpoints (ict.compare.secondary) on synthetic grids: the
+"""A study's declared secondary endpoints (ict.report.secondary) on synthetic grids: the
 non-inferiority verdict against a margin derived from the baseline's measured change, its
 one-sided p checked by hand (blocked paired t) and by scipy, and the entropy ratios."""
 
@@ -6,11 +6,11 @@ import json
 
 import numpy as np
 import pytest
-from report.helpers import write_run
 from scipy import stats
 
-from ict.compare.secondary import difference_tests, entropy_ratios, non_inferiority
 from ict.report.runs import load_run
+from ict.report.secondary import difference_tests, entropy_ratios, non_inferiority
+from report.helpers import write_run
 
 N, PROBLEMS, SEEDS = 8, 60, 4  # samples per problem, problems, seeds per warm start
 START = 0.30  # each grid's start model at pass@1
