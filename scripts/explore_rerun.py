@@ -16,14 +16,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-import explore_study  # noqa: E402  (the study's KL stage and constants)
-
-from ict.compare.grid import (  # noqa: E402
+from ict.compare.grid import (
     GridOptions,
     evaluate_start,
     plan_cells,
@@ -31,9 +26,12 @@ from ict.compare.grid import (  # noqa: E402
     run_all,
     write_grid_record,
 )
-from ict.compare.presets import get_preset  # noqa: E402
-from ict.fast import fast_path  # noqa: E402
+from ict.compare.grid_metrics import GRID_METRICS
+from ict.compare.presets import get_preset
+from ict.fast import fast_path
 
+PRESET = "toy-cot-explore"
+SEEDS_PER_BLOCK = 10  # stage B's: warm start b, seeds 10b..10b+9
 LR = 2e-5
 HORIZON = 200  # stage B's horizon (the pilot's choice); the full pool, as stage B
 METHODS = ("ict", "random_sequence")
@@ -41,9 +39,9 @@ METHODS = ("ict", "random_sequence")
 
 def rerun_grid(out: Path, block: int):
     """(preset, grid options, grid directory, cells) of block `block` at LR."""
-    preset = get_preset(explore_study.PRESET)
+    preset = get_preset(PRESET)
     preset = dataclasses.replace(preset, warm=dataclasses.replace(preset.warm, seed=block))
-    n = explore_study.SEEDS_PER_BLOCK
+    n = SEEDS_PER_BLOCK
     grid = GridOptions(
         methods=list(METHODS),
         seeds=list(range(n * block, n * (block + 1))),
@@ -62,6 +60,17 @@ def run(out: Path, block: int) -> None:
         run_all(cells, start, preset, grid)
 
 
+def kl(out: Path, block: int) -> None:
+    """RUN/kl_to_start.json for every trained cell of the block: the study's registered grid
+    metric with the preset's settings (64 test problems x 8 samples)."""
+    preset, _, target, cells = rerun_grid(out, block)
+    metric = GRID_METRICS["kl_to_start"]
+    settings = metric.settings((preset.study or {}).get("metrics", {}).get("kl_to_start"))
+    with fast_path(True):
+        start = prepare_start(preset, target, print)
+        metric.run(cells, start, settings, print)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("stage", choices=["run", "kl"])
@@ -71,8 +80,7 @@ def main(argv=None) -> int:
     if args.stage == "run":
         run(args.out, args.block)
     else:
-        explore_study.test_grid = lambda out, block: rerun_grid(out, block)
-        explore_study.run_kl(args.out, args.block)
+        kl(args.out, args.block)
     return 0
 
 
