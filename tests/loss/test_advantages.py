@@ -26,7 +26,10 @@ def test_grpo_sample_std_by_hand():
     expected = [0.25 / (s5 + 1e-6), -0.75 / (s5 + 1e-6), 0.25 / (s5 + 1e-6), 0.25 / (s5 + 1e-6),
                 0.0, 0.0, 0.5 / (s9 + 1e-6), -0.5 / (s9 + 1e-6)]  # fmt: skip
     assert adv.tolist() == pytest.approx(expected, rel=1e-6)
-    assert info == {"zero_variance_groups": 1, "num_groups": 3, "zero_variance_share": 1 / 3}
+    assert info == {
+        "zero_variance_groups": 1, "num_groups": 3, "zero_variance_share": 1 / 3,
+        "no_signal_share": 1 / 3,
+    }  # fmt: skip
     assert adv.dtype == torch.float32
 
 
@@ -59,7 +62,10 @@ def test_zero_variance_groups_are_exactly_zero():
     groups = torch.tensor([0, 0, 0, 1, 2])
     adv, info = compute_advantages(rewards, groups)
     assert adv.tolist() == [0.0] * 5 and not torch.isnan(adv).any()
-    assert info == {"zero_variance_groups": 3, "num_groups": 3, "zero_variance_share": 1.0}
+    assert info == {
+        "zero_variance_groups": 3, "num_groups": 3, "zero_variance_share": 1.0,
+        "no_signal_share": 1.0,
+    }  # fmt: skip
     assert zero_variance_rows(REWARDS, GROUPS).tolist() == [False] * 4 + [True, True, False, False]
     # the step metric: groups 5 (1, 0, 1, 1), 7 (1, 1: all equal), 9 (1, 0) -> 1 of 3
     assert zero_variance_share(REWARDS, GROUPS) == pytest.approx(1 / 3)

@@ -147,3 +147,18 @@ def test_the_native_trainer_runs_the_methods_estimator():
         step = TrainingStep(plan, SimpleNamespace(device=torch.device("cpu")))
         advantages, _ = step.advantages(rollout, rewards)
         assert advantages.tolist() == pytest.approx(want, abs=1e-5)
+
+
+def test_groups_of_equal_rewards_carry_signal_under_w_reinforce_but_not_grpo():
+    """The learning-signal health check reads `no_signal_share` (all-zero advantages): under
+    W-REINFORCE an all-correct or all-wrong group still moves the policy."""
+    import torch
+
+    from ict.loss import compute_advantages
+
+    rewards = torch.tensor([1.0, 1.0, 0.0, 0.0, 1.0, 0.0])
+    groups = torch.tensor([0, 0, 1, 1, 2, 2])
+    _, grpo = compute_advantages(rewards, groups, mode="grpo")
+    _, wr = compute_advantages(rewards, groups, mode="w_reinforce")
+    assert grpo["zero_variance_share"] == wr["zero_variance_share"] == 2 / 3
+    assert grpo["no_signal_share"] == 2 / 3 and wr["no_signal_share"] == 0.0

@@ -183,7 +183,10 @@ def compute_advantages(
     Returns (advantages float[N], info) with info["zero_variance_groups"] (groups whose rewards
     are all equal; their advantages are 0) and info["num_groups"], both ints, and
     info["zero_variance_share"] (their ratio, the `zero_variance_share` step metric). Only grpo
-    and dr_grpo give such groups advantage 0; psr, nsr and w_reinforce have no baseline.
+    and dr_grpo give such groups advantage 0; psr, nsr and w_reinforce have no baseline, so
+    info["no_signal_share"] is the share of groups whose advantages are all exactly 0 (what
+    carries no gradient whatever the estimator; the `no_signal_share` step metric and the
+    learning-signal health check).
     """
     if mode not in ADVANTAGE_ESTIMATORS:
         raise ConfigError(
@@ -195,8 +198,13 @@ def compute_advantages(
     groups = group_stats(rewards, group_ids, std_unbiased=std_unbiased)
     adv = ADVANTAGE_ESTIMATORS[mode](rewards, groups, eps=eps)
     zero_groups = int(torch.unique(group_ids[groups.zero_variance]).numel())
+    signal = torch.unique(group_ids[adv != 0])
+    silent = groups.num_groups - int(signal.numel())
+    share = max(groups.num_groups, 1)
     info = {"zero_variance_groups": zero_groups, "num_groups": groups.num_groups}
-    return adv, {**info, "zero_variance_share": zero_groups / max(groups.num_groups, 1)}
+    return adv, {
+        **info, "zero_variance_share": zero_groups / share, "no_signal_share": silent / share,
+    }  # fmt: skip
 
 
 def zero_variance_share(rewards: Tensor, group_ids: Tensor) -> float:

@@ -156,7 +156,8 @@ def _write_signal(doc, groups: dict[str, list[Run]]) -> dict:
     for method, rs in groups.items():
         found = []
         for r in rs:
-            j = judge_signal(r.series("zero_variance_share")[1])
+            share = r.series("no_signal_share")[1]  # runs before it logged only the rewards'
+            j = judge_signal(share if len(share) else r.series("zero_variance_share")[1])
             if j is None:
                 continue
             _, rounds = r.series("dynamic/rounds")

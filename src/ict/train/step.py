@@ -161,6 +161,7 @@ class TrainingStep:
         metrics: dict = {
             "zero_variance_groups": int(info.get("zero_variance_groups", 0)),
             "zero_variance_share": info["zero_variance_share"],
+            "no_signal_share": info["no_signal_share"],
         }
         if self.plan.one_forward:
             scored, loss_metrics, stats_s, update_s = self._run_one_forward(

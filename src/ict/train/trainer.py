@@ -251,7 +251,8 @@ class Trainer:
             step, metrics["valid/entropy"], metrics.get("format_rate"), metrics.get("dense_warmup")
         )
         metrics.update(health)
-        metrics.update(self.signal.update(step, metrics["zero_variance_share"]))
+        # groups whose advantages are all 0 (all-equal rewards under grpo; none under w_reinforce)
+        metrics.update(self.signal.update(step, metrics["no_signal_share"]))
         metrics = {"step": step, **metrics}
 
         if cfg.log_samples_every and (
