@@ -144,7 +144,8 @@ class StepPlan:
     one_forward_off: str | None
     selection_when: str
     warning: str | None = None
-    loss_of: object = _no_loss
+    # the rule, not a value: two plans are equal when what it gave (`loss`) is
+    loss_of: object = dataclasses.field(default=_no_loss, compare=False)
 
     @classmethod
     def resolve(cls, options, layout: StepLayout, *, seed: int, loss=None, method=None) -> StepPlan:
