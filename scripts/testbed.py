@@ -284,7 +284,10 @@ def report(out: Path, variant: str, lr: float, dest: Path) -> Path:
     ]
     return build_report(
         runs, dest, title=f"toy-paths positive control ({variant}, lr {lr:g})",
-        endpoints=declare([PRIMARY], unit="warm start"),
+        endpoints=declare(
+            [PRIMARY], unit="warm start",
+            source="declared in docs/reports/toy-paths-screen/PROTOCOL.md before any cell ran",
+        ),
         lr_choice="the screen's declared rule (PROTOCOL.md): the first configuration that "
         "passes; GRPO and W-REINFORCE share it, as the protocol declares",
         notes=notes,

@@ -46,14 +46,24 @@ def test_every_method_is_one_override(mode):
     """One override names the method; a method that fixes its own clip range (Clip-Cov's
     authors' 1 / 1) also states it as verl's clip ratios (refused otherwise, naming them)."""
     override = f"actor_rollout_ref.actor.policy_loss.loss_mode={mode}"
-    clip = []
-    if get_method(LOSS_MODES[mode]).fixes_clip_range():
+    method = get_method(LOSS_MODES[mode])
+    extra = []
+    estimator = method.resolved().advantage
+    if estimator not in ("grpo", None):  # a method with its own advantage names it for verl
+        extra.append(f"algorithm.adv_estimator={estimator}")
+    if method.fixes_clip_range():
         from ict.errors import ConfigError
 
-        with pytest.raises(ConfigError, match="clip_ratio_low=1 and clip_ratio_high=1"):
-            from_verl_config(_compose(override))
-        clip = [f"actor_rollout_ref.actor.clip_ratio_{k}=1.0" for k in ("low", "high")]
-    spec = from_verl_config(_compose(override, *clip))
+        low, high = (f"{x:g}" for x in (method.eps_low, method.eps_high))
+        with pytest.raises(
+            ConfigError, match=f"clip_ratio_low={low} and clip_ratio_high={high}"
+        ):
+            from_verl_config(_compose(override, *extra))
+        extra += [
+            f"actor_rollout_ref.actor.clip_ratio_low={method.eps_low}",
+            f"actor_rollout_ref.actor.clip_ratio_high={method.eps_high}",
+        ]
+    spec = from_verl_config(_compose(override, *extra))
     assert spec.method == LOSS_MODES[mode]
     assert spec.selector == get_method(LOSS_MODES[mode]).selector
 
