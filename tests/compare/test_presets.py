@@ -12,8 +12,8 @@ def test_every_registered_preset_builds_valid_cells():
     from ict.train import TrainConfig
 
     assert list(PRESETS) == [
-        "toy", "toy-cot", "toy-cot-long", "toy-cot-explore", "quick", "smollm", "smollm-cot",
-        "paper",
+        "toy", "toy-cot", "toy-cot-long", "toy-cot-explore", "toy-paths-screen", "quick",
+        "smollm", "smollm-cot", "paper",
     ]  # fmt: skip
     for name, entry in PRESETS.items():
         preset = get_preset(name)
@@ -25,7 +25,8 @@ def test_every_registered_preset_builds_valid_cells():
     assert PRESETS["paper"].options == ("model_size", "dry_run", "work_dir")
     assert get_preset("toy").task == "toy:add" and get_preset("toy-cot").task == "toy:cot"
     with pytest.raises(
-        ConfigError, match="choose one of toy, toy-cot, toy-cot-long, toy-cot-explore, quick"
+        ConfigError,
+        match="choose one of toy, toy-cot, toy-cot-long, toy-cot-explore, toy-paths-screen, quick",
     ):
         get_preset("huge")
     with pytest.raises(ConfigError, match="takes only model_size"):

@@ -63,7 +63,9 @@ def test_secondary_section_states_the_declared_endpoints(tmp_path):
     md = md.read_text()
     raw = json.loads((tmp_path / "secondary.json").read_text())
     ni = raw["pass1_non_inferiority"]
-    assert ni["verdict"] == "inferior" and ni["seed_level"]["test"] == "paired t, 2 blocks"
+    assert (
+        ni["verdict"] == "inferior" and ni["seed_level"]["test"] == "paired t, 2 blocks, Welch df"
+    )
     assert f"{ni['margin']:.3f}" in md and "**inferior**" in md
     assert raw["pass4"]["ict-grpo"]["verdict"] == "lower"
     assert set(raw["entropy_ratio"]["mean"]) == set(rates)

@@ -23,6 +23,9 @@ def parse(argv):
 @pytest.mark.parametrize("name", list(PRESETS))
 def test_every_preset_declares_endpoints_its_grid_can_test(name):
     preset = get_preset(name)
+    if len(preset.methods) == 1:  # a one-method screen (toy-paths-screen) has nothing to compare
+        assert not preset.primary
+        return
     assert preset.primary and 0 < preset.alpha < 0.5 and preset.equivalence_margin > 0
     for spec in preset.primary:
         e = parse_endpoint(spec)
@@ -35,7 +38,10 @@ def test_the_docs_table_is_the_presets():
     text = DOCS.read_text()
     table = text[text.index("<!-- preset endpoints") :]
     rows = re.findall(r"^\| `([\w-]+)` \| ([^|]+) \| ([\d.]+) \| ([\d.]+) \|", table, flags=re.M)
-    documented = {n: (p.strip().split(", "), float(a), float(m)) for n, p, a, m in rows}
+    documented = {
+        n: ([] if p.startswith("none") else p.strip().split(", "), float(a), float(m))
+        for n, p, a, m in rows
+    }
     assert set(documented) == set(PRESETS)
     for name in PRESETS:
         preset = get_preset(name)

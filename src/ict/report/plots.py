@@ -73,6 +73,7 @@ RUN_PLOTS: list[tuple[str, str, str, list[tuple[str, str]]]] = [
 PALETTE = (
     "#1f77b4", "#ff7f0e", "#8c564b", "#9467bd", "#2ca02c", "#e377c2", "#bcbd22", "#17becf",
     "#d62728", "#ff9896", "#98df8a", "#aec7e8", "#7b4173", "#ffbb78", "#dbdb8d", "#9edae5",
+    "#393b79", "#c49c94", "#f7b6d2", "#637939", "#c5b0d5", "#843c39",
 )  # fmt: skip
 BAND_COLOR = "0.85"  # the equivalence margin's band (light grey)
 REFERENCE_COLOR = "0.35"  # the model before RL, dashed

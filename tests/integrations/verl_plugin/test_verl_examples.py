@@ -55,9 +55,7 @@ def test_every_method_is_one_override(mode):
         from ict.errors import ConfigError
 
         low, high = (f"{x:g}" for x in (method.eps_low, method.eps_high))
-        with pytest.raises(
-            ConfigError, match=f"clip_ratio_low={low} and clip_ratio_high={high}"
-        ):
+        with pytest.raises(ConfigError, match=f"clip_ratio_low={low} and clip_ratio_high={high}"):
             from_verl_config(_compose(override, *extra))
         extra += [
             f"actor_rollout_ref.actor.clip_ratio_low={method.eps_low}",
