@@ -30,8 +30,38 @@ _ANSWER = re.compile(r";=(\d+)\s*$")
 CATEGORIES = ("operand", "carry", "step_sum", "answer", "format", "eos", "other")
 
 
+class HeldOutPools:
+    """The splits of a toy pair task: `_test()` draws the `test_pool` held-out pairs first,
+    `_validation()` as many of their own, and `_draws(seed, size, held)` the training pairs (a task
+    supplies the three); `split` cycles the pools when asked for more."""
+
+    def split(self, split: str, size: int) -> list[tuple[int, int]]:
+        """`size` (a, b) pairs of the split ("train", "validation" or "test"), seeded and
+        deterministic: test is the `test_pool` held-out pairs (cycled if `size` is larger),
+        validation `test_pool` pairs that are not test pairs (cycled likewise), and train pairs
+        (stream [seed, 1]) are neither."""
+        if split == "test":
+            test = self._test()
+            return [test[i % len(test)] for i in range(size)]
+        if split == "validation":
+            validation = self._validation()
+            return [validation[i % len(validation)] for i in range(size)]
+        held = set(self._test()) | set(self._validation())
+        return self._draws([self.seed, 1], size, held)
+
+    @property
+    def test_size(self) -> int:
+        """Held-out pairs drawn (the size of an evaluation that asks for all of them)."""
+        return self.test_pool
+
+    @property
+    def validation_size(self) -> int:
+        """Validation pairs drawn (as many as held-out pairs)."""
+        return self.test_pool
+
+
 @dataclass(frozen=True)
-class ToyCotTask:
+class ToyCotTask(HeldOutPools):
     """a + b with a, b uniform in [0, 10**digits); train and held-out pairs are disjoint."""
 
     digits: int = 4
@@ -42,20 +72,8 @@ class ToyCotTask:
     name: ClassVar[str] = "toy-cot"  # the warm start's cache folder and log label
     max_positions: ClassVar[int] = 128  # the warm-started model's context
 
-    def split(self, split: str, size: int) -> list[tuple[int, int]]:
-        """`size` (a, b) pairs of the split ("train", "validation" or "test"), seeded and
-        deterministic: test is `test_pool` pairs drawn first (cycled if `size` is larger),
-        validation `test_pool` pairs from their own stream ([seed, 3]) that are not test pairs
-        (cycled likewise), and train pairs (stream [seed, 1]) are neither. The warm start's
-        examples (`sft_examples`) leave out only the test pairs."""
-        if split == "test":
-            test = self._test()
-            return [test[i % len(test)] for i in range(size)]
-        if split == "validation":
-            validation = self._validation()
-            return [validation[i % len(validation)] for i in range(size)]
-        held = set(self._test()) | set(self._validation())
-        return self._draws([self.seed, 1], size, held)
+    # splits: HeldOutPools (validation from its own stream [seed, 3]); the warm start's examples
+    # (`sft_examples`) leave out only the test pairs
 
     def _test(self) -> list[tuple[int, int]]:
         test = np.random.default_rng(self.seed).integers(0, 10**self.digits, (self.test_pool, 2))
@@ -75,16 +93,6 @@ class ToyCotTask:
                 out.append(pair)
                 seen.add(pair)
         return out
-
-    @property
-    def test_size(self) -> int:
-        """Held-out pairs drawn (the size of an evaluation that asks for all of them)."""
-        return self.test_pool
-
-    @property
-    def validation_size(self) -> int:
-        """Validation pairs drawn (as many as held-out pairs)."""
-        return self.test_pool
 
     @property
     def check_tokens(self) -> int:

@@ -38,7 +38,7 @@ _SHORT = re.compile(r"^(\d\+\d=\d;)+=\d+\s*$")
 
 
 @dataclass(frozen=True)
-class ToyPathsTask:
+class ToyPathsTask(cot.HeldOutPools):
     """a + b with `digits`-digit operands; `carry_pct`% of the problems of every split need a carry
     (the short path fails on them). Train, validation and held-out pairs are disjoint."""
 
@@ -69,18 +69,7 @@ class ToyPathsTask:
         if self.digits < 1:
             raise DataError(f"toy:paths: digits must be at least 1, got {self.digits}")
 
-    def split(self, split: str, size: int) -> list[tuple[int, int]]:
-        """`size` (a, b) pairs of the split ("train", "validation" or "test"), seeded and
-        deterministic; test and validation are pools of `test_pool` pairs cycled when `size` is
-        larger, train pairs are neither (as toy:cot)."""
-        if split == "test":
-            test = self._test()
-            return [test[i % len(test)] for i in range(size)]
-        if split == "validation":
-            validation = self._validation()
-            return [validation[i % len(validation)] for i in range(size)]
-        held = set(self._test()) | set(self._validation())
-        return self._draws([self.seed, 1], size, held)
+    # splits: cot.HeldOutPools (every pool drawn with the task's carry share)
 
     def _test(self) -> list[tuple[int, int]]:
         return self._draws([self.seed, 0], self.test_pool, set(), distinct=True)
@@ -109,14 +98,6 @@ class ToyPathsTask:
             out.append(pair)
             seen.add(pair)
         return out
-
-    @property
-    def test_size(self) -> int:
-        return self.test_pool
-
-    @property
-    def validation_size(self) -> int:
-        return self.test_pool
 
     @property
     def check_tokens(self) -> int:
