@@ -38,6 +38,13 @@ def comparable(markdown: str) -> dict[str, str]:
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="the committed toy-cot-explore reports predate issue 46's verdict code (blocked t with "
+    "Welch df, bootstrap stratified by warm start) and carry hand-added scope and errata "
+    "(secondary.md, report.md): they re-derive once regenerated with the new code, which is the "
+    "next step of issue 49's re-derivation (the closing note of 2026-12-04 says so)",
+)
 def test_the_committed_report_re_derives_from_its_cells(tmp_path):
     out, dest = tmp_path / "out", tmp_path / "dest"
     (out / "companion").mkdir(parents=True)
