@@ -303,16 +303,16 @@ def _run_one(args, label: str, tasks, items, settings: EvalSettings, seed_out: s
 
 def _write_k_plot(result: dict, out: str):
     """OUT/pass_at_k.png: pass@k against k (log2 axis), one line per benchmark with its 95%
-    bootstrap band over problems; None when matplotlib is missing or there is one k only."""
+    bootstrap band over problems, each named by its full task spec (wrapped by the legend; the
+    console's short labels are for the console); None when matplotlib is missing or there is one
+    k only."""
     ks = result["settings"]["k"]
     if len(ks) < 2:
         return None
     try:
-        from ict.data import short_labels
         from ict.report.plots import k_curves_from_summary, plot_k_curves
 
-        names = short_labels(result["benchmarks"])
-        curves = {names[label]: curve for label, curve in k_curves_from_summary(result).items()}
+        curves = k_curves_from_summary(result)
         return plot_k_curves(
             curves,
             Path(out) / "pass_at_k.png",
