@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+from functools import partial
 from pathlib import Path
 
 from ict.compare.grid import (
@@ -217,31 +218,30 @@ def paths(out: Path, device: str) -> None:
     for variant, lr, block in [
         (v, lr, b) for v in VARIANTS for lr in SCREEN_LRS for b in CONTROL_BLOCKS
     ]:
-        if True:
-            target = control_dir(out, lr, block, variant)
-            if not (target / "grid.json").is_file():
+        target = control_dir(out, lr, block, variant)
+        if not (target / "grid.json").is_file():
+            continue
+        preset = preset_for(block, variant)
+        cfg = plan_cells(preset, target, GridOptions(seeds=[block]))[0].config
+        cfg = dataclasses.replace(cfg, device=device)
+        task = toy_task(preset.task)
+        pairs = task.split("test", PATH_PROBLEMS)
+        shares = partial(
+            path_shares, task=task, pairs=pairs, temperature=cfg.temperature,
+            max_new_tokens=cfg.max_new_tokens,
+        )  # fmt: skip
+        start = target / "start_paths.json"
+        if not start.is_file():
+            model, tok, _ = warm_start(preset.task, preset.warm)
+            model.to(resolve_device(device))
+            write_json_atomic(start, shares(model, tok))
+        for run in sorted((target / "runs").glob("*_seed*")):
+            dest = run / "paths.json"
+            if dest.is_file() or not (run / "final_eval.json").is_file():
                 continue
-            preset = preset_for(block, variant)
-            cfg = plan_cells(preset, target, GridOptions(seeds=[block]))[0].config
-            cfg = dataclasses.replace(cfg, device=device)
-            task = toy_task(preset.task)
-            pairs = task.split("test", PATH_PROBLEMS)
-            start = target / "start_paths.json"
-            if not start.is_file():
-                model, tok, _ = warm_start(preset.task, preset.warm)
-                model.to(resolve_device(device))
-                write_json_atomic(
-                    start, path_shares(model, tok, task, pairs, cfg.temperature, cfg.max_new_tokens)
-                )
-            for run in sorted((target / "runs").glob("*_seed*")):
-                dest = run / "paths.json"
-                if dest.is_file() or not (run / "final_eval.json").is_file():
-                    continue
-                model, tok = load_for(cfg, run)
-                write_json_atomic(
-                    dest, path_shares(model, tok, task, pairs, cfg.temperature, cfg.max_new_tokens)
-                )
-                print(run, read_json(dest))
+            result = shares(*load_for(cfg, run))
+            write_json_atomic(dest, result)
+            print(run, result)
 
 
 PRIMARY = "w_reinforce-grpo@pass@256"  # the positive control's declared primary comparison
